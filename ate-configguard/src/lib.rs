@@ -1,0 +1,2 @@
+//! ate-configguard (work in progress).
+#![warn(missing_docs)]

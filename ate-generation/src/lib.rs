@@ -1,0 +1,2 @@
+//! ate-generation (work in progress).
+#![warn(missing_docs)]

@@ -1,0 +1,2 @@
+//! ate-ledger (work in progress).
+#![warn(missing_docs)]

@@ -1,0 +1,2 @@
+//! ate-ratelimit (work in progress).
+#![warn(missing_docs)]

@@ -1,0 +1,593 @@
+//! The gate itself.
+//!
+//! All hot-path state lives in ONE atomic word: the draining bit, a
+//! "someone is waiting for idle" bit, and the in-flight count. Admission is a
+//! single `fetch_add` that also reads the draining bit, so admission and
+//! drain are ordered by that one word: a wait for idle that starts after
+//! `begin_drain()` sees every guard admitted before it. Only the cold paths
+//! (drain, registering callbacks, waiting, the last guard leaving while
+//! someone waits) take a lock.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use parking_lot::{Condvar, Mutex};
+
+use crate::clock::{Clock, SystemClock};
+use crate::{CLOSE_GOING_AWAY, Error};
+
+const DRAINING: u64 = 1 << 63;
+const WAITERS: u64 = 1 << 62;
+const COUNT_MASK: u64 = WAITERS - 1;
+
+/// The two states of a gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub enum State {
+    /// Ready for new work.
+    Serving,
+    /// Draining: not ready, finishing admitted work. One-way.
+    Draining,
+}
+
+/// What admission does with new work while draining.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AdmissionPolicy {
+    /// Serve it, and tell the handler to answer with `Connection: close`
+    /// (load balancers keep routing for seconds after readiness fails).
+    #[default]
+    LameDuck,
+    /// Refuse it with [`Error::Draining`] (answer 503 with `Retry-After`).
+    Strict {
+        /// The `Retry-After` to suggest, in whole seconds.
+        retry_after_secs: u64,
+    },
+}
+
+/// How a bounded wait for idle ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum WaitOutcome {
+    /// In-flight work reached zero.
+    Completed,
+    /// The timeout passed first.
+    TimedOut {
+        /// Work still in flight when the wait gave up.
+        in_flight: u64,
+    },
+}
+
+impl WaitOutcome {
+    /// Whether the wait completed.
+    pub fn is_completed(self) -> bool {
+        matches!(self, Self::Completed)
+    }
+}
+
+/// The answer of [`Gate::begin_drain`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum BeginDrain {
+    /// This call flipped the gate to draining (and ran the callbacks).
+    Started {
+        /// When the drain began.
+        at: DateTime<Utc>,
+    },
+    /// A drain was already under way; nothing changed.
+    AlreadyDraining {
+        /// When the drain began (the first call's time).
+        since: DateTime<Utc>,
+    },
+}
+
+impl BeginDrain {
+    /// Whether this call started the drain.
+    pub fn started(self) -> bool {
+        matches!(self, Self::Started { .. })
+    }
+
+    /// When the drain began.
+    pub fn since(self) -> DateTime<Utc> {
+        match self {
+            Self::Started { at } | Self::AlreadyDraining { since: at } => at,
+        }
+    }
+}
+
+/// A cheap, consistent-enough view of a gate for metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct Snapshot {
+    /// Current state.
+    pub state: State,
+    /// When the drain began, if it has.
+    pub drain_started_at: Option<DateTime<Utc>>,
+    /// Admitted work not yet finished.
+    pub in_flight: u64,
+    /// How the last bounded wait ended, if any finished.
+    #[cfg_attr(feature = "serde", serde(skip))]
+    pub last_wait: Option<WaitOutcome>,
+}
+
+impl Snapshot {
+    /// `1` while serving, else `0` (a `ready` gauge).
+    pub fn ready_gauge(&self) -> i64 {
+        i64::from(self.state == State::Serving)
+    }
+
+    /// `1` while draining, else `0` (a `drain_in_progress` gauge).
+    pub fn drain_in_progress_gauge(&self) -> i64 {
+        i64::from(self.state == State::Draining)
+    }
+}
+
+/// The answer of [`Gate::admit_session`] for long-lived sessions.
+#[derive(Debug)]
+#[must_use]
+pub enum SessionAdmission {
+    /// Serving: open the session; it stays counted until the guard drops.
+    Open(Guard),
+    /// Draining: ACCEPT the upgrade, then close with `close_code` (1001).
+    /// Refusing before the upgrade is a failed HTTP upgrade, which client
+    /// circuit breakers count as a server failure.
+    AcceptThenClose {
+        /// The WebSocket close code to send: 1001, going away.
+        close_code: u16,
+    },
+}
+
+type Callback = Box<dyn FnOnce() + Send + 'static>;
+
+struct DrainInfo {
+    started_at: Option<DateTime<Utc>>,
+    callbacks: Vec<Callback>,
+}
+
+struct Inner {
+    word: AtomicU64,
+    // 0 = none, 1 = completed, 2 = timed out (count in `last_wait_count`).
+    last_wait: AtomicU8,
+    last_wait_count: AtomicU64,
+    policy: AdmissionPolicy,
+    clock: Box<dyn Clock>,
+    drain: Mutex<DrainInfo>,
+    // Waiters for idle: the number of them, guarded with the condvar.
+    waiters: Mutex<usize>,
+    idle: Condvar,
+    #[cfg(feature = "tokio")]
+    notify: tokio::sync::Notify,
+}
+
+/// A readiness gate. Clones share the same gate.
+///
+/// `Send + Sync`; clone it into every handler.
+#[derive(Clone)]
+pub struct Gate {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Gate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Gate")
+            .field("policy", &self.inner.policy)
+            .field("snapshot", &self.snapshot())
+            .finish()
+    }
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Builds a [`Gate`] with a policy and a clock.
+#[derive(Debug, Default)]
+pub struct GateBuilder {
+    policy: AdmissionPolicy,
+    clock: Option<Box<dyn Clock>>,
+}
+
+impl GateBuilder {
+    /// Sets the admission policy while draining (default: lame duck).
+    pub fn policy(mut self, policy: AdmissionPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Sets the clock the drain start time is read from.
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Some(Box::new(clock));
+        self
+    }
+
+    /// Builds the gate, `Serving`.
+    pub fn build(self) -> Gate {
+        Gate {
+            inner: Arc::new(Inner {
+                word: AtomicU64::new(0),
+                last_wait: AtomicU8::new(0),
+                last_wait_count: AtomicU64::new(0),
+                policy: self.policy,
+                clock: self.clock.unwrap_or_else(|| Box::new(SystemClock)),
+                drain: Mutex::new(DrainInfo {
+                    started_at: None,
+                    callbacks: Vec::new(),
+                }),
+                waiters: Mutex::new(0),
+                idle: Condvar::new(),
+                #[cfg(feature = "tokio")]
+                notify: tokio::sync::Notify::new(),
+            }),
+        }
+    }
+}
+
+impl Gate {
+    /// A serving gate with the lame-duck policy and the system clock.
+    pub fn new() -> Self {
+        Self::builder().build()
+    }
+
+    /// A builder for a policy or clock other than the defaults.
+    pub fn builder() -> GateBuilder {
+        GateBuilder::default()
+    }
+
+    /// A serving gate reading time from `clock`.
+    pub fn with_clock(clock: impl Clock) -> Self {
+        Self::builder().clock(clock).build()
+    }
+
+    /// The admission policy.
+    pub fn policy(&self) -> AdmissionPolicy {
+        self.inner.policy
+    }
+
+    /// The current state: one atomic load.
+    #[inline]
+    pub fn state(&self) -> State {
+        if self.inner.word.load(Ordering::Acquire) & DRAINING == 0 {
+            State::Serving
+        } else {
+            State::Draining
+        }
+    }
+
+    /// Whether the gate is serving: one atomic load.
+    #[inline]
+    pub fn is_serving(&self) -> bool {
+        self.state() == State::Serving
+    }
+
+    /// Liveness: 200 while the process is alive, whatever the state.
+    pub fn liveness_status(&self) -> u16 {
+        200
+    }
+
+    /// Readiness: 200 while serving, 503 while draining.
+    #[inline]
+    pub fn readiness_status(&self) -> u16 {
+        match self.state() {
+            State::Serving => 200,
+            State::Draining => 503,
+        }
+    }
+
+    /// Flips the gate to draining. Idempotent and thread-safe.
+    ///
+    /// The first call records the start time from the clock and runs the
+    /// registered drain callbacks, once, on the calling thread; every later
+    /// call changes nothing and reports [`BeginDrain::AlreadyDraining`] with
+    /// the first call's time.
+    pub fn begin_drain(&self) -> BeginDrain {
+        let mut info = self.inner.drain.lock();
+        if let Some(since) = info.started_at {
+            return BeginDrain::AlreadyDraining { since };
+        }
+        let at = self.inner.clock.now();
+        info.started_at = Some(at);
+        self.inner.word.fetch_or(DRAINING, Ordering::AcqRel);
+        let callbacks = std::mem::take(&mut info.callbacks);
+        drop(info);
+        for callback in callbacks {
+            callback();
+        }
+        BeginDrain::Started { at }
+    }
+
+    /// Registers a callback run once when the drain begins (for example to
+    /// stop a background consumer). If the gate is already draining it runs
+    /// now, on this thread.
+    pub fn on_drain(&self, callback: impl FnOnce() + Send + 'static) {
+        let mut info = self.inner.drain.lock();
+        if info.started_at.is_some() {
+            drop(info);
+            callback();
+        } else {
+            info.callbacks.push(Box::new(callback));
+        }
+    }
+
+    /// Admits one piece of work, counted in flight until the guard drops.
+    ///
+    /// Lock-free: one atomic read-modify-write. While draining, the default
+    /// policy still admits (the guard says so); [`AdmissionPolicy::Strict`]
+    /// refuses with [`Error::Draining`].
+    #[inline]
+    pub fn admit(&self) -> Result<Guard, Error> {
+        let before = self.inner.word.fetch_add(1, Ordering::AcqRel);
+        let guard = Guard {
+            gate: self.clone(),
+            admitted_while_draining: before & DRAINING != 0,
+        };
+        if guard.admitted_while_draining
+            && let AdmissionPolicy::Strict { retry_after_secs } = self.inner.policy
+        {
+            drop(guard);
+            return Err(Error::Draining { retry_after_secs });
+        }
+        Ok(guard)
+    }
+
+    /// Admits a long-lived session (a WebSocket). While serving it is counted
+    /// like [`admit`](Self::admit); while draining the caller must accept
+    /// the upgrade and close with 1001, whatever the policy.
+    pub fn admit_session(&self) -> SessionAdmission {
+        let before = self.inner.word.fetch_add(1, Ordering::AcqRel);
+        let guard = Guard {
+            gate: self.clone(),
+            admitted_while_draining: before & DRAINING != 0,
+        };
+        if guard.admitted_while_draining {
+            drop(guard);
+            SessionAdmission::AcceptThenClose {
+                close_code: CLOSE_GOING_AWAY,
+            }
+        } else {
+            SessionAdmission::Open(guard)
+        }
+    }
+
+    /// Admitted work not yet finished.
+    pub fn in_flight(&self) -> u64 {
+        self.inner.word.load(Ordering::Acquire) & COUNT_MASK
+    }
+
+    /// A snapshot for metrics.
+    pub fn snapshot(&self) -> Snapshot {
+        let word = self.inner.word.load(Ordering::Acquire);
+        let drain_started_at = if word & DRAINING != 0 {
+            self.inner.drain.lock().started_at
+        } else {
+            None
+        };
+        Snapshot {
+            state: if word & DRAINING != 0 {
+                State::Draining
+            } else {
+                State::Serving
+            },
+            drain_started_at,
+            in_flight: word & COUNT_MASK,
+            last_wait: self.last_wait(),
+        }
+    }
+
+    fn last_wait(&self) -> Option<WaitOutcome> {
+        match self.inner.last_wait.load(Ordering::Acquire) {
+            1 => Some(WaitOutcome::Completed),
+            2 => Some(WaitOutcome::TimedOut {
+                in_flight: self.inner.last_wait_count.load(Ordering::Acquire),
+            }),
+            _ => None,
+        }
+    }
+
+    fn record_wait(&self, outcome: WaitOutcome) -> WaitOutcome {
+        match outcome {
+            WaitOutcome::Completed => self.inner.last_wait.store(1, Ordering::Release),
+            WaitOutcome::TimedOut { in_flight } => {
+                self.inner
+                    .last_wait_count
+                    .store(in_flight, Ordering::Release);
+                self.inner.last_wait.store(2, Ordering::Release);
+            }
+        }
+        outcome
+    }
+
+    /// Registers as a waiter: from now on the guard that brings the count to
+    /// zero wakes waiters. Called with the `waiters` lock held.
+    fn add_waiter(&self, waiters: &mut usize) {
+        *waiters += 1;
+        self.inner.word.fetch_or(WAITERS, Ordering::AcqRel);
+    }
+
+    fn remove_waiter(&self, waiters: &mut usize) {
+        *waiters -= 1;
+        if *waiters == 0 {
+            self.inner.word.fetch_and(!WAITERS, Ordering::AcqRel);
+        }
+    }
+
+    /// Blocks until in-flight work reaches zero or `timeout` passes. Does
+    /// not spin: it sleeps on a condition variable that the last guard
+    /// signals. Usually called after [`begin_drain`](Self::begin_drain).
+    pub fn wait_idle(&self, timeout: Duration) -> WaitOutcome {
+        let deadline = Instant::now().checked_add(timeout);
+        let mut waiters = self.inner.waiters.lock();
+        self.add_waiter(&mut waiters);
+        let outcome = loop {
+            let count = self.in_flight();
+            if count == 0 {
+                break WaitOutcome::Completed;
+            }
+            let timed_out = match deadline {
+                Some(deadline) => self
+                    .inner
+                    .idle
+                    .wait_until(&mut waiters, deadline)
+                    .timed_out(),
+                None => {
+                    self.inner.idle.wait(&mut waiters);
+                    false
+                }
+            };
+            if timed_out {
+                let in_flight = self.in_flight();
+                break if in_flight == 0 {
+                    WaitOutcome::Completed
+                } else {
+                    WaitOutcome::TimedOut { in_flight }
+                };
+            }
+        };
+        self.remove_waiter(&mut waiters);
+        drop(waiters);
+        self.record_wait(outcome)
+    }
+
+    /// Waits (async) until in-flight work reaches zero or `timeout` passes.
+    /// Uses tokio time, so tests can pause it.
+    #[cfg(feature = "tokio")]
+    pub async fn wait_idle_async(&self, timeout: Duration) -> WaitOutcome {
+        let sleep = tokio::time::sleep(timeout);
+        tokio::pin!(sleep);
+        {
+            let mut waiters = self.inner.waiters.lock();
+            self.add_waiter(&mut waiters);
+        }
+        let outcome = loop {
+            let notified = self.inner.notify.notified();
+            tokio::pin!(notified);
+            // Register for the wake-up BEFORE checking the count, so a guard
+            // dropped in between cannot be missed.
+            notified.as_mut().enable();
+            if self.in_flight() == 0 {
+                break WaitOutcome::Completed;
+            }
+            tokio::select! {
+                _ = &mut notified => {}
+                _ = &mut sleep => {
+                    let in_flight = self.in_flight();
+                    break if in_flight == 0 {
+                        WaitOutcome::Completed
+                    } else {
+                        WaitOutcome::TimedOut { in_flight }
+                    };
+                }
+            }
+        };
+        {
+            let mut waiters = self.inner.waiters.lock();
+            self.remove_waiter(&mut waiters);
+        }
+        self.record_wait(outcome)
+    }
+
+    #[cold]
+    fn wake_waiters(&self) {
+        // Taking the lock orders this wake after a blocking waiter's check.
+        let _waiters = self.inner.waiters.lock();
+        self.inner.idle.notify_all();
+        #[cfg(feature = "tokio")]
+        self.inner.notify.notify_waiters();
+    }
+
+    /// Test-only: puts the gate back to `Serving` with no drain time and no
+    /// last wait. Not compiled into a normal build; production code has no
+    /// undrain. Guards still alive stay counted.
+    #[cfg(any(test, feature = "test-util"))]
+    pub fn reset_for_tests(&self) {
+        let mut info = self.inner.drain.lock();
+        info.started_at = None;
+        self.inner.word.fetch_and(!DRAINING, Ordering::AcqRel);
+        self.inner.last_wait.store(0, Ordering::Release);
+    }
+}
+
+/// Work in flight. Dropping it ends the work.
+#[must_use = "work is counted in flight only while the guard lives"]
+pub struct Guard {
+    gate: Gate,
+    admitted_while_draining: bool,
+}
+
+impl fmt::Debug for Guard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Guard")
+            .field("admitted_while_draining", &self.admitted_while_draining)
+            .finish()
+    }
+}
+
+impl Guard {
+    /// Whether the gate was already draining when this work was admitted.
+    pub fn admitted_while_draining(&self) -> bool {
+        self.admitted_while_draining
+    }
+
+    /// Whether the response should carry `Connection: close`: the gate is
+    /// draining now (one atomic load), so a keep-alive client should
+    /// reconnect elsewhere.
+    #[inline]
+    pub fn should_close_connection(&self) -> bool {
+        !self.gate.is_serving()
+    }
+
+    /// The gate this guard belongs to.
+    pub fn gate(&self) -> &Gate {
+        &self.gate
+    }
+}
+
+impl Drop for Guard {
+    #[inline]
+    fn drop(&mut self) {
+        let before = self.gate.inner.word.fetch_sub(1, Ordering::AcqRel);
+        if before & COUNT_MASK == 1 && before & WAITERS != 0 {
+            self.gate.wake_waiters();
+        }
+    }
+}
+
+/// Waits for SIGTERM (Unix) or Ctrl-C, then begins the drain.
+///
+/// Spawn it at startup; the returned future resolves with the drain answer.
+/// If no signal handler can be installed, it drains right away and says so
+/// through the `Err` (failing open would leave a pod that never drains).
+#[cfg(feature = "tokio")]
+pub async fn drain_on_signal(gate: Gate) -> Result<BeginDrain, std::io::Error> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = match signal(SignalKind::terminate()) {
+            Ok(term) => term,
+            Err(error) => {
+                let _ = gate.begin_drain();
+                return Err(error);
+            }
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            result = tokio::signal::ctrl_c() => {
+                if let Err(error) = result {
+                    let _ = gate.begin_drain();
+                    return Err(error);
+                }
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        if let Err(error) = tokio::signal::ctrl_c().await {
+            let _ = gate.begin_drain();
+            return Err(error);
+        }
+    }
+    Ok(gate.begin_drain())
+}

@@ -1,0 +1,118 @@
+//! A readiness gate with an idempotent, one-way drain.
+//!
+//! During a rolling update a pod must stop receiving NEW work before it
+//! stops, while work it already admitted finishes. This crate holds that one
+//! primitive:
+//!
+//! - [`Gate`]: `Serving` → `Draining`, never back. Cheap to clone and share.
+//! - [`Gate::begin_drain`]: idempotent, reports whether THIS call started it.
+//! - [`Gate::admit`] → [`Guard`]: counts work in flight until dropped.
+//! - [`Gate::admit_session`] → [`SessionAdmission`]: for WebSockets, which
+//!   while draining must be accepted and then closed with code 1001.
+//! - [`Gate::wait_idle`] (blocking) and, with the `tokio` feature,
+//!   `Gate::wait_idle_async`: bounded waits that report a [`WaitOutcome`].
+//! - [`Gate::snapshot`] → [`Snapshot`]: state, drain start, in-flight count
+//!   and last wait outcome, for metrics.
+//! - [`is_loopback_peer`]: who may trigger the drain endpoint.
+//!
+//! # Example
+//!
+//! ```
+//! use std::time::Duration;
+//! use ate_readiness::{Gate, State, WaitOutcome};
+//!
+//! # fn main() -> Result<(), ate_readiness::Error> {
+//! let gate = Gate::new();
+//! assert_eq!(gate.readiness_status(), 200);
+//!
+//! let guard = gate.admit()?; // a request is in flight
+//! assert!(gate.begin_drain().started());      // preStop hook
+//! assert!(!gate.begin_drain().started());     // idempotent
+//! assert_eq!(gate.state(), State::Draining);
+//! assert_eq!(gate.readiness_status(), 503);   // load balancer de-routes
+//! assert_eq!(gate.liveness_status(), 200);    // but the pod is not killed
+//!
+//! // A request that still arrives is served ("lame duck"), with a hint to
+//! // close the keep-alive connection.
+//! let late = gate.admit()?;
+//! assert!(late.should_close_connection());
+//! drop((guard, late));
+//!
+//! assert_eq!(gate.wait_idle(Duration::from_secs(1)), WaitOutcome::Completed);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Kubernetes sequence
+//!
+//! 1. The kubelet runs the pod's `preStop` hook. Use an `exec` hook that runs
+//!    the service binary's own `drain` subcommand: an `httpGet` hook can only
+//!    send GET and comes from the node, not loopback, and distroless images
+//!    have no `curl`. The subcommand POSTs to the loopback-only drain
+//!    endpoint, which calls [`Gate::begin_drain`], then sleeps.
+//! 2. `/ready` now answers 503; the readiness probe fails and the load
+//!    balancer stops routing new connections, which takes seconds. Requests
+//!    that still arrive are served and answered with `Connection: close`.
+//! 3. After the hook's sleep, the kubelet sends SIGTERM. The service stops
+//!    accepting, waits for in-flight work with a bound ([`Gate::wait_idle`]),
+//!    and exits.
+//!
+//! `/health` (liveness) must stay 200 throughout: pointing the liveness probe
+//! or the load balancer's health check at `/ready` would restart or de-route
+//! pods that are draining correctly.
+//!
+//! Size `terminationGracePeriodSeconds` to exceed
+//! `preStop sleep + in-flight wait bound + a margin`; for example a 15 s
+//! sleep and a 20 s wait need at least 35 s, so use 45 s. When the grace
+//! period runs out the kubelet sends SIGKILL, whatever the pod is doing.
+//!
+//! # Feature flags
+//!
+//! - `tokio`: `Gate::wait_idle_async` and `drain_on_signal` (SIGTERM / Ctrl-C).
+//! - `test-util`: [`ManualClock`], `Gate::reset_for_tests`, and the
+//!   `testing` module (reference model and proptest strategies).
+//!
+//! # Testing
+//!
+//! Time is injected through [`Clock`]; the drain start time comes from it.
+//! With `test-util`, the `testing` module holds the reference model this
+//! crate's own property tests compare the gate against, so a service can
+//! property-test its own integration the same way.
+#![warn(missing_docs)]
+
+mod clock;
+mod gate;
+mod peer;
+#[cfg(feature = "test-util")]
+pub mod testing;
+
+#[cfg(any(test, feature = "test-util"))]
+pub use clock::ManualClock;
+pub use clock::{Clock, SystemClock};
+#[cfg(feature = "tokio")]
+pub use gate::drain_on_signal;
+pub use gate::{
+    AdmissionPolicy, BeginDrain, Gate, GateBuilder, Guard, SessionAdmission, Snapshot, State,
+    WaitOutcome,
+};
+pub use peer::is_loopback_peer;
+
+/// WebSocket close code "going away" (RFC 6455 §7.4.1), sent to sessions
+/// opened while draining.
+pub const CLOSE_GOING_AWAY: u16 = 1001;
+
+/// Errors of this crate.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The gate is draining and its policy is [`AdmissionPolicy::Strict`].
+    #[error("refused: the gate is draining (retry after {retry_after_secs} s)")]
+    Draining {
+        /// Suggested `Retry-After`, in whole seconds.
+        retry_after_secs: u64,
+    },
+}
+
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -1,0 +1,168 @@
+//! Testing support (feature `test-util`): the reference model the gate is
+//! checked against and proptest strategies for realistic operation
+//! sequences (bursts of requests, drains mid-request, clock jumps).
+//!
+//! # Example: property-testing your own integration
+//!
+//! ```
+//! use ate_readiness::testing::{Model, Op, ops};
+//! use ate_readiness::{Gate, ManualClock};
+//! use proptest::prelude::*;
+//!
+//! proptest!(|(seq in ops(40))| {
+//!     let clock = ManualClock::default();
+//!     let gate = Gate::with_clock(clock.clone());
+//!     let mut model = Model::default();
+//!     let mut guards = Vec::new();
+//!     for op in seq {
+//!         // Drive YOUR handler here instead; this drives the gate directly.
+//!         model.apply(&op, clock.now_for_model());
+//!         match op {
+//!             Op::Admit => guards.push(gate.admit().unwrap()),
+//!             Op::AdmitSession => {
+//!                 if let ate_readiness::SessionAdmission::Open(g) = gate.admit_session() {
+//!                     guards.push(g);
+//!                 }
+//!             }
+//!             Op::WaitNow => { let _ = gate.wait_idle(std::time::Duration::ZERO); }
+//!             Op::Release(i) => { if !guards.is_empty() { guards.remove(i % guards.len()); } }
+//!             Op::Drain => { let _ = gate.begin_drain(); }
+//!             Op::AdvanceSecs(s) => clock.advance(chrono::TimeDelta::seconds(s.into())),
+//!             _ => {}
+//!         }
+//!         prop_assert_eq!(gate.in_flight(), model.in_flight);
+//!     }
+//! });
+//! ```
+
+use chrono::{DateTime, Utc};
+use proptest::prelude::*;
+
+use crate::{Clock, ManualClock, State};
+
+/// One operation on a gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// `admit()` (lame-duck policy).
+    Admit,
+    /// `admit_session()`.
+    AdmitSession,
+    /// Drop the i-th live guard (modulo the number alive; no-op if none).
+    Release(usize),
+    /// `begin_drain()`.
+    Drain,
+    /// `wait_idle(0)`: an immediate bounded wait.
+    WaitNow,
+    /// Move the clock forward.
+    AdvanceSecs(u16),
+    /// Compare `snapshot()` with the model.
+    Snapshot,
+}
+
+/// The reference model: a plain struct with the rules written out longhand.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Model {
+    /// Serving or draining.
+    pub draining: bool,
+    /// When the drain began.
+    pub drain_started_at: Option<DateTime<Utc>>,
+    /// Live guards.
+    pub in_flight: u64,
+    /// How many times drain callbacks ran (must end at 0 or 1).
+    pub callbacks_run: u32,
+    /// Outcome of the last wait: `Some(None)` completed, `Some(Some(n))`
+    /// timed out with `n` in flight.
+    pub last_wait: Option<Option<u64>>,
+}
+
+/// What the model expects an operation to return.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// Nothing to compare.
+    Nothing,
+    /// `admit()` succeeded; `true` if it was admitted while draining.
+    Admitted(bool),
+    /// `admit_session()`: `true` = open, `false` = accept then close 1001.
+    Session(bool),
+    /// `begin_drain()`: `true` if this call started it.
+    Drain(bool),
+    /// `wait_idle(0)`: `None` completed, `Some(n)` timed out with `n`.
+    Wait(Option<u64>),
+}
+
+impl Model {
+    /// The state the model is in.
+    pub fn state(&self) -> State {
+        if self.draining {
+            State::Draining
+        } else {
+            State::Serving
+        }
+    }
+
+    /// Applies `op` at wall time `now` and returns what the gate must
+    /// answer. [`Op::Release`] assumes the caller dropped a guard if it held
+    /// any (the model's count never goes below zero).
+    pub fn apply(&mut self, op: &Op, now: DateTime<Utc>) -> Expect {
+        match *op {
+            Op::Admit => {
+                self.in_flight += 1;
+                Expect::Admitted(self.draining)
+            }
+            Op::AdmitSession => {
+                if self.draining {
+                    Expect::Session(false)
+                } else {
+                    self.in_flight += 1;
+                    Expect::Session(true)
+                }
+            }
+            Op::Release(_) => {
+                self.in_flight = self.in_flight.saturating_sub(1);
+                Expect::Nothing
+            }
+            Op::Drain => {
+                if self.draining {
+                    Expect::Drain(false)
+                } else {
+                    self.draining = true;
+                    self.drain_started_at = Some(now);
+                    self.callbacks_run += 1;
+                    Expect::Drain(true)
+                }
+            }
+            Op::WaitNow => {
+                let result = (self.in_flight != 0).then_some(self.in_flight);
+                self.last_wait = Some(result);
+                Expect::Wait(result)
+            }
+            Op::AdvanceSecs(_) | Op::Snapshot => Expect::Nothing,
+        }
+    }
+}
+
+/// A strategy for one operation, weighted like real traffic: mostly admits
+/// and releases, occasional drains, clock jumps and snapshots.
+pub fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => Just(Op::Admit),
+        2 => Just(Op::AdmitSession),
+        6 => any::<usize>().prop_map(Op::Release),
+        1 => Just(Op::Drain),
+        1 => Just(Op::WaitNow),
+        1 => (0u16..3600).prop_map(Op::AdvanceSecs),
+        2 => Just(Op::Snapshot),
+    ]
+}
+
+/// A sequence of up to `max_len` operations.
+pub fn ops(max_len: usize) -> impl Strategy<Value = Vec<Op>> {
+    proptest::collection::vec(op(), 0..=max_len)
+}
+
+impl ManualClock {
+    /// The clock's time, for feeding a [`Model`].
+    pub fn now_for_model(&self) -> DateTime<Utc> {
+        Clock::now(self)
+    }
+}

@@ -1,0 +1,45 @@
+//! The async wait (feature `tokio`), on paused tokio time.
+#![cfg(feature = "tokio")]
+
+use std::time::Duration;
+
+use ate_readiness::{Gate, WaitOutcome};
+
+#[tokio::test(start_paused = true)]
+async fn async_wait_completes_when_the_last_guard_drops() {
+    let gate = Gate::new();
+    let guard = gate.admit().unwrap();
+    let _ = gate.begin_drain();
+    let g = gate.clone();
+    let waiter = tokio::spawn(async move { g.wait_idle_async(Duration::from_secs(3600)).await });
+    tokio::task::yield_now().await;
+    let started = tokio::time::Instant::now();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    drop(guard);
+    assert_eq!(waiter.await.unwrap(), WaitOutcome::Completed);
+    // Woken by the drop, not by the 1 h timeout.
+    assert!(started.elapsed() < Duration::from_secs(60));
+}
+
+#[tokio::test(start_paused = true)]
+async fn async_wait_times_out_with_the_count_still_in_flight() {
+    let gate = Gate::new();
+    let _a = gate.admit().unwrap();
+    let _ = gate.begin_drain();
+    let started = tokio::time::Instant::now();
+    let outcome = gate.wait_idle_async(Duration::from_secs(20)).await;
+    assert_eq!(outcome, WaitOutcome::TimedOut { in_flight: 1 });
+    assert_eq!(started.elapsed(), Duration::from_secs(20));
+    assert_eq!(gate.snapshot().last_wait, Some(outcome));
+}
+
+#[tokio::test(start_paused = true)]
+async fn async_wait_with_nothing_in_flight_completes_at_once() {
+    let gate = Gate::new();
+    let _ = gate.begin_drain();
+    assert!(
+        gate.wait_idle_async(Duration::from_secs(1))
+            .await
+            .is_completed()
+    );
+}

@@ -1,0 +1,250 @@
+//! Behaviour of the drain: one-way, idempotent, callbacks once, time fixed.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use ate_readiness::{
+    AdmissionPolicy, BeginDrain, Error, Gate, ManualClock, SessionAdmission, State, WaitOutcome,
+};
+use chrono::{TimeDelta, TimeZone, Utc};
+
+fn clock() -> ManualClock {
+    ManualClock::new(Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5).unwrap())
+}
+
+#[test]
+fn a_new_gate_is_serving_and_ready() {
+    let gate = Gate::new();
+    assert_eq!(gate.state(), State::Serving);
+    assert!(gate.is_serving());
+    assert_eq!(gate.readiness_status(), 200);
+    assert_eq!(gate.liveness_status(), 200);
+    assert_eq!(gate.snapshot().drain_started_at, None);
+}
+
+#[test]
+fn first_drain_starts_and_later_drains_report_already_draining() {
+    let clock = clock();
+    let t0 = clock.now_for_model();
+    let gate = Gate::with_clock(clock.clone());
+    assert_eq!(gate.begin_drain(), BeginDrain::Started { at: t0 });
+    clock.advance(TimeDelta::seconds(30));
+    assert_eq!(
+        gate.begin_drain(),
+        BeginDrain::AlreadyDraining { since: t0 }
+    );
+    assert_eq!(
+        gate.snapshot().drain_started_at,
+        Some(t0),
+        "drain time moved"
+    );
+    assert_eq!(gate.state(), State::Draining);
+}
+
+#[test]
+fn drain_is_one_way() {
+    let gate = Gate::new();
+    let _ = gate.begin_drain();
+    for _ in 0..3 {
+        let _ = gate.begin_drain();
+        let _guard = gate.admit().unwrap();
+        assert_eq!(gate.state(), State::Draining);
+    }
+}
+
+#[test]
+fn readiness_fails_while_draining_but_liveness_stays_ok() {
+    let gate = Gate::new();
+    let _ = gate.begin_drain();
+    assert_eq!(gate.readiness_status(), 503);
+    assert_eq!(gate.liveness_status(), 200);
+}
+
+#[test]
+fn drain_callbacks_run_exactly_once() {
+    let gate = Gate::new();
+    let runs = Arc::new(AtomicU32::new(0));
+    for _ in 0..3 {
+        let runs = runs.clone();
+        gate.on_drain(move || {
+            runs.fetch_add(1, Ordering::SeqCst);
+        });
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    let _ = gate.begin_drain();
+    assert_eq!(runs.load(Ordering::SeqCst), 3);
+    let _ = gate.begin_drain();
+    assert_eq!(runs.load(Ordering::SeqCst), 3, "callbacks rerun");
+}
+
+#[test]
+fn callback_registered_after_drain_runs_immediately() {
+    let gate = Gate::new();
+    let _ = gate.begin_drain();
+    let ran = Arc::new(AtomicU32::new(0));
+    let r = ran.clone();
+    gate.on_drain(move || {
+        r.fetch_add(1, Ordering::SeqCst);
+    });
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn concurrent_drains_have_exactly_one_starter() {
+    for _ in 0..50 {
+        let gate = Gate::new();
+        let runs = Arc::new(AtomicU32::new(0));
+        let r = runs.clone();
+        gate.on_drain(move || {
+            r.fetch_add(1, Ordering::SeqCst);
+        });
+        let starters: u32 = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..4)
+                .map(|_| s.spawn(|| u32::from(gate.begin_drain().started())))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        assert_eq!(starters, 1);
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+    }
+}
+
+#[test]
+fn guards_count_in_flight_until_dropped() {
+    let gate = Gate::new();
+    let a = gate.admit().unwrap();
+    let b = gate.admit().unwrap();
+    assert_eq!(gate.in_flight(), 2);
+    drop(a);
+    assert_eq!(gate.in_flight(), 1);
+    drop(b);
+    assert_eq!(gate.in_flight(), 0);
+}
+
+#[test]
+fn lame_duck_admits_while_draining_and_asks_to_close_connection() {
+    let gate = Gate::new();
+    let before = gate.admit().unwrap();
+    assert!(!before.admitted_while_draining());
+    assert!(!before.should_close_connection());
+    let _ = gate.begin_drain();
+    assert!(
+        before.should_close_connection(),
+        "in-flight work finishing after the drain should close too"
+    );
+    let late = gate.admit().expect("lame duck admits");
+    assert!(late.admitted_while_draining());
+    assert!(late.should_close_connection());
+    assert_eq!(gate.in_flight(), 2);
+}
+
+#[test]
+fn strict_policy_refuses_while_draining_with_retry_after() {
+    let gate = Gate::builder()
+        .policy(AdmissionPolicy::Strict {
+            retry_after_secs: 7,
+        })
+        .build();
+    let admitted = gate.admit().unwrap();
+    let _ = gate.begin_drain();
+    let refused = gate.admit().unwrap_err();
+    assert_eq!(
+        refused,
+        Error::Draining {
+            retry_after_secs: 7
+        }
+    );
+    assert!(refused.to_string().contains("7 s"));
+    assert_eq!(gate.in_flight(), 1, "a refused admission is not counted");
+    drop(admitted);
+    assert_eq!(gate.in_flight(), 0);
+}
+
+#[test]
+fn sessions_open_while_serving_and_accept_then_close_1001_while_draining() {
+    let gate = Gate::new();
+    let open = gate.admit_session();
+    assert!(matches!(open, SessionAdmission::Open(_)));
+    assert_eq!(gate.in_flight(), 1);
+    let _ = gate.begin_drain();
+    match gate.admit_session() {
+        SessionAdmission::AcceptThenClose { close_code } => assert_eq!(close_code, 1001),
+        other => panic!("expected accept-then-close, got {other:?}"),
+    }
+    assert_eq!(gate.in_flight(), 1, "the open session is still counted");
+    drop(open);
+    assert_eq!(gate.in_flight(), 0);
+}
+
+#[test]
+fn wait_idle_completes_at_once_when_nothing_is_in_flight() {
+    let gate = Gate::new();
+    let _ = gate.begin_drain();
+    assert_eq!(gate.wait_idle(Duration::ZERO), WaitOutcome::Completed);
+    assert_eq!(gate.snapshot().last_wait, Some(WaitOutcome::Completed));
+}
+
+#[test]
+fn wait_idle_times_out_reporting_what_is_still_in_flight() {
+    let gate = Gate::new();
+    let _a = gate.admit().unwrap();
+    let _b = gate.admit().unwrap();
+    let _ = gate.begin_drain();
+    let outcome = gate.wait_idle(Duration::from_millis(1));
+    assert_eq!(outcome, WaitOutcome::TimedOut { in_flight: 2 });
+    assert_eq!(gate.snapshot().last_wait, Some(outcome));
+}
+
+#[test]
+fn wait_idle_wakes_when_the_last_guard_drops() {
+    let gate = Gate::new();
+    let guard = gate.admit().unwrap();
+    let _ = gate.begin_drain();
+    std::thread::scope(|s| {
+        let waiter = s.spawn(|| gate.wait_idle(Duration::from_secs(60)));
+        // Whether the waiter is already asleep or not, the drop must be seen.
+        drop(guard);
+        assert_eq!(waiter.join().unwrap(), WaitOutcome::Completed);
+    });
+}
+
+#[test]
+fn snapshot_reports_state_time_count_and_last_wait() {
+    let clock = clock();
+    let gate = Gate::with_clock(clock.clone());
+    let _g = gate.admit().unwrap();
+    let snap = gate.snapshot();
+    assert_eq!(
+        (snap.state, snap.in_flight, snap.last_wait),
+        (State::Serving, 1, None)
+    );
+    assert_eq!((snap.ready_gauge(), snap.drain_in_progress_gauge()), (1, 0));
+    let started = gate.begin_drain().since();
+    let _ = gate.wait_idle(Duration::ZERO);
+    let snap = gate.snapshot();
+    assert_eq!(snap.state, State::Draining);
+    assert_eq!(snap.drain_started_at, Some(started));
+    assert_eq!(snap.last_wait, Some(WaitOutcome::TimedOut { in_flight: 1 }));
+    assert_eq!((snap.ready_gauge(), snap.drain_in_progress_gauge()), (0, 1));
+}
+
+#[test]
+fn reset_for_tests_returns_to_serving() {
+    let gate = Gate::new();
+    let _ = gate.begin_drain();
+    gate.reset_for_tests();
+    assert_eq!(gate.state(), State::Serving);
+    assert!(gate.begin_drain().started());
+}
+
+#[test]
+fn gate_is_send_sync_and_clones_share_state() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Gate>();
+    assert_send_sync::<ate_readiness::Guard>();
+    let gate = Gate::new();
+    let clone = gate.clone();
+    let _ = clone.begin_drain();
+    assert_eq!(gate.state(), State::Draining);
+}

@@ -1,0 +1,1 @@
+//! Shared logic of the example services.
