@@ -1,0 +1,37 @@
+//! Serialized form (feature `serde`): Kubernetes names, validated input.
+#![cfg(feature = "serde")]
+
+use ate_generation::Latch;
+
+#[test]
+fn serializes_with_kubernetes_names() {
+    let latch = Latch::from_parts(3, 2).unwrap();
+    let json = serde_json::to_string(&latch).unwrap();
+    assert_eq!(json, r#"{"generation":3,"observedGeneration":2}"#);
+    assert_eq!(serde_json::from_str::<Latch>(&json).unwrap(), latch);
+}
+
+#[test]
+fn deserializing_observed_above_generation_is_a_clear_error() {
+    let err = serde_json::from_str::<Latch>(r#"{"generation":2,"observedGeneration":5}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("observed generation 5 is above generation 2"),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_input_is_an_error_not_a_panic() {
+    for bad in [
+        r#"{"generation":-1,"observedGeneration":0}"#,
+        r#"{"generation":1}"#,
+        r#"{"generation":"1","observedGeneration":0}"#,
+        r#"{"generation":18446744073709551616,"observedGeneration":0}"#,
+        "[]",
+        "",
+    ] {
+        assert!(serde_json::from_str::<Latch>(bad).is_err(), "{bad}");
+    }
+}
