@@ -1,2 +1,105 @@
-//! ate-ratelimit (work in progress).
+//! An exact trailing-window rate limiter in which denied attempts count.
+//!
+//! A limit is N attempts per trailing window W (default 60 s), per key. At
+//! any instant t the decision depends only on the attempts in `(t - W, t]`:
+//! there is no fixed reset tick and no token-refill approximation. By
+//! default DENIED attempts are recorded too, so a caller that keeps arriving
+//! above the limit STAYS throttled for as long as it keeps arriving (this
+//! surprises people coming from token buckets: retrying in a tight loop
+//! never gets through). Once it slows below the limit, the window drains
+//! within W. [`Policy::AllowedOnly`] records only allowed attempts instead.
+//!
+//! - [`Limiter`]: one window. [`KeyedLimiter`]: a window per key.
+//! - [`LimitSet`]: several named limits for one call (a per-route limit and
+//!   a shared bucket), denying if any denies and naming which.
+//! - [`Decision`] / [`Combined`]: allowed with `remaining`, or denied with an
+//!   exact `retry_after`.
+//! - [`LimitTable`]: limits from code defaults overridden by environment
+//!   variables, with startup errors that name the variable and value.
+//! - [`Clock`], [`MonotonicClock`], [`ManualClock`], [`Timestamp`]: time is
+//!   injected; tests never sleep.
+//!
+//! # Example
+//!
+//! ```
+//! use std::num::NonZeroU32;
+//! use std::time::Duration;
+//! use ate_ratelimit::{KeyedLimiter, ManualClock, Quota};
+//!
+//! let clock = ManualClock::default();
+//! let quota = Quota::per_minute(NonZeroU32::new(2).unwrap());
+//! let limiter = KeyedLimiter::with_clock(quota, clock.clone());
+//!
+//! assert!(limiter.check(&"alice").is_allowed());
+//! clock.advance(Duration::from_secs(10));
+//! assert!(limiter.check(&"alice").is_allowed());
+//! clock.advance(Duration::from_secs(5));
+//! let denied = limiter.check(&"alice"); // t = 15 s
+//! // The denial is recorded too: the last two attempts are at 10 s and 15 s,
+//! // so an attempt is allowed again when the one at 10 s leaves, at 70 s.
+//! assert_eq!(denied.retry_after(), Some(Duration::from_secs(55)));
+//! assert!(limiter.check(&"bob").is_allowed());
+//! ```
+//!
+//! # Boundary convention
+//!
+//! An attempt at time `a` counts at time `t` iff `t - W < a <= t`: an
+//! attempt exactly W after another no longer counts it. Times are kept in
+//! ticks of 1 µs (1 ms for windows over ~35 min, 1 s over ~24 days); a
+//! recorded attempt rounds UP and "now" rounds DOWN, so rounding can only
+//! make the limit stricter, never looser. With times on whole ticks the
+//! limiter is exact.
+//!
+//! # Memory
+//!
+//! A key holds the timestamps of the attempts inside its window, at most N,
+//! as 4-byte offsets from a per-key base: a key at 1 request/s with W = 60 s
+//! holds 60 slots. A key whose newest attempt is a window old holds no
+//! information and can be evicted ([`KeyedLimiter::retain_recent`]) without
+//! changing any decision; [`KeyedBuilder::max_keys`] bounds the table.
+//!
+//! # Feature flags
+//!
+//! - `serde`: deserialize [`LimitTable`] entries and [`Policy`].
+//! - `tokio`: `KeyedLimiter::until_allowed`, an async wait that does not
+//!   record attempts while it sleeps.
+//! - `test-util`: the `testing` module (reference model, proptest
+//!   strategies).
 #![warn(missing_docs)]
+
+mod clock;
+mod config;
+mod decision;
+mod limiter;
+#[cfg(feature = "test-util")]
+pub mod testing;
+mod window;
+
+pub use clock::{Clock, ManualClock, MonotonicClock, Timestamp};
+pub use config::{LimitSpec, LimitTable, parse_positive};
+pub use decision::{Combined, Decision};
+pub use limiter::{KeyedBuilder, KeyedLimiter, LimitId, LimitSet, Limiter, Policy, Quota};
+
+/// Errors of this crate.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A limit's environment variable holds something other than a positive
+    /// integer.
+    #[error("invalid value {value:?} for {var}: {reason}")]
+    InvalidEnv {
+        /// The variable.
+        var: String,
+        /// The bad value, as given.
+        value: String,
+        /// Why it was refused.
+        reason: &'static str,
+    },
+    /// A limit name appears twice in a table.
+    #[error("duplicate limit name {0:?}")]
+    DuplicateLimit(String),
+}
+
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

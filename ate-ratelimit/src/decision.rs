@@ -1,0 +1,111 @@
+//! What a check answers.
+
+use std::time::Duration;
+
+/// The answer for one attempt against one limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "a rate-limit decision that is not looked at limits nothing"]
+pub enum Decision {
+    /// Allowed.
+    Allowed {
+        /// Attempts left in the window after this one.
+        remaining: u32,
+    },
+    /// Denied.
+    Denied {
+        /// How long until an attempt would be allowed, exact for the
+        /// recorded history (if no further attempts are recorded).
+        retry_after: Duration,
+    },
+    /// The limiter is at its maximum key count and every key in this key's
+    /// shard still has attempts in its window: the new key was not admitted
+    /// to the table (and nothing was recorded). Treat it as a denial.
+    KeyTableFull {
+        /// When a key slot may drain, at the earliest.
+        retry_after: Duration,
+    },
+}
+
+impl Decision {
+    /// Whether the attempt was allowed.
+    #[inline]
+    pub fn is_allowed(&self) -> bool {
+        matches!(self, Self::Allowed { .. })
+    }
+
+    /// Attempts left (0 when denied).
+    pub fn remaining(&self) -> u32 {
+        match *self {
+            Self::Allowed { remaining } => remaining,
+            _ => 0,
+        }
+    }
+
+    /// How long to wait before retrying (`None` when allowed).
+    pub fn retry_after(&self) -> Option<Duration> {
+        match *self {
+            Self::Allowed { .. } => None,
+            Self::Denied { retry_after } | Self::KeyTableFull { retry_after } => Some(retry_after),
+        }
+    }
+
+    /// `retry_after` in whole seconds, rounded UP, for a `Retry-After`
+    /// header (`None` when allowed).
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        self.retry_after().map(|d| {
+            let secs = d.as_secs();
+            if d.subsec_nanos() > 0 { secs + 1 } else { secs }
+        })
+    }
+}
+
+/// The answer for one attempt against several named limits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use = "a rate-limit decision that is not looked at limits nothing"]
+pub struct Combined {
+    /// Each limit's own decision, in the order asked.
+    pub decisions: Vec<(String, Decision)>,
+    /// Until every limit would allow again, given what was recorded.
+    pub(crate) wait: Duration,
+}
+
+impl Combined {
+    /// Allowed iff every limit allowed.
+    pub fn is_allowed(&self) -> bool {
+        self.decisions.iter().all(|(_, d)| d.is_allowed())
+    }
+
+    /// The names of the limits that denied.
+    pub fn denied_by(&self) -> Vec<&str> {
+        self.decisions
+            .iter()
+            .filter(|(_, d)| !d.is_allowed())
+            .map(|(n, _)| n.as_str())
+            .collect()
+    }
+
+    /// The smallest `remaining` across limits.
+    pub fn remaining(&self) -> u32 {
+        self.decisions
+            .iter()
+            .map(|(_, d)| d.remaining())
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// How long until every limit would allow (`None` when allowed).
+    pub fn retry_after(&self) -> Option<Duration> {
+        if self.is_allowed() {
+            return None;
+        }
+        Some(self.wait)
+    }
+
+    /// `retry_after` in whole seconds, rounded up.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        self.retry_after().map(|d| {
+            let secs = d.as_secs();
+            if d.subsec_nanos() > 0 { secs + 1 } else { secs }
+        })
+    }
+}

@@ -1,0 +1,697 @@
+//! The limiters: one window ([`Limiter`]), one window per key
+//! ([`KeyedLimiter`]), and several named keyed limits checked together
+//! ([`LimitSet`]).
+
+use std::fmt;
+use std::hash::{BuildHasher, Hash};
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use hashbrown::DefaultHashBuilder;
+use hashbrown::HashTable;
+use parking_lot::{Mutex, MutexGuard};
+
+use crate::clock::{Clock, MonotonicClock, Timestamp};
+use crate::decision::{Combined, Decision};
+use crate::window::{Geometry, Window};
+
+/// N attempts per trailing window W.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Quota {
+    limit: NonZeroU32,
+    window: Duration,
+}
+
+impl Quota {
+    /// The default window: 60 seconds.
+    pub const DEFAULT_WINDOW: Duration = Duration::from_secs(60);
+
+    /// `limit` attempts per minute.
+    pub const fn per_minute(limit: NonZeroU32) -> Self {
+        Self {
+            limit,
+            window: Self::DEFAULT_WINDOW,
+        }
+    }
+
+    /// `limit` attempts per trailing `window`. A zero window is taken as the
+    /// smallest the limiter can represent (1 µs).
+    pub const fn new(limit: NonZeroU32, window: Duration) -> Self {
+        Self { limit, window }
+    }
+
+    /// The attempts allowed per window.
+    pub const fn limit(&self) -> NonZeroU32 {
+        self.limit
+    }
+
+    /// The window.
+    pub const fn window(&self) -> Duration {
+        self.window
+    }
+}
+
+/// What is recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+pub enum Policy {
+    /// Every attempt, allowed or DENIED, is recorded and counts. A caller
+    /// that keeps arriving above the limit stays throttled for as long as it
+    /// keeps arriving; once it slows below the limit, it is allowed again
+    /// within one window. The default.
+    #[default]
+    CountDenied,
+    /// Only allowed attempts are recorded (a classic sliding log): a caller
+    /// hammering above the limit still gets N per window through.
+    AllowedOnly,
+}
+
+/// What a check does with the attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Record per the policy.
+    Policy,
+    /// Record only if allowed (waiting loops).
+    OnlyIfAllowed,
+    /// Record nothing.
+    Peek,
+}
+
+fn should_record(policy: Policy, mode: Mode, allowed: bool) -> bool {
+    match mode {
+        Mode::Policy => allowed || policy == Policy::CountDenied,
+        Mode::OnlyIfAllowed => allowed,
+        Mode::Peek => false,
+    }
+}
+
+/// When `window` (after recording) would allow again, as a wait from `now`.
+fn wait_from(g: &Geometry, window: &Window, now: Timestamp) -> Duration {
+    let at = window.allowed_at_tick(g).saturating_mul(g.tick_nanos);
+    Duration::from_nanos(at.saturating_sub(now.as_nanos()))
+}
+
+/// The core step shared by every limiter.
+#[inline]
+fn decide(g: &Geometry, policy: Policy, mode: Mode, w: &mut Window, now: Timestamp) -> Decision {
+    let verdict = w.verdict(g, g.now_tick(now.as_nanos()));
+    let record = should_record(policy, mode, verdict.allowed);
+    if record {
+        w.record(g, g.record_tick(now.as_nanos()));
+    }
+    if verdict.allowed {
+        Decision::Allowed {
+            remaining: g.limit - verdict.count - u32::from(record),
+        }
+    } else {
+        Decision::Denied {
+            retry_after: wait_from(g, w, now),
+        }
+    }
+}
+
+/// One trailing window, for a limit with no key (a whole process, one
+/// upstream).
+pub struct Limiter<C: Clock = MonotonicClock> {
+    geometry: Geometry,
+    quota: Quota,
+    policy: Policy,
+    clock: C,
+    window: Mutex<Window>,
+}
+
+impl<C: Clock> fmt::Debug for Limiter<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Limiter")
+            .field("quota", &self.quota)
+            .field("policy", &self.policy)
+            .field("in_window", &self.window.lock().len())
+            .finish()
+    }
+}
+
+impl Limiter<MonotonicClock> {
+    /// A limiter with the default policy and the monotonic clock.
+    pub fn new(quota: Quota) -> Self {
+        Self::with_clock(quota, MonotonicClock::new())
+    }
+}
+
+impl<C: Clock> Limiter<C> {
+    /// A limiter reading time from `clock`.
+    pub fn with_clock(quota: Quota, clock: C) -> Self {
+        Self::with_policy(quota, Policy::default(), clock)
+    }
+
+    /// A limiter with an explicit policy.
+    pub fn with_policy(quota: Quota, policy: Policy, clock: C) -> Self {
+        Self {
+            geometry: Geometry::new(quota.limit.get(), quota.window),
+            quota,
+            policy,
+            clock,
+            window: Mutex::new(Window::default()),
+        }
+    }
+
+    /// The quota.
+    pub fn quota(&self) -> Quota {
+        self.quota
+    }
+
+    /// Checks (and records, per the policy) an attempt now.
+    #[inline]
+    pub fn check(&self) -> Decision {
+        self.check_at(self.clock.now())
+    }
+
+    /// Checks (and records) an attempt at `now`, a time read from the same
+    /// clock by the caller. Earlier times than already recorded are taken
+    /// as the latest recorded time.
+    #[inline]
+    pub fn check_at(&self, now: Timestamp) -> Decision {
+        decide(
+            &self.geometry,
+            self.policy,
+            Mode::Policy,
+            &mut self.window.lock(),
+            now,
+        )
+    }
+
+    /// What an attempt now would get, without recording it.
+    pub fn peek(&self) -> Decision {
+        self.peek_at(self.clock.now())
+    }
+
+    /// What an attempt at `now` would get, without recording it.
+    pub fn peek_at(&self, now: Timestamp) -> Decision {
+        decide(
+            &self.geometry,
+            self.policy,
+            Mode::Peek,
+            &mut self.window.lock(),
+            now,
+        )
+    }
+
+    /// Records an attempt only if it is allowed at `now`.
+    pub fn try_acquire_at(&self, now: Timestamp) -> Decision {
+        decide(
+            &self.geometry,
+            self.policy,
+            Mode::OnlyIfAllowed,
+            &mut self.window.lock(),
+            now,
+        )
+    }
+
+    /// The limiter's clock.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+}
+
+struct Shard<K> {
+    table: HashTable<(K, Window)>,
+    /// With a key cap: no key in this shard drains before this tick.
+    full_until: u64,
+}
+
+/// Builds a [`KeyedLimiter`].
+#[derive(Debug, Clone)]
+pub struct KeyedBuilder {
+    quota: Quota,
+    policy: Policy,
+    max_keys: Option<usize>,
+    shards: Option<usize>,
+}
+
+impl KeyedBuilder {
+    /// Sets the policy (default [`Policy::CountDenied`]).
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Bounds the number of keys. When a shard is full, keys whose window
+    /// drained are evicted first; if none has, a new key gets
+    /// [`Decision::KeyTableFull`] instead of growing the table. The bound is
+    /// split evenly across shards (rounded up).
+    pub fn max_keys(mut self, max_keys: usize) -> Self {
+        self.max_keys = Some(max_keys.max(1));
+        self
+    }
+
+    /// Sets the number of lock shards (rounded up to a power of two).
+    /// Default: 4 x the available parallelism, at least 16.
+    pub fn shards(mut self, shards: usize) -> Self {
+        self.shards = Some(shards.max(1));
+        self
+    }
+
+    /// Builds with the monotonic clock.
+    pub fn build<K: Hash + Eq + Clone>(self) -> KeyedLimiter<K> {
+        self.build_with_clock(MonotonicClock::new())
+    }
+
+    /// Builds with `clock`.
+    pub fn build_with_clock<K: Hash + Eq + Clone, C: Clock>(self, clock: C) -> KeyedLimiter<K, C> {
+        self.build_with_hasher(clock, DefaultHashBuilder::default())
+    }
+
+    fn build_with_hasher<K: Hash + Eq + Clone, C: Clock>(
+        self,
+        clock: C,
+        hasher: DefaultHashBuilder,
+    ) -> KeyedLimiter<K, C> {
+        let shards = self
+            .shards
+            .unwrap_or_else(|| {
+                4 * std::thread::available_parallelism().map_or(4, std::num::NonZero::get)
+            })
+            .max(if self.shards.is_some() { 1 } else { 16 })
+            .next_power_of_two();
+        KeyedLimiter {
+            geometry: Geometry::new(self.quota.limit.get(), self.quota.window),
+            quota: self.quota,
+            policy: self.policy,
+            clock,
+            hasher,
+            max_per_shard: self.max_keys.map(|m| m.div_ceil(shards)),
+            mask: shards - 1,
+            shards: (0..shards)
+                .map(|_| {
+                    Mutex::new(Shard {
+                        table: HashTable::new(),
+                        full_until: 0,
+                    })
+                })
+                .collect(),
+        }
+    }
+}
+
+/// A trailing window per key, for any `K: Hash + Eq + Clone`.
+///
+/// Concurrent: keys are spread over lock shards; a key is hashed once, and
+/// that hash picks both the shard and the slot. `Send + Sync`.
+pub struct KeyedLimiter<K, C: Clock = MonotonicClock> {
+    geometry: Geometry,
+    quota: Quota,
+    policy: Policy,
+    clock: C,
+    hasher: DefaultHashBuilder,
+    max_per_shard: Option<usize>,
+    mask: usize,
+    shards: Box<[Mutex<Shard<K>>]>,
+}
+
+impl<K, C: Clock> fmt::Debug for KeyedLimiter<K, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedLimiter")
+            .field("quota", &self.quota)
+            .field("policy", &self.policy)
+            .field("shards", &self.shards.len())
+            .field("max_per_shard", &self.max_per_shard)
+            .finish_non_exhaustive()
+    }
+}
+
+impl KeyedLimiter<(), MonotonicClock> {
+    /// A builder for a keyed limiter with `quota`.
+    pub fn builder(quota: Quota) -> KeyedBuilder {
+        KeyedBuilder {
+            quota,
+            policy: Policy::default(),
+            max_keys: None,
+            shards: None,
+        }
+    }
+}
+
+impl<K: Hash + Eq + Clone> KeyedLimiter<K, MonotonicClock> {
+    /// A keyed limiter with the default policy and the monotonic clock.
+    pub fn new(quota: Quota) -> Self {
+        KeyedLimiter::builder(quota).build()
+    }
+}
+
+impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
+    /// A keyed limiter with the default policy reading `clock`.
+    pub fn with_clock(quota: Quota, clock: C) -> Self {
+        KeyedLimiter::builder(quota).build_with_clock(clock)
+    }
+
+    /// The quota.
+    pub fn quota(&self) -> Quota {
+        self.quota
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    #[inline]
+    fn shard(&self, hash: u64) -> &Mutex<Shard<K>> {
+        // hashbrown uses the low bits for the slot and the top 7 for its
+        // tag; the shard comes from bits in between.
+        &self.shards[(hash >> 32) as usize & self.mask]
+    }
+
+    /// Checks (and records, per the policy) an attempt by `key` now.
+    #[inline]
+    pub fn check(&self, key: &K) -> Decision {
+        self.check_at(key, self.clock.now())
+    }
+
+    /// Checks (and records) an attempt by `key` at `now`.
+    #[inline]
+    pub fn check_at(&self, key: &K, now: Timestamp) -> Decision {
+        self.run(key, now, Mode::Policy)
+    }
+
+    /// What an attempt by `key` now would get, without recording it (a key
+    /// not yet seen is not added).
+    pub fn peek(&self, key: &K) -> Decision {
+        self.run(key, self.clock.now(), Mode::Peek)
+    }
+
+    /// [`peek`](Self::peek) at an explicit time.
+    pub fn peek_at(&self, key: &K, now: Timestamp) -> Decision {
+        self.run(key, now, Mode::Peek)
+    }
+
+    /// Records the attempt only if allowed (used by waiting loops).
+    pub fn try_acquire_at(&self, key: &K, now: Timestamp) -> Decision {
+        self.run(key, now, Mode::OnlyIfAllowed)
+    }
+
+    #[inline]
+    fn run(&self, key: &K, now: Timestamp, mode: Mode) -> Decision {
+        let hash = self.hasher.hash_one(key);
+        let mut shard = self.shard(hash).lock();
+        self.run_in(&mut shard, hash, key, now, mode)
+    }
+
+    #[inline]
+    fn run_in(
+        &self,
+        shard: &mut Shard<K>,
+        hash: u64,
+        key: &K,
+        now: Timestamp,
+        mode: Mode,
+    ) -> Decision {
+        let g = &self.geometry;
+        if let Some((_, window)) = shard.table.find_mut(hash, |(k, _)| k == key) {
+            return decide(g, self.policy, mode, window, now);
+        }
+        self.run_new_key(shard, hash, key, now, mode)
+    }
+
+    #[cold]
+    fn run_new_key(
+        &self,
+        shard: &mut Shard<K>,
+        hash: u64,
+        key: &K,
+        now: Timestamp,
+        mode: Mode,
+    ) -> Decision {
+        let g = &self.geometry;
+        let mut window = Window::default();
+        let decision = decide(g, self.policy, mode, &mut window, now);
+        if window.len() == 0 {
+            // Nothing recorded (a peek): the key stays out of the table.
+            return decision;
+        }
+        if let Some(max) = self.max_per_shard
+            && shard.table.len() >= max
+        {
+            let tick = g.now_tick(now.as_nanos());
+            if tick >= shard.full_until {
+                shard.table.retain(|(_, w)| !w.is_drained(g, tick));
+                shard.full_until = shard
+                    .table
+                    .iter()
+                    .map(|(_, w)| w.drained_at(g))
+                    .min()
+                    .unwrap_or(0);
+            }
+            if shard.table.len() >= max {
+                let at = shard.full_until.saturating_mul(g.tick_nanos);
+                return Decision::KeyTableFull {
+                    retry_after: Duration::from_nanos(at.saturating_sub(now.as_nanos())),
+                };
+            }
+        }
+        let hasher = &self.hasher;
+        shard
+            .table
+            .insert_unique(hash, (key.clone(), window), |(k, _)| hasher.hash_one(k));
+        decision
+    }
+
+    /// Drops every key whose window has drained (its newest attempt is at
+    /// least one window old). Decisions do not change: a drained key is
+    /// indistinguishable from a new one.
+    pub fn retain_recent(&self) {
+        self.retain_recent_at(self.clock.now());
+    }
+
+    /// [`retain_recent`](Self::retain_recent) at an explicit time.
+    pub fn retain_recent_at(&self, now: Timestamp) {
+        let g = &self.geometry;
+        let tick = g.now_tick(now.as_nanos());
+        for shard in self.shards.iter() {
+            let mut shard = shard.lock();
+            shard.table.retain(|(_, w)| !w.is_drained(g, tick));
+            shard.table.shrink_to_fit(|(k, _)| self.hasher.hash_one(k));
+        }
+    }
+
+    /// Keys in the table (drained keys count until evicted).
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().table.len()).sum()
+    }
+
+    /// Whether the table is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Approximate heap bytes held: table slots plus rings.
+    pub fn heap_bytes(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| {
+                let s = s.lock();
+                s.table.capacity() * (std::mem::size_of::<(K, Window)>() + 1)
+                    + s.table.iter().map(|(_, w)| w.heap_bytes()).sum::<usize>()
+            })
+            .sum()
+    }
+
+    /// Seeds windows from an audit trail of `(key, time)` records, so a
+    /// restart does not hand every caller a fresh burst. Records are sorted
+    /// by time first; each counts as an attempt (as under
+    /// [`Policy::CountDenied`]), and only the last N per key are kept.
+    pub fn seed(&self, records: impl IntoIterator<Item = (K, Timestamp)>) {
+        let mut records: Vec<_> = records.into_iter().collect();
+        records.sort_by_key(|(_, t)| *t);
+        let g = &self.geometry;
+        for (key, at) in records {
+            let hash = self.hasher.hash_one(&key);
+            let mut shard = self.shard(hash).lock();
+            let _ = decide(
+                g,
+                Policy::CountDenied,
+                Mode::Policy,
+                {
+                    match shard.table.find_mut(hash, |(k, _)| *k == key) {
+                        Some((_, w)) => w,
+                        None => {
+                            let hasher = &self.hasher;
+                            &mut shard
+                                .table
+                                .insert_unique(hash, (key.clone(), Window::default()), |(k, _)| {
+                                    hasher.hash_one(k)
+                                })
+                                .into_mut()
+                                .1
+                        }
+                    }
+                },
+                at,
+            );
+        }
+    }
+
+    /// Waits until `key` is allowed, then records that one attempt.
+    ///
+    /// While it sleeps nothing is recorded (the wait itself is not an
+    /// attempt), so waiting never extends the throttling. Sleeps with tokio
+    /// time for the exact `retry_after` of each denial.
+    #[cfg(feature = "tokio")]
+    pub async fn until_allowed(&self, key: &K) -> Decision {
+        loop {
+            let decision = self.run(key, self.clock.now(), Mode::OnlyIfAllowed);
+            match decision.retry_after() {
+                None => return decision,
+                Some(wait) => tokio::time::sleep(wait.max(Duration::from_micros(1))).await,
+            }
+        }
+    }
+}
+
+/// Several named keyed limits over the same key type, checked together.
+///
+/// The combined decision denies if any limit denies and names the limits
+/// that did. Under [`Policy::CountDenied`] the attempt is recorded in EVERY
+/// limit it touched, allowed or not (it was an attempt against each), so a
+/// caller blocked by one limit also uses up the others. Under
+/// [`Policy::AllowedOnly`] the check is all-or-nothing: nothing is recorded
+/// anywhere unless every limit allows. Each check holds the touched shards
+/// together, so it is atomic with respect to other checks.
+pub struct LimitSet<K, C: Clock + Clone = MonotonicClock> {
+    clock: C,
+    policy: Policy,
+    limits: Vec<(String, KeyedLimiter<K, C>)>,
+    hasher: DefaultHashBuilder,
+}
+
+impl<K, C: Clock + Clone> fmt::Debug for LimitSet<K, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LimitSet")
+            .field("policy", &self.policy)
+            .field("limits", &self.limits)
+            .finish()
+    }
+}
+
+/// A limit in a [`LimitSet`], resolved once from its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LimitId(usize);
+
+impl<K: Hash + Eq + Clone, C: Clock + Clone> LimitSet<K, C> {
+    /// An empty set.
+    pub fn new(policy: Policy, clock: C) -> Self {
+        Self {
+            clock,
+            policy,
+            limits: Vec::new(),
+            hasher: DefaultHashBuilder::default(),
+        }
+    }
+
+    /// Adds a named limit; returns its id. A name added twice replaces the
+    /// quota of the first.
+    pub fn add(&mut self, name: impl Into<String>, quota: Quota) -> LimitId {
+        self.add_with(name, KeyedLimiter::builder(quota))
+    }
+
+    /// Adds a named limit from a builder (for `max_keys` or `shards`; the
+    /// set's policy wins over the builder's).
+    pub fn add_with(&mut self, name: impl Into<String>, builder: KeyedBuilder) -> LimitId {
+        let name = name.into();
+        let limiter = builder
+            .policy(self.policy)
+            .build_with_hasher(self.clock.clone(), self.hasher.clone());
+        if let Some(i) = self.limits.iter().position(|(n, _)| *n == name) {
+            self.limits[i].1 = limiter;
+            return LimitId(i);
+        }
+        self.limits.push((name, limiter));
+        LimitId(self.limits.len() - 1)
+    }
+
+    /// The id of the limit called `name`.
+    pub fn id(&self, name: &str) -> Option<LimitId> {
+        self.limits.iter().position(|(n, _)| n == name).map(LimitId)
+    }
+
+    /// The limiter behind `id`.
+    pub fn limiter(&self, id: LimitId) -> &KeyedLimiter<K, C> {
+        &self.limits[id.0].1
+    }
+
+    /// The name of `id`.
+    pub fn name(&self, id: LimitId) -> &str {
+        &self.limits[id.0].0
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// Checks one attempt by `key` against the limits `ids`, now.
+    pub fn check(&self, ids: &[LimitId], key: &K) -> Combined {
+        self.check_at(ids, key, self.clock.now())
+    }
+
+    /// Checks one attempt by `key` against the limits `ids` at `now`.
+    pub fn check_at(&self, ids: &[LimitId], key: &K, now: Timestamp) -> Combined {
+        let mut order: Vec<usize> = ids.iter().map(|id| id.0).collect();
+        order.sort_unstable();
+        order.dedup();
+        let hash = self.hasher.hash_one(key);
+        // Lock in ascending limit order: no deadlock between sets.
+        let mut guards: Vec<(usize, MutexGuard<'_, Shard<K>>)> = order
+            .iter()
+            .map(|&i| (i, self.limits[i].1.shard(hash).lock()))
+            .collect();
+        let mode = match self.policy {
+            Policy::CountDenied => Mode::Policy,
+            // First look without recording; record below only if all allow.
+            Policy::AllowedOnly => Mode::Peek,
+        };
+        let mut by_index: Vec<(usize, Decision)> = guards
+            .iter_mut()
+            .map(|(i, shard)| {
+                let limiter = &self.limits[*i].1;
+                (*i, limiter.run_in(shard, hash, key, now, mode))
+            })
+            .collect();
+        if self.policy == Policy::AllowedOnly && by_index.iter().all(|(_, d)| d.is_allowed()) {
+            for ((i, shard), (_, d)) in guards.iter_mut().zip(by_index.iter_mut()) {
+                *d = self.limits[*i]
+                    .1
+                    .run_in(shard, hash, key, now, Mode::Policy);
+            }
+        }
+        // Until every touched limit would allow, given what was recorded.
+        let wait = guards
+            .iter_mut()
+            .map(|(i, shard)| {
+                let limiter = &self.limits[*i].1;
+                limiter
+                    .run_in(shard, hash, key, now, Mode::Peek)
+                    .retry_after()
+                    .unwrap_or_default()
+            })
+            .max()
+            .unwrap_or_default();
+        drop(guards);
+        let decisions = ids
+            .iter()
+            .map(|id| {
+                let d = by_index
+                    .iter()
+                    .find(|(i, _)| *i == id.0)
+                    .map(|(_, d)| *d)
+                    .expect("every id was checked");
+                (self.limits[id.0].0.clone(), d)
+            })
+            .collect();
+        Combined { decisions, wait }
+    }
+}

@@ -1,0 +1,160 @@
+//! Testing support (feature `test-util`): the naive reference model the
+//! limiter is checked against, and proptest strategies for traffic (steady
+//! callers, bursts, clock jumps).
+//!
+//! # Example: property-testing your own integration
+//!
+//! ```
+//! use std::num::NonZeroU32;
+//! use std::time::Duration;
+//! use ate_ratelimit::testing::{Model, traffic};
+//! use ate_ratelimit::{KeyedLimiter, ManualClock, Policy, Quota};
+//! use proptest::prelude::*;
+//!
+//! proptest!(|(steps in traffic(4, 50))| {
+//!     let quota = Quota::new(NonZeroU32::new(3).unwrap(), Duration::from_secs(10));
+//!     let clock = ManualClock::default();
+//!     let limiter = KeyedLimiter::with_clock(quota, clock.clone());
+//!     let mut model = Model::new(quota, Policy::CountDenied);
+//!     for step in steps {
+//!         clock.advance(step.advance);
+//!         // Call YOUR handler here; it must answer as the model says.
+//!         let got = limiter.check(&step.key);
+//!         prop_assert_eq!(got, model.check(step.key, clock.now_for_model()));
+//!     }
+//! });
+//! ```
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::time::Duration;
+
+use proptest::prelude::*;
+
+use crate::{Clock, Decision, ManualClock, Policy, Quota, Timestamp};
+
+/// The reference: the full log of recorded attempts per key, and the rule
+/// "count the attempts in `(t - W, t]`" written out longhand.
+///
+/// Times must be whole microseconds (the limiter's tick for windows under
+/// ~35 minutes), where the limiter is exact.
+#[derive(Debug, Clone)]
+pub struct Model<K> {
+    quota: Quota,
+    policy: Policy,
+    log: HashMap<K, Vec<Timestamp>>,
+}
+
+impl<K: Hash + Eq + Clone> Model<K> {
+    /// An empty model.
+    pub fn new(quota: Quota, policy: Policy) -> Self {
+        Self {
+            quota,
+            policy,
+            log: HashMap::new(),
+        }
+    }
+
+    /// Attempts by `key` inside the window at `now`.
+    pub fn count(&self, key: &K, now: Timestamp) -> usize {
+        let w = self.quota.window();
+        self.log.get(key).map_or(0, |log| {
+            log.iter()
+                .filter(|a| **a <= now && now.duration_since(**a) < w)
+                .count()
+        })
+    }
+
+    /// What an attempt at `now` gets, without recording it.
+    pub fn peek(&self, key: &K, now: Timestamp) -> Decision {
+        let limit = self.quota.limit().get() as usize;
+        let count = self.count(key, now);
+        if count < limit {
+            Decision::Allowed {
+                remaining: (limit - count) as u32,
+            }
+        } else {
+            Decision::Denied {
+                retry_after: self.wait(key, now),
+            }
+        }
+    }
+
+    /// How long until `key` would be allowed.
+    pub fn wait(&self, key: &K, now: Timestamp) -> Duration {
+        let limit = self.quota.limit().get() as usize;
+        let w = self.quota.window();
+        let Some(log) = self.log.get(key) else {
+            return Duration::ZERO;
+        };
+        let inside: Vec<Timestamp> = log
+            .iter()
+            .copied()
+            .filter(|a| now.duration_since(*a) < w)
+            .collect();
+        if inside.len() < limit {
+            return Duration::ZERO;
+        }
+        // Allowed once all but limit-1 of them have left: the
+        // (len - limit + 1)-th oldest leaves at its time + W.
+        let leaving = inside[inside.len() - limit];
+        leaving.saturating_add(w).duration_since(now)
+    }
+
+    /// Checks and records an attempt per the policy.
+    pub fn check(&mut self, key: K, now: Timestamp) -> Decision {
+        let peek = self.peek(&key, now);
+        let record = peek.is_allowed() || self.policy == Policy::CountDenied;
+        if record {
+            self.log.entry(key.clone()).or_default().push(now);
+        }
+        match peek {
+            Decision::Allowed { remaining } => Decision::Allowed {
+                remaining: remaining - 1,
+            },
+            _ => Decision::Denied {
+                retry_after: self.wait(&key, now),
+            },
+        }
+    }
+
+    /// Records an attempt unconditionally (an audit-trail record).
+    pub fn record(&mut self, key: K, at: Timestamp) {
+        self.log.entry(key).or_default().push(at);
+    }
+}
+
+/// One step of traffic: wait `advance`, then an attempt by `key`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Step {
+    /// Time to let pass before the attempt.
+    pub advance: Duration,
+    /// The caller.
+    pub key: u8,
+}
+
+/// Traffic over `keys` callers: mostly tight bursts, some steady spacing,
+/// occasional clock jumps past the window. Times are whole milliseconds.
+pub fn traffic(keys: u8, max_len: usize) -> impl Strategy<Value = Vec<Step>> {
+    let advance = prop_oneof![
+        5 => Just(0u64),
+        6 => 1u64..500,
+        3 => 500u64..5_000,
+        1 => 5_000u64..60_000,
+        1 => 60_000u64..600_000,
+    ];
+    proptest::collection::vec(
+        (advance, 0..keys.max(1)).prop_map(|(ms, key)| Step {
+            advance: Duration::from_millis(ms),
+            key,
+        }),
+        0..=max_len,
+    )
+}
+
+impl ManualClock {
+    /// The current time (for feeding a [`Model`]).
+    pub fn now_for_model(&self) -> Timestamp {
+        Clock::now(self)
+    }
+}

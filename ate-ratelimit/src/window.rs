@@ -1,0 +1,227 @@
+//! One key's trailing window: the timestamps of the attempts that still
+//! count, oldest first, as compact ticks from a per-key base.
+//!
+//! Under the default policy every attempt is recorded, so the decision needs
+//! only the last N attempts: allow iff fewer than N are inside the window.
+//! The ring never holds an attempt that left the window, so it grows only to
+//! the number of attempts actually inside it (at most N).
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// Timing parameters shared by every window of one limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Geometry {
+    /// Maximum attempts in a window.
+    pub(crate) limit: u32,
+    /// Window length in ticks.
+    pub(crate) window: u64,
+    /// Tick length in nanoseconds.
+    pub(crate) tick_nanos: u64,
+}
+
+/// The largest window, in ticks, that fits a `u32` offset with room for a
+/// full window of history after a rebase.
+const MAX_WINDOW_TICKS: u64 = 1 << 31;
+
+impl Geometry {
+    /// Picks the finest tick (1 µs, 1 ms or 1 s) in which the window fits a
+    /// `u32` offset; the window is rounded UP to whole ticks (stricter).
+    pub(crate) fn new(limit: u32, window: Duration) -> Self {
+        let nanos = u64::try_from(window.as_nanos()).unwrap_or(u64::MAX).max(1);
+        let tick_nanos = [1_000, 1_000_000, 1_000_000_000]
+            .into_iter()
+            .find(|t| nanos.div_ceil(*t) < MAX_WINDOW_TICKS)
+            .unwrap_or(1_000_000_000);
+        let window = nanos.div_ceil(tick_nanos).clamp(1, MAX_WINDOW_TICKS - 1);
+        Self {
+            limit,
+            window,
+            tick_nanos,
+        }
+    }
+
+    /// A recorded attempt rounds UP, so it never leaves the window early.
+    #[inline]
+    pub(crate) fn record_tick(&self, nanos: u64) -> u64 {
+        nanos.div_ceil(self.tick_nanos)
+    }
+
+    /// "Now" rounds DOWN, so attempts never leave the window early.
+    #[inline]
+    pub(crate) fn now_tick(&self, nanos: u64) -> u64 {
+        nanos / self.tick_nanos
+    }
+}
+
+/// What a window says about an attempt, before recording.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Verdict {
+    pub(crate) allowed: bool,
+    /// Attempts inside the window before this one.
+    pub(crate) count: u32,
+}
+
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Window {
+    base: u64,
+    ring: VecDeque<u32>,
+}
+
+impl Window {
+    #[inline]
+    fn abs(&self, offset: u32) -> u64 {
+        self.base + u64::from(offset)
+    }
+
+    /// Drops attempts that left the window at `now` (in ticks).
+    #[inline]
+    fn expire(&mut self, g: &Geometry, now: u64) {
+        // An attempt at tick `a` counts at `now` iff a > now - window.
+        let Some(edge) = now.checked_sub(g.window) else {
+            return;
+        };
+        while let Some(&oldest) = self.ring.front() {
+            if self.abs(oldest) > edge {
+                break;
+            }
+            self.ring.pop_front();
+        }
+        // Give memory back after a burst: keep at most twice what is used.
+        let cap = self.ring.capacity();
+        if cap > 64 && self.ring.len() < cap / 4 {
+            self.ring.shrink_to(cap / 2);
+        }
+    }
+
+    /// Whether the window holds no attempt at `now`.
+    pub(crate) fn is_drained(&self, g: &Geometry, now: u64) -> bool {
+        match self.ring.back() {
+            None => true,
+            Some(&newest) => self.abs(newest) + g.window <= now,
+        }
+    }
+
+    /// The tick after which this key is drained.
+    pub(crate) fn drained_at(&self, g: &Geometry) -> u64 {
+        self.ring.back().map_or(0, |&n| self.abs(n) + g.window)
+    }
+
+    /// The decision for an attempt at `now`, without recording it.
+    #[inline]
+    pub(crate) fn verdict(&mut self, g: &Geometry, now: u64) -> Verdict {
+        self.expire(g, now);
+        let count = self.ring.len() as u32;
+        Verdict {
+            allowed: count < g.limit,
+            count,
+        }
+    }
+
+    /// Records an attempt at `at` (ticks, rounded up). Call after
+    /// [`verdict`](Self::verdict) at the same time.
+    #[inline]
+    pub(crate) fn record(&mut self, g: &Geometry, at: u64) {
+        // Time never goes backwards within a key: clamp to the newest.
+        let at = match self.ring.back() {
+            Some(&newest) => at.max(self.abs(newest)),
+            None => {
+                self.base = at.saturating_sub(g.window);
+                at
+            }
+        };
+        if at - self.base > u64::from(u32::MAX) {
+            self.rebase(g, at);
+        }
+        let offset = (at - self.base) as u32;
+        if self.ring.len() >= g.limit as usize {
+            // Full: the oldest of the last N attempts is no longer needed.
+            self.ring.pop_front();
+        } else if self.ring.len() == self.ring.capacity() {
+            // Grow geometrically, but never past the limit.
+            let cap = self.ring.capacity().max(1);
+            let extra = cap.min(g.limit as usize - cap.min(g.limit as usize)).max(1);
+            self.ring.reserve_exact(extra);
+        }
+        self.ring.push_back(offset);
+    }
+
+    /// Moves the base so `at` fits. Attempts older than the window are not
+    /// in the ring, so every offset stays representable.
+    #[cold]
+    fn rebase(&mut self, g: &Geometry, at: u64) {
+        let new_base = at.saturating_sub(g.window);
+        for offset in self.ring.iter_mut() {
+            let abs = self.base + u64::from(*offset);
+            // Anything before the new base is out of the window already.
+            *offset = abs.saturating_sub(new_base) as u32;
+        }
+        self.base = new_base;
+    }
+
+    /// The tick from which an attempt would be allowed (0 if it would be
+    /// now): when the oldest of a full window leaves it.
+    pub(crate) fn allowed_at_tick(&self, g: &Geometry) -> u64 {
+        if (self.ring.len() as u32) < g.limit {
+            return 0;
+        }
+        self.ring.front().map_or(0, |&o| self.abs(o) + g.window)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.ring.len()
+    }
+
+    /// Heap bytes held by the ring.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.ring.capacity() * std::mem::size_of::<u32>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn geometry_picks_microseconds_for_a_minute() {
+        let g = Geometry::new(10, Duration::from_secs(60));
+        assert_eq!(g.tick_nanos, 1_000);
+        assert_eq!(g.window, 60_000_000);
+    }
+
+    #[test]
+    fn geometry_picks_coarser_ticks_for_long_windows() {
+        let g = Geometry::new(10, Duration::from_secs(7 * 24 * 3600));
+        assert_eq!(g.tick_nanos, 1_000_000);
+        let g = Geometry::new(10, Duration::from_secs(100 * 365 * 24 * 3600));
+        assert_eq!(g.tick_nanos, 1_000_000_000);
+    }
+
+    #[test]
+    fn rebase_keeps_attempts_in_the_window() {
+        let g = Geometry::new(3, Duration::from_secs(60));
+        let mut w = Window::default();
+        let mut t = 0u64;
+        // Walk far past u32::MAX ticks in steps inside the window.
+        for _ in 0..200 {
+            t += 30_000_000;
+            let v = w.verdict(&g, t);
+            w.record(&g, t);
+            assert!(v.count <= 2, "{v:?}");
+        }
+        assert!(t > u64::from(u32::MAX) && w.base > 0, "no rebase happened");
+        assert_eq!(w.len(), 2);
+    }
+
+    #[test]
+    fn ring_capacity_never_exceeds_the_limit() {
+        let g = Geometry::new(600, Duration::from_secs(60));
+        let mut w = Window::default();
+        for t in 0..5000u64 {
+            let _ = w.verdict(&g, t);
+            w.record(&g, t);
+        }
+        assert_eq!(w.len(), 600);
+        assert!(w.ring.capacity() <= 600 + 8, "{}", w.ring.capacity());
+    }
+}

@@ -1,0 +1,83 @@
+//! Limits from environment variables: a table of good and bad values.
+
+use std::num::NonZeroU32;
+
+use ate_ratelimit::{Error, LimitTable, parse_positive};
+
+#[test]
+fn env_values_must_be_positive_integers() {
+    let good = [("1", 1), ("150", 150), ("007", 7), ("4294967295", u32::MAX)];
+    for (value, want) in good {
+        assert_eq!(parse_positive("V", value).unwrap().get(), want, "{value:?}");
+    }
+    let bad = [
+        "",
+        "0",
+        "00",
+        "-1",
+        "+5",
+        " 5",
+        "5 ",
+        "\t5",
+        "5\n",
+        "1.5",
+        "1e3",
+        "abc",
+        "0x10",
+        "4294967296",
+        "99999999999999999999",
+        "1_000",
+        "١٢",
+    ];
+    for value in bad {
+        let err = parse_positive("ATE_X_PER_MIN", value).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("ATE_X_PER_MIN"), "{msg}");
+        assert!(msg.contains(&format!("{value:?}")), "{msg}");
+    }
+}
+
+#[test]
+fn missing_variable_means_the_default_and_set_ones_override() {
+    let table = LimitTable::new()
+        .limit("notifications", "N_PER_MIN", NonZeroU32::new(150).unwrap())
+        .limit("prompt", "P_PER_MIN", NonZeroU32::new(120).unwrap());
+    let got = table
+        .resolve_with(|v| (v == "P_PER_MIN").then(|| "30".to_string()))
+        .unwrap();
+    assert_eq!(got[0].1.limit().get(), 150);
+    assert_eq!(got[1].1.limit().get(), 30);
+}
+
+#[test]
+fn invalid_or_zero_value_is_a_startup_error_naming_variable_and_value() {
+    let table = LimitTable::new().limit("prompt", "P_PER_MIN", NonZeroU32::new(120).unwrap());
+    let err = table.resolve_with(|_| Some("0".to_string())).unwrap_err();
+    assert!(
+        matches!(err, Error::InvalidEnv { ref var, ref value, .. } if var == "P_PER_MIN" && value == "0")
+    );
+}
+
+#[test]
+fn duplicate_names_are_refused() {
+    let table = LimitTable::new()
+        .limit("a", "A1", NonZeroU32::new(1).unwrap())
+        .limit("a", "A2", NonZeroU32::new(1).unwrap());
+    assert_eq!(
+        table.resolve_with(|_| None),
+        Err(Error::DuplicateLimit("a".into()))
+    );
+}
+
+#[cfg(feature = "serde")]
+#[test]
+fn tables_deserialize_with_serde_and_refuse_zero() {
+    let json =
+        r#"[{"name":"notifications","env":"N","limit":150},{"name":"x","limit":5,"window":10}]"#;
+    let table: LimitTable = serde_json::from_str(json).unwrap();
+    assert_eq!(table.specs()[0].window.as_secs(), 60);
+    assert_eq!(table.specs()[1].window.as_secs(), 10);
+    assert!(serde_json::from_str::<LimitTable>(r#"[{"name":"x","limit":0}]"#).is_err());
+    assert!(serde_json::from_str::<LimitTable>(r#"[{"name":"x","limit":1,"window":0}]"#).is_err());
+    assert!(serde_json::from_str::<LimitTable>(r#"[{"name":"x","limit":1,"bogus":1}]"#).is_err());
+}
