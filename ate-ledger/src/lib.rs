@@ -1,2 +1,171 @@
-//! ate-ledger (work in progress).
+//! An attempt ledger: never execute one request twice at a provider, yet let
+//! a caller retry when it is certain the provider never saw the request.
+//!
+//! - One idempotency [`Key`] = one LOGICAL attempt ([`Record`]) with one or
+//!   more PHYSICAL attempts ([`Try`]).
+//! - [`Ledger::begin`] → [`Begin::Started`] with a [`Lease`], or
+//!   [`Begin::Replay`] of an ended attempt; a live duplicate is
+//!   [`Error::Conflict`] (HTTP 409 + `Retry-After`), a different request
+//!   under the same key [`Error::FingerprintMismatch`] (HTTP 422).
+//! - [`Ledger::mark_dispatched`] is durably committed BEFORE the request is
+//!   sent: that is what makes a crash classifiable.
+//! - [`Ledger::close`] closes the try AND the logical attempt in one write.
+//! - [`Ledger::revive`]: iff it failed before the provider and no try was
+//!   ever dispatched.
+//! - [`Ledger::recover`]: expired leases → not dispatched: pre-provider
+//!   (revivable); dispatched: provider unavailable (never re-executed).
+//! - [`Store`]: [`MemoryStore`], and `RedbStore` (feature `redb`, default),
+//!   which fsyncs every commit.
+//!
+//! # Example
+//!
+//! ```
+//! use ate_ledger::{Begin, Close, Fingerprint, Key, Ledger, MemoryStore, State};
+//!
+//! # fn main() -> Result<(), ate_ledger::Error> {
+//! let ledger = Ledger::new(MemoryStore::new());
+//! let key = Key::new("tenant-a", "order-17");
+//! let fp = Fingerprint("sha256:...".into());
+//!
+//! // Credentials were missing: closed before dispatch, so revivable.
+//! let Begin::Started(lease) = ledger.begin(&key, &fp, "worker-1")? else { unreachable!() };
+//! let failed = ledger.close(&lease, Close::PreProvider("no API key".into()))?;
+//! assert!(failed.is_revivable());
+//!
+//! // The retry revives the same logical attempt with a new try.
+//! let lease = ledger.revive(&key, &fp, "worker-1")?;
+//! ledger.mark_dispatched(&lease)?;              // durable, then send
+//! ledger.close(&lease, Close::Succeeded("{\"id\":1}".into()))?;
+//!
+//! // A repeat replays the recorded outcome instead of executing again.
+//! match ledger.begin(&key, &fp, "worker-2")? {
+//!     Begin::Replay(r) => assert!(matches!(r.state, State::Succeeded { .. })),
+//!     Begin::Started(_) => unreachable!(),
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Feature flags
+//!
+//! - `redb` (default): the durable `RedbStore`.
+//! - `test-util`: `ManualClock` and the `testing` module (reference model,
+//!   proptest strategies with crashes mid-attempt).
+//!
+//! # A PostgreSQL store
+//!
+//! [`Store`] maps onto one table keyed by `(scope, id)` with a `version`
+//! column: `put(.., None)` is `INSERT ... ON CONFLICT DO NOTHING` and
+//! `put(.., Some(v))` is `UPDATE ... WHERE version = v`, each checking the
+//! affected row count; `open()` is an indexed scan on the state column. Each
+//! call is its own transaction, so it is durable when it returns.
 #![warn(missing_docs)]
+
+mod clock;
+mod ledger;
+mod model;
+mod store;
+#[cfg(feature = "test-util")]
+pub mod testing;
+
+#[cfg(feature = "test-util")]
+pub use clock::ManualClock;
+pub use clock::{Clock, SystemClock};
+pub use ledger::{Begin, Close, Config, Ledger};
+pub use model::{Fingerprint, Key, Lease, Record, State, Try, TryOutcome};
+#[cfg(feature = "redb")]
+pub use store::RedbStore;
+pub use store::{MemoryStore, Store};
+
+/// Errors of this crate.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The key's attempt is in flight under a live lease.
+    #[error("attempt {key} is in flight; retry after {retry_after:?}")]
+    Conflict {
+        /// The key.
+        key: String,
+        /// Until the current lease expires.
+        retry_after: std::time::Duration,
+    },
+    /// The key was used with a different request.
+    #[error("idempotency key {key} was used with a different request")]
+    FingerprintMismatch {
+        /// The key.
+        key: String,
+    },
+    /// Revive refused.
+    #[error("attempt {key} is not revivable: {reason}")]
+    NotRevivable {
+        /// The key.
+        key: String,
+        /// Why.
+        reason: String,
+    },
+    /// The lease no longer owns the attempt (expired and taken over, or
+    /// the attempt was closed).
+    #[error("lease token {token} no longer owns attempt {key}")]
+    StaleLease {
+        /// The key.
+        key: String,
+        /// The presented token.
+        token: u64,
+    },
+    /// A transition the state machine forbids.
+    #[error("illegal transition on {key}: {detail}")]
+    IllegalTransition {
+        /// The key.
+        key: String,
+        /// What was attempted.
+        detail: String,
+    },
+    /// No record for the key.
+    #[error("no attempt for key {key}")]
+    NotFound {
+        /// The key.
+        key: String,
+    },
+    /// A bad key or fingerprint.
+    #[error("invalid key {0}")]
+    InvalidKey(String),
+    /// A store compare-and-swap lost.
+    #[error("version conflict on {key}: expected {expected:?}, found {found:?}")]
+    VersionConflict {
+        /// The key.
+        key: String,
+        /// The version the writer read.
+        expected: Option<u64>,
+        /// The version stored.
+        found: Option<u64>,
+    },
+    /// Lost the version race too many times in a row.
+    #[error("attempt {key} is too contended")]
+    Contended {
+        /// The key.
+        key: String,
+    },
+    /// The store holds something it cannot read: never reinterpreted.
+    #[error("corrupt ledger data in {what}: {detail}")]
+    Corrupt {
+        /// Where.
+        what: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// The file was written by a newer schema.
+    #[error("ledger schema version {found} is newer than supported {supported}")]
+    UnknownSchema {
+        /// Found in the file.
+        found: u64,
+        /// This build's.
+        supported: u64,
+    },
+    /// The storage engine failed.
+    #[error("ledger storage error: {0}")]
+    Storage(String),
+}
+
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

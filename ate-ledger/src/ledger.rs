@@ -1,0 +1,441 @@
+//! The state machine over a [`Store`].
+
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+
+use crate::clock::{Clock, SystemClock};
+use crate::{Error, Fingerprint, Key, Lease, Record, State, Store, Try, TryOutcome};
+
+/// Ledger settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    /// How long a lease lasts before recovery may take the attempt over.
+    pub lease_ttl: Duration,
+    /// How long ended records are kept (and so replayed) before
+    /// [`Ledger::purge`] may delete them. Default 24 h.
+    pub retention: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            lease_ttl: Duration::from_secs(30),
+            retention: Duration::from_secs(24 * 3600),
+        }
+    }
+}
+
+/// The answer of [`Ledger::begin`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub enum Begin {
+    /// A new logical attempt and its first try: drive it with the lease.
+    Started(Lease),
+    /// The key already ended: replay this record instead of executing. If
+    /// [`Record::is_revivable`], the caller may [`Ledger::revive`] it.
+    Replay(Record),
+}
+
+/// How the caller closes a try.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Close {
+    /// The provider succeeded; `outcome` is replayed to repeats.
+    Succeeded(String),
+    /// The provider definitively rejected it; replayed to repeats.
+    FailedAtProvider(String),
+    /// Failed before dispatch (credentials, configuration). Only legal
+    /// before [`Ledger::mark_dispatched`].
+    PreProvider(String),
+    /// Dispatched, then no answer (timeout, reset). Not revivable.
+    ProviderUnavailable(String),
+}
+
+fn delta(d: Duration) -> TimeDelta {
+    TimeDelta::from_std(d).unwrap_or(TimeDelta::MAX)
+}
+
+/// The attempt ledger.
+#[derive(Debug)]
+pub struct Ledger<S, C = SystemClock> {
+    store: S,
+    clock: C,
+    config: Config,
+}
+
+/// How many times a transition re-reads after losing a version race.
+const CAS_RETRIES: usize = 8;
+
+impl<S: Store> Ledger<S, SystemClock> {
+    /// A ledger over `store` with the default config and the system clock.
+    pub fn new(store: S) -> Self {
+        Self::with_clock(store, Config::default(), SystemClock)
+    }
+}
+
+impl<S: Store, C: Clock> Ledger<S, C> {
+    /// A ledger with an explicit config and clock.
+    pub fn with_clock(store: S, config: Config, clock: C) -> Self {
+        Self {
+            store,
+            clock,
+            config,
+        }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// The config.
+    pub fn config(&self) -> Config {
+        self.config
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// The record for `key`.
+    pub fn get(&self, key: &Key) -> Result<Option<Record>, Error> {
+        self.store.get(key)
+    }
+
+    fn validate(key: &Key, fingerprint: &Fingerprint) -> Result<(), Error> {
+        if key.scope.contains('\0') || key.id.is_empty() || key.id.contains('\0') {
+            return Err(Error::InvalidKey(format!("{:?}/{:?}", key.scope, key.id)));
+        }
+        if fingerprint.0.is_empty() {
+            return Err(Error::InvalidKey(format!("{key}: empty fingerprint")));
+        }
+        Ok(())
+    }
+
+    fn lease(&self, key: &Key, owner: &str, token: u64, try_id: u32, now: DateTime<Utc>) -> Lease {
+        Lease {
+            key: key.clone(),
+            owner: owner.to_owned(),
+            expires_at: now + delta(self.config.lease_ttl),
+            token,
+            try_id,
+        }
+    }
+
+    /// Begins a logical attempt for `key`.
+    ///
+    /// New key: a new logical attempt and its first try ([`Begin::Started`]).
+    /// Same key in flight under a live lease: [`Error::Conflict`] with a
+    /// retry-after. In flight under an EXPIRED lease: recovered first (see
+    /// [`recover`](Self::recover)), then answered as ended. Same key with a
+    /// different fingerprint: [`Error::FingerprintMismatch`]. Ended:
+    /// [`Begin::Replay`] (no new try).
+    pub fn begin(&self, key: &Key, fingerprint: &Fingerprint, owner: &str) -> Result<Begin, Error> {
+        Self::validate(key, fingerprint)?;
+        for _ in 0..CAS_RETRIES {
+            let now = self.clock.now();
+            match self.store.get(key)? {
+                None => {
+                    let lease = self.lease(key, owner, 1, 1, now);
+                    let record = Record {
+                        key: key.clone(),
+                        fingerprint: fingerprint.clone(),
+                        state: State::InFlight,
+                        version: 1,
+                        lease: Some(lease.clone()),
+                        tries: vec![Try {
+                            id: 1,
+                            started_at: now,
+                            dispatched_at: None,
+                            closed: None,
+                        }],
+                        created_at: now,
+                        ended_at: None,
+                    };
+                    match self.store.put(&record, None) {
+                        Ok(()) => return Ok(Begin::Started(lease)),
+                        Err(Error::VersionConflict { .. }) => continue,
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some(record) => {
+                    if record.fingerprint != *fingerprint {
+                        return Err(Error::FingerprintMismatch {
+                            key: key.to_string(),
+                        });
+                    }
+                    if record.state.is_closed() {
+                        return Ok(Begin::Replay(record));
+                    }
+                    let lease = record.lease.as_ref().ok_or_else(|| Error::Corrupt {
+                        what: format!("record {key}"),
+                        detail: "in flight with no lease".into(),
+                    })?;
+                    if lease.expires_at > now {
+                        return Err(Error::Conflict {
+                            key: key.to_string(),
+                            retry_after: (lease.expires_at - now).to_std().unwrap_or_default(),
+                        });
+                    }
+                    match self.recover_record(record, now) {
+                        Ok(_) | Err(Error::VersionConflict { .. }) => continue,
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+        }
+        Err(Error::Contended {
+            key: key.to_string(),
+        })
+    }
+
+    /// Reads the record and checks the caller's lease still owns it.
+    fn owned(&self, lease: &Lease) -> Result<Record, Error> {
+        let record = self.store.get(&lease.key)?.ok_or_else(|| Error::NotFound {
+            key: lease.key.to_string(),
+        })?;
+        let current = record.lease.as_ref().map(|l| (l.token, l.try_id));
+        if record.state.is_closed() || current != Some((lease.token, lease.try_id)) {
+            return Err(Error::StaleLease {
+                key: lease.key.to_string(),
+                token: lease.token,
+            });
+        }
+        Ok(record)
+    }
+
+    fn open_try_mut(record: &mut Record, try_id: u32) -> Result<&mut Try, Error> {
+        let key = record.key.to_string();
+        record
+            .tries
+            .iter_mut()
+            .find(|t| t.id == try_id && t.is_open())
+            .ok_or(Error::StaleLease { key, token: 0 })
+    }
+
+    /// Durably marks the lease's try dispatched. Call it BEFORE sending
+    /// anything to the provider: from then on the key is never revivable,
+    /// and a crash is classified as provider-unavailable.
+    pub fn mark_dispatched(&self, lease: &Lease) -> Result<(), Error> {
+        let now = self.clock.now();
+        let mut record = self.owned(lease)?;
+        let expected = record.version;
+        let t = Self::open_try_mut(&mut record, lease.try_id)?;
+        if t.dispatched_at.is_some() {
+            return Ok(());
+        }
+        t.dispatched_at = Some(now);
+        record.version += 1;
+        self.store
+            .put(&record, Some(expected))
+            .map_err(|e| match e {
+                Error::VersionConflict { .. } => Error::StaleLease {
+                    key: lease.key.to_string(),
+                    token: lease.token,
+                },
+                e => e,
+            })
+    }
+
+    /// Extends the lease (long provider calls).
+    pub fn renew(&self, lease: &Lease) -> Result<Lease, Error> {
+        let now = self.clock.now();
+        let mut record = self.owned(lease)?;
+        let expected = record.version;
+        let renewed = Lease {
+            expires_at: now + delta(self.config.lease_ttl),
+            ..lease.clone()
+        };
+        record.lease = Some(renewed.clone());
+        record.version += 1;
+        self.store.put(&record, Some(expected))?;
+        Ok(renewed)
+    }
+
+    /// Closes the lease's try AND the logical attempt, in one store write.
+    ///
+    /// Provider outcomes ([`Close::Succeeded`], [`Close::FailedAtProvider`],
+    /// [`Close::ProviderUnavailable`]) require the try to be dispatched;
+    /// [`Close::PreProvider`] requires it NOT to be.
+    pub fn close(&self, lease: &Lease, close: Close) -> Result<Record, Error> {
+        let now = self.clock.now();
+        let mut record = self.owned(lease)?;
+        let expected = record.version;
+        let key = lease.key.to_string();
+        let t = Self::open_try_mut(&mut record, lease.try_id)?;
+        let dispatched = t.dispatched_at.is_some();
+        let needs_dispatch = |dispatched: bool| {
+            if dispatched {
+                Ok(())
+            } else {
+                Err(Error::IllegalTransition {
+                    key: key.clone(),
+                    detail: "a provider outcome needs the try marked dispatched first".into(),
+                })
+            }
+        };
+        let (outcome, state) = match close {
+            Close::PreProvider(reason) => {
+                if dispatched {
+                    return Err(Error::IllegalTransition {
+                        key,
+                        detail: "a dispatched try cannot fail before the provider".into(),
+                    });
+                }
+                (
+                    TryOutcome::PreProviderFailure,
+                    State::FailedPreProvider { reason },
+                )
+            }
+            Close::Succeeded(outcome) => {
+                needs_dispatch(dispatched)?;
+                (TryOutcome::Succeeded, State::Succeeded { outcome })
+            }
+            Close::FailedAtProvider(outcome) => {
+                needs_dispatch(dispatched)?;
+                (
+                    TryOutcome::FailedAtProvider,
+                    State::FailedAtProvider { outcome },
+                )
+            }
+            Close::ProviderUnavailable(reason) => {
+                needs_dispatch(dispatched)?;
+                (
+                    TryOutcome::ProviderUnavailable,
+                    State::ProviderUnavailable { reason },
+                )
+            }
+        };
+        t.closed = Some((now, outcome));
+        record.state = state;
+        record.lease = None;
+        record.ended_at = Some(now);
+        record.version += 1;
+        self.store
+            .put(&record, Some(expected))
+            .map_err(|e| match e {
+                Error::VersionConflict { .. } => Error::StaleLease {
+                    key: lease.key.to_string(),
+                    token: lease.token,
+                },
+                e => e,
+            })?;
+        Ok(record)
+    }
+
+    /// Opens a new try under the same logical attempt and key, iff it
+    /// failed before the provider and NO try of it was ever dispatched.
+    /// Anything else is [`Error::NotRevivable`] saying why.
+    pub fn revive(
+        &self,
+        key: &Key,
+        fingerprint: &Fingerprint,
+        owner: &str,
+    ) -> Result<Lease, Error> {
+        Self::validate(key, fingerprint)?;
+        let now = self.clock.now();
+        let mut record = self.store.get(key)?.ok_or_else(|| Error::NotFound {
+            key: key.to_string(),
+        })?;
+        if record.fingerprint != *fingerprint {
+            return Err(Error::FingerprintMismatch {
+                key: key.to_string(),
+            });
+        }
+        if !matches!(record.state, State::FailedPreProvider { .. }) {
+            return Err(Error::NotRevivable {
+                key: key.to_string(),
+                reason: format!("its state is {}", record.state.name()),
+            });
+        }
+        if record.ever_dispatched() {
+            return Err(Error::NotRevivable {
+                key: key.to_string(),
+                reason: "a try was dispatched, so the provider may have seen it".into(),
+            });
+        }
+        let expected = record.version;
+        let try_id = record.tries.len() as u32 + 1;
+        record.version += 1;
+        let lease = self.lease(key, owner, record.version, try_id, now);
+        record.tries.push(Try {
+            id: try_id,
+            started_at: now,
+            dispatched_at: None,
+            closed: None,
+        });
+        record.state = State::InFlight;
+        record.lease = Some(lease.clone());
+        record.ended_at = None;
+        match self.store.put(&record, Some(expected)) {
+            Ok(()) => Ok(lease),
+            Err(Error::VersionConflict { .. }) => Err(Error::Conflict {
+                key: key.to_string(),
+                retry_after: self.config.lease_ttl,
+            }),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn recover_record(&self, mut record: Record, now: DateTime<Utc>) -> Result<Record, Error> {
+        let expected = record.version;
+        let key = record.key.to_string();
+        let Some(t) = record.tries.iter_mut().find(|t| t.is_open()) else {
+            return Err(Error::Corrupt {
+                what: format!("record {key}"),
+                detail: "in flight with no open try".into(),
+            });
+        };
+        let (outcome, state) = if t.dispatched_at.is_some() {
+            (
+                TryOutcome::ProviderUnavailable,
+                State::ProviderUnavailable {
+                    reason: "lease expired after dispatch (worker lost)".into(),
+                },
+            )
+        } else {
+            (
+                TryOutcome::PreProviderFailure,
+                State::FailedPreProvider {
+                    reason: "lease expired before dispatch (worker lost)".into(),
+                },
+            )
+        };
+        t.closed = Some((now, outcome));
+        record.state = state;
+        record.lease = None;
+        record.ended_at = Some(now);
+        record.version += 1;
+        self.store.put(&record, Some(expected))?;
+        Ok(record)
+    }
+
+    /// Resolves every in-flight attempt whose lease has expired (a crashed
+    /// worker): not dispatched → pre-provider failure (revivable);
+    /// dispatched → provider unavailable (not revivable). Returns the
+    /// resolved records.
+    pub fn recover(&self) -> Result<Vec<Record>, Error> {
+        let now = self.clock.now();
+        let mut out = Vec::new();
+        for record in self.store.open()? {
+            let expired = record.lease.as_ref().is_none_or(|l| l.expires_at <= now);
+            if !expired {
+                continue;
+            }
+            match self.recover_record(record, now) {
+                Ok(r) => out.push(r),
+                // Someone else moved it meanwhile: theirs wins.
+                Err(Error::VersionConflict { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Deletes ended records older than the retention; never open ones.
+    pub fn purge(&self) -> Result<usize, Error> {
+        let cutoff = self.clock.now() - delta(self.config.retention);
+        self.store.purge(cutoff)
+    }
+}

@@ -1,0 +1,207 @@
+//! The records: one logical attempt per key, with its physical tries.
+
+use std::fmt;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// An idempotency key, scoped by a tenant / namespace.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Key {
+    /// The tenant or namespace the key belongs to.
+    pub scope: String,
+    /// The caller's idempotency key.
+    pub id: String,
+}
+
+impl Key {
+    /// A key in `scope`.
+    pub fn new(scope: impl Into<String>, id: impl Into<String>) -> Self {
+        Self {
+            scope: scope.into(),
+            id: id.into(),
+        }
+    }
+
+    /// The store encoding: `scope`, a NUL, then `id` (NUL cannot appear in
+    /// a valid scope, so two keys never collide).
+    pub fn encode(&self) -> String {
+        format!("{}\0{}", self.scope, self.id)
+    }
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.scope, self.id)
+    }
+}
+
+/// A fingerprint of the request (for example a hex digest of its canonical
+/// body). The same key with a different fingerprint is refused.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Fingerprint(pub String);
+
+/// How a physical attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TryOutcome {
+    /// The provider succeeded.
+    Succeeded,
+    /// The provider definitively rejected the request.
+    FailedAtProvider,
+    /// Failed before dispatch (credentials, configuration): the provider
+    /// never saw it.
+    PreProviderFailure,
+    /// Dispatched, then no answer (timeout, reset, crash): ambiguous.
+    ProviderUnavailable,
+}
+
+/// One physical attempt (a try).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Try {
+    /// 1-based number of the try within its logical attempt.
+    pub id: u32,
+    /// When it began.
+    pub started_at: DateTime<Utc>,
+    /// When it was durably marked dispatched, if it was.
+    pub dispatched_at: Option<DateTime<Utc>>,
+    /// When it closed, and how.
+    pub closed: Option<(DateTime<Utc>, TryOutcome)>,
+}
+
+impl Try {
+    /// Whether it is still open.
+    pub fn is_open(&self) -> bool {
+        self.closed.is_none()
+    }
+}
+
+/// The state of a logical attempt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "state")]
+pub enum State {
+    /// A try is open.
+    InFlight,
+    /// Succeeded; the outcome is replayed to repeats. Final.
+    Succeeded {
+        /// The recorded outcome payload.
+        outcome: String,
+    },
+    /// The provider definitively rejected it; replayed. Final.
+    FailedAtProvider {
+        /// The recorded outcome payload.
+        outcome: String,
+    },
+    /// Failed before the provider: revivable if no try was ever dispatched.
+    FailedPreProvider {
+        /// Why.
+        reason: String,
+    },
+    /// Dispatched, then no answer: NOT revivable, never re-executed.
+    ProviderUnavailable {
+        /// Why.
+        reason: String,
+    },
+}
+
+impl State {
+    /// A short name (`in_flight`, `succeeded`, ...).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::InFlight => "in_flight",
+            Self::Succeeded { .. } => "succeeded",
+            Self::FailedAtProvider { .. } => "failed_at_provider",
+            Self::FailedPreProvider { .. } => "failed_pre_provider",
+            Self::ProviderUnavailable { .. } => "provider_unavailable",
+        }
+    }
+
+    /// Whether the attempt has ended.
+    pub fn is_closed(&self) -> bool {
+        !matches!(self, Self::InFlight)
+    }
+}
+
+/// The owner of an open attempt: a lease with an expiry and a fencing token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    /// The key.
+    pub key: Key,
+    /// Who holds it.
+    pub owner: String,
+    /// When it expires (then recovery may take the attempt over).
+    pub expires_at: DateTime<Utc>,
+    /// Increases on every grant; a transition must present the current one.
+    pub token: u64,
+    /// The try this lease drives.
+    pub try_id: u32,
+}
+
+/// One logical attempt, as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    /// The key.
+    pub key: Key,
+    /// The request fingerprint.
+    pub fingerprint: Fingerprint,
+    /// The logical state.
+    pub state: State,
+    /// Bumped on every transition (compare-and-swap in the store).
+    pub version: u64,
+    /// The current lease, while in flight.
+    pub lease: Option<Lease>,
+    /// The tries, oldest first.
+    pub tries: Vec<Try>,
+    /// When the logical attempt was created.
+    pub created_at: DateTime<Utc>,
+    /// When it last ended (retention counts from here).
+    pub ended_at: Option<DateTime<Utc>>,
+}
+
+impl Record {
+    /// Whether any try was ever dispatched (then the provider may have seen
+    /// the request, and the key is never revivable).
+    pub fn ever_dispatched(&self) -> bool {
+        self.tries.iter().any(|t| t.dispatched_at.is_some())
+    }
+
+    /// Revivable iff it failed before the provider and no try of it may
+    /// have reached the provider.
+    pub fn is_revivable(&self) -> bool {
+        matches!(self.state, State::FailedPreProvider { .. }) && !self.ever_dispatched()
+    }
+
+    /// The open try, if any.
+    pub fn open_try(&self) -> Option<&Try> {
+        self.tries.iter().find(|t| t.is_open())
+    }
+
+    /// Checks the structural invariants: at most one open try; an open try
+    /// iff the logical attempt is in flight (with a lease); a pre-provider
+    /// close never on a dispatched try. `Err` names what is wrong.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let open = self.tries.iter().filter(|t| t.is_open()).count();
+        if open > 1 {
+            return Err(format!("{} open tries", open));
+        }
+        match (&self.state, open) {
+            (State::InFlight, 0) => return Err("in flight with no open try".into()),
+            (State::InFlight, _) if self.lease.is_none() => {
+                return Err("in flight with no lease".into());
+            }
+            (s, 1) if s.is_closed() => return Err(format!("{} with an open try", s.name())),
+            _ => {}
+        }
+        if self.tries.is_empty() {
+            return Err("no tries".into());
+        }
+        for t in &self.tries {
+            if let Some((_, TryOutcome::PreProviderFailure)) = t.closed
+                && t.dispatched_at.is_some()
+            {
+                return Err(format!("try {} dispatched but closed pre-provider", t.id));
+            }
+        }
+        Ok(())
+    }
+}

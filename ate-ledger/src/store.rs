@@ -1,0 +1,265 @@
+//! Where records live. Every write is a compare-and-swap on the record
+//! version, so two processes or threads can never both win a transition.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use parking_lot::Mutex;
+
+use crate::{Error, Key, Record};
+
+/// A record store.
+///
+/// Shaped for a SQL implementation too: `get` is a `SELECT`, `put` an
+/// `INSERT ... ON CONFLICT DO NOTHING` (expected `None`) or an
+/// `UPDATE ... WHERE version = $expected` (checking the row count), `open`
+/// an indexed scan on state, `purge` a `DELETE ... WHERE ended_at < $cutoff`.
+pub trait Store: Send + Sync {
+    /// The record for `key`.
+    fn get(&self, key: &Key) -> Result<Option<Record>, Error>;
+
+    /// Writes `record` iff the stored version is `expected` (`None`: no
+    /// record yet). Must be durable when it returns `Ok`. A mismatch is
+    /// [`Error::VersionConflict`].
+    fn put(&self, record: &Record, expected: Option<u64>) -> Result<(), Error>;
+
+    /// Every record that is still in flight (for recovery).
+    fn open(&self) -> Result<Vec<Record>, Error>;
+
+    /// Deletes closed records that ended before `cutoff`; returns how many.
+    /// Open records are never deleted.
+    fn purge(&self, cutoff: DateTime<Utc>) -> Result<usize, Error>;
+}
+
+fn check_version(key: &Key, stored: Option<u64>, expected: Option<u64>) -> Result<(), Error> {
+    if stored == expected {
+        Ok(())
+    } else {
+        Err(Error::VersionConflict {
+            key: key.to_string(),
+            expected,
+            found: stored,
+        })
+    }
+}
+
+/// An in-memory store (tests, single-process services that accept losing
+/// the ledger on restart).
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    records: Mutex<HashMap<Key, Record>>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl Store for MemoryStore {
+    fn get(&self, key: &Key) -> Result<Option<Record>, Error> {
+        Ok(self.records.lock().get(key).cloned())
+    }
+
+    fn put(&self, record: &Record, expected: Option<u64>) -> Result<(), Error> {
+        let mut records = self.records.lock();
+        check_version(
+            &record.key,
+            records.get(&record.key).map(|r| r.version),
+            expected,
+        )?;
+        records.insert(record.key.clone(), record.clone());
+        Ok(())
+    }
+
+    fn open(&self) -> Result<Vec<Record>, Error> {
+        Ok(self
+            .records
+            .lock()
+            .values()
+            .filter(|r| !r.state.is_closed())
+            .cloned()
+            .collect())
+    }
+
+    fn purge(&self, cutoff: DateTime<Utc>) -> Result<usize, Error> {
+        let mut records = self.records.lock();
+        let before = records.len();
+        records.retain(|_, r| !(r.state.is_closed() && r.ended_at.is_some_and(|e| e < cutoff)));
+        Ok(before - records.len())
+    }
+}
+
+impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
+    fn get(&self, key: &Key) -> Result<Option<Record>, Error> {
+        (**self).get(key)
+    }
+    fn put(&self, record: &Record, expected: Option<u64>) -> Result<(), Error> {
+        (**self).put(record, expected)
+    }
+    fn open(&self) -> Result<Vec<Record>, Error> {
+        (**self).open()
+    }
+    fn purge(&self, cutoff: DateTime<Utc>) -> Result<usize, Error> {
+        (**self).purge(cutoff)
+    }
+}
+
+#[cfg(feature = "redb")]
+pub use durable::RedbStore;
+
+#[cfg(feature = "redb")]
+mod durable {
+    use std::path::Path;
+
+    use chrono::{DateTime, Utc};
+    use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+
+    use super::{Store, check_version};
+    use crate::{Error, Key, Record};
+
+    const RECORDS: TableDefinition<&str, &[u8]> = TableDefinition::new("records");
+    const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+    const SCHEMA_KEY: &str = "schema_version";
+
+    const SCHEMA_VERSION: u64 = RedbStore::SCHEMA_VERSION;
+
+    fn storage<E: std::fmt::Display>(e: E) -> Error {
+        Error::Storage(e.to_string())
+    }
+
+    /// A durable store on redb: every transition is one write transaction,
+    /// committed with fsync before the call returns.
+    pub struct RedbStore {
+        db: Database,
+    }
+
+    impl std::fmt::Debug for RedbStore {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("RedbStore").finish_non_exhaustive()
+        }
+    }
+
+    impl RedbStore {
+        /// The record schema this build writes and reads.
+        pub const SCHEMA_VERSION: u64 = 1;
+
+        /// Opens (or creates) the store at `path`. A file that is not a
+        /// redb database, is corrupt, or was written by a newer schema is an
+        /// error; nothing is silently reinterpreted.
+        pub fn open(path: impl AsRef<Path>) -> Result<Self, Error> {
+            let path = path.as_ref();
+            let db = Database::create(path).map_err(|e| Error::Corrupt {
+                what: path.display().to_string(),
+                detail: e.to_string(),
+            })?;
+            let tx = db.begin_write().map_err(storage)?;
+            {
+                let mut meta = tx.open_table(META).map_err(storage)?;
+                let found = meta.get(SCHEMA_KEY).map_err(storage)?.map(|v| v.value());
+                match found {
+                    None => {
+                        meta.insert(SCHEMA_KEY, SCHEMA_VERSION).map_err(storage)?;
+                    }
+                    Some(v) if v == SCHEMA_VERSION => {}
+                    Some(v) => {
+                        return Err(Error::UnknownSchema {
+                            found: v,
+                            supported: SCHEMA_VERSION,
+                        });
+                    }
+                }
+                let _ = tx.open_table(RECORDS).map_err(storage)?;
+            }
+            tx.commit().map_err(storage)?;
+            Ok(Self { db })
+        }
+
+        fn decode(key: &str, bytes: &[u8]) -> Result<Record, Error> {
+            let record: Record = serde_json::from_slice(bytes).map_err(|e| Error::Corrupt {
+                what: format!("record {:?}", key.replace('\0', "/")),
+                detail: e.to_string(),
+            })?;
+            if record.key.encode() != key {
+                return Err(Error::Corrupt {
+                    what: format!("record {:?}", key.replace('\0', "/")),
+                    detail: "stored under another key".into(),
+                });
+            }
+            record.check_invariants().map_err(|detail| Error::Corrupt {
+                what: format!("record {}", record.key),
+                detail,
+            })?;
+            Ok(record)
+        }
+    }
+
+    impl Store for RedbStore {
+        fn get(&self, key: &Key) -> Result<Option<Record>, Error> {
+            let tx = self.db.begin_read().map_err(storage)?;
+            let table = tx.open_table(RECORDS).map_err(storage)?;
+            let k = key.encode();
+            match table.get(k.as_str()).map_err(storage)? {
+                None => Ok(None),
+                Some(v) => Self::decode(&k, v.value()).map(Some),
+            }
+        }
+
+        fn put(&self, record: &Record, expected: Option<u64>) -> Result<(), Error> {
+            let bytes = serde_json::to_vec(record).map_err(storage)?;
+            let k = record.key.encode();
+            let tx = self.db.begin_write().map_err(storage)?;
+            {
+                let mut table = tx.open_table(RECORDS).map_err(storage)?;
+                let stored = match table.get(k.as_str()).map_err(storage)? {
+                    None => None,
+                    Some(v) => Some(Self::decode(&k, v.value())?.version),
+                };
+                check_version(&record.key, stored, expected)?;
+                table
+                    .insert(k.as_str(), bytes.as_slice())
+                    .map_err(storage)?;
+            }
+            // redb's default durability fsyncs on commit.
+            tx.commit().map_err(storage)?;
+            Ok(())
+        }
+
+        fn open(&self) -> Result<Vec<Record>, Error> {
+            let tx = self.db.begin_read().map_err(storage)?;
+            let table = tx.open_table(RECORDS).map_err(storage)?;
+            let mut out = Vec::new();
+            for entry in table.iter().map_err(storage)? {
+                let (k, v) = entry.map_err(storage)?;
+                let record = Self::decode(k.value(), v.value())?;
+                if !record.state.is_closed() {
+                    out.push(record);
+                }
+            }
+            Ok(out)
+        }
+
+        fn purge(&self, cutoff: DateTime<Utc>) -> Result<usize, Error> {
+            let tx = self.db.begin_write().map_err(storage)?;
+            let mut purged = 0;
+            {
+                let mut table = tx.open_table(RECORDS).map_err(storage)?;
+                let mut doomed = Vec::new();
+                for entry in table.iter().map_err(storage)? {
+                    let (k, v) = entry.map_err(storage)?;
+                    let record = Self::decode(k.value(), v.value())?;
+                    if record.state.is_closed() && record.ended_at.is_some_and(|e| e < cutoff) {
+                        doomed.push(k.value().to_owned());
+                    }
+                }
+                for k in doomed {
+                    table.remove(k.as_str()).map_err(storage)?;
+                    purged += 1;
+                }
+            }
+            tx.commit().map_err(storage)?;
+            Ok(purged)
+        }
+    }
+}

@@ -1,0 +1,386 @@
+//! Testing support (feature `test-util`): the reference model of the
+//! ledger's state machine, a driver that runs the same operations against a
+//! real [`Ledger`], and proptest strategies (bursts of begins, crashes
+//! mid-attempt as lease expiries, recoveries, clock jumps).
+//!
+//! # Example: property-testing against the model
+//!
+//! ```
+//! use ate_ledger::testing::{Driver, Model, ops};
+//! use ate_ledger::{Config, Ledger, ManualClock, MemoryStore};
+//! use proptest::prelude::*;
+//!
+//! proptest!(|(seq in ops(40))| {
+//!     let clock = ManualClock::default();
+//!     let ledger = Ledger::with_clock(MemoryStore::new(), Config::default(), clock.clone());
+//!     let mut driver = Driver::new(clock);
+//!     let mut model = Model::new(Config::default());
+//!     for op in &seq {
+//!         prop_assert_eq!(driver.apply(&ledger, op), model.apply(op), "{:?}", op);
+//!     }
+//! });
+//! ```
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use proptest::prelude::*;
+
+use crate::{
+    Begin, Clock, Close, Config, Error, Fingerprint, Key, Lease, Ledger, ManualClock, State, Store,
+};
+
+/// How an operation closes a try.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloseKind {
+    /// [`Close::Succeeded`].
+    Succeeded,
+    /// [`Close::FailedAtProvider`].
+    FailedAtProvider,
+    /// [`Close::PreProvider`].
+    PreProvider,
+    /// [`Close::ProviderUnavailable`].
+    ProviderUnavailable,
+}
+
+/// One operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// `begin` on key `key` with request `fp`.
+    Begin {
+        /// Key index.
+        key: u8,
+        /// Fingerprint index.
+        fp: u8,
+    },
+    /// `mark_dispatched` with the last lease obtained for `key`.
+    Dispatch {
+        /// Key index.
+        key: u8,
+    },
+    /// `close` with the last lease obtained for `key`.
+    Close {
+        /// Key index.
+        key: u8,
+        /// How.
+        kind: CloseKind,
+    },
+    /// `revive` of `key` with its original request.
+    Revive {
+        /// Key index.
+        key: u8,
+    },
+    /// The worker crashes: time jumps past every lease.
+    CrashWorker,
+    /// `recover()`.
+    Recover,
+    /// Time passes (seconds).
+    Advance(u16),
+}
+
+/// What an operation did, as both the model and the driver report it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// A new logical attempt began.
+    Started,
+    /// An ended attempt was replayed, in this state.
+    Replay(&'static str),
+    /// The transition succeeded; the state is now this.
+    Ok(&'static str),
+    /// In flight under a live lease.
+    Conflict,
+    /// Different request under the same key.
+    Mismatch,
+    /// The lease no longer owns the attempt.
+    Stale,
+    /// Forbidden by the state machine.
+    Illegal,
+    /// Revive refused.
+    NotRevivable,
+    /// No record.
+    NotFound,
+    /// `recover()` resolved this many attempts.
+    Recovered(usize),
+    /// Nothing to do (no lease held for the key).
+    Skipped,
+}
+
+#[derive(Debug, Clone)]
+struct KeyModel {
+    fp: u8,
+    state: &'static str,
+    tries: u32,
+    ever_dispatched: bool,
+    open_dispatched: bool,
+    lease_expires: u64,
+    holder_valid: bool,
+}
+
+/// The reference model: plain fields and the rules written out longhand.
+#[derive(Debug, Clone)]
+pub struct Model {
+    config: Config,
+    now: u64,
+    keys: HashMap<u8, KeyModel>,
+}
+
+impl Model {
+    /// An empty model with `config` (whole-second lease TTL).
+    pub fn new(config: Config) -> Self {
+        Self {
+            config,
+            now: 0,
+            keys: HashMap::new(),
+        }
+    }
+
+    fn ttl(&self) -> u64 {
+        self.config.lease_ttl.as_secs()
+    }
+
+    fn recover_one(k: &mut KeyModel) {
+        k.state = if k.open_dispatched {
+            "provider_unavailable"
+        } else {
+            "failed_pre_provider"
+        };
+        k.open_dispatched = false;
+        k.holder_valid = false;
+    }
+
+    /// The state name of `key` (`None`: no record).
+    pub fn state(&self, key: u8) -> Option<&'static str> {
+        self.keys.get(&key).map(|k| k.state)
+    }
+
+    /// How many tries `key` has.
+    pub fn tries(&self, key: u8) -> u32 {
+        self.keys.get(&key).map_or(0, |k| k.tries)
+    }
+
+    /// Applies `op`; returns what the ledger must report.
+    pub fn apply(&mut self, op: &Op) -> Outcome {
+        let now = self.now;
+        let ttl = self.ttl();
+        match *op {
+            Op::Begin { key, fp } => match self.keys.get_mut(&key) {
+                None => {
+                    self.keys.insert(
+                        key,
+                        KeyModel {
+                            fp,
+                            state: "in_flight",
+                            tries: 1,
+                            ever_dispatched: false,
+                            open_dispatched: false,
+                            lease_expires: now + ttl,
+                            holder_valid: true,
+                        },
+                    );
+                    Outcome::Started
+                }
+                Some(k) if k.fp != fp => Outcome::Mismatch,
+                Some(k) if k.state == "in_flight" && k.lease_expires > now => Outcome::Conflict,
+                Some(k) => {
+                    if k.state == "in_flight" {
+                        Self::recover_one(k);
+                    }
+                    Outcome::Replay(k.state)
+                }
+            },
+            Op::Dispatch { key } => match self.keys.get_mut(&key) {
+                None => Outcome::Skipped,
+                Some(k) if !k.holder_valid || k.state != "in_flight" => Outcome::Stale,
+                Some(k) => {
+                    k.open_dispatched = true;
+                    k.ever_dispatched = true;
+                    Outcome::Ok("in_flight")
+                }
+            },
+            Op::Close { key, kind } => match self.keys.get_mut(&key) {
+                None => Outcome::Skipped,
+                Some(k) if !k.holder_valid || k.state != "in_flight" => Outcome::Stale,
+                Some(k) => {
+                    let state = match kind {
+                        CloseKind::PreProvider if k.open_dispatched => return Outcome::Illegal,
+                        CloseKind::PreProvider => "failed_pre_provider",
+                        _ if !k.open_dispatched => return Outcome::Illegal,
+                        CloseKind::Succeeded => "succeeded",
+                        CloseKind::FailedAtProvider => "failed_at_provider",
+                        CloseKind::ProviderUnavailable => "provider_unavailable",
+                    };
+                    k.state = state;
+                    k.open_dispatched = false;
+                    k.holder_valid = false;
+                    Outcome::Ok(state)
+                }
+            },
+            Op::Revive { key } => match self.keys.get_mut(&key) {
+                None => Outcome::NotFound,
+                Some(k) if k.state != "failed_pre_provider" || k.ever_dispatched => {
+                    Outcome::NotRevivable
+                }
+                Some(k) => {
+                    k.state = "in_flight";
+                    k.tries += 1;
+                    k.lease_expires = now + ttl;
+                    k.holder_valid = true;
+                    Outcome::Ok("in_flight")
+                }
+            },
+            Op::CrashWorker => {
+                self.now += ttl;
+                Outcome::Skipped
+            }
+            Op::Recover => {
+                let mut n = 0;
+                for k in self.keys.values_mut() {
+                    if k.state == "in_flight" && k.lease_expires <= now {
+                        Self::recover_one(k);
+                        n += 1;
+                    }
+                }
+                Outcome::Recovered(n)
+            }
+            Op::Advance(s) => {
+                self.now += u64::from(s);
+                Outcome::Skipped
+            }
+        }
+    }
+}
+
+/// Runs [`Op`]s against a real ledger, holding the last lease per key.
+#[derive(Debug)]
+pub struct Driver {
+    clock: ManualClock,
+    leases: HashMap<u8, Lease>,
+}
+
+/// The key for index `k`.
+pub fn key(k: u8) -> Key {
+    Key::new("test", format!("key-{k}"))
+}
+
+/// The fingerprint for index `f`.
+pub fn fingerprint(f: u8) -> Fingerprint {
+    Fingerprint(format!("fp-{f}"))
+}
+
+fn classify(e: &Error) -> Outcome {
+    match e {
+        Error::Conflict { .. } => Outcome::Conflict,
+        Error::FingerprintMismatch { .. } => Outcome::Mismatch,
+        Error::StaleLease { .. } => Outcome::Stale,
+        Error::IllegalTransition { .. } => Outcome::Illegal,
+        Error::NotRevivable { .. } => Outcome::NotRevivable,
+        Error::NotFound { .. } => Outcome::NotFound,
+        other => panic!("unexpected ledger error in a model run: {other}"),
+    }
+}
+
+impl Driver {
+    /// A driver moving `clock` (shared with the ledger).
+    pub fn new(clock: ManualClock) -> Self {
+        Self {
+            clock,
+            leases: HashMap::new(),
+        }
+    }
+
+    /// Applies `op` to `ledger`.
+    pub fn apply<S: Store, C: Clock>(&mut self, ledger: &Ledger<S, C>, op: &Op) -> Outcome {
+        let ttl = ledger.config().lease_ttl;
+        let state_of = |k: u8| -> &'static str {
+            ledger
+                .get(&key(k))
+                .ok()
+                .flatten()
+                .map_or("none", |r| r.state.name())
+        };
+        let result = match *op {
+            Op::Begin { key: k, fp } => match ledger.begin(&key(k), &fingerprint(fp), "driver") {
+                Ok(Begin::Started(lease)) => {
+                    self.leases.insert(k, lease);
+                    Ok(Outcome::Started)
+                }
+                Ok(Begin::Replay(r)) => Ok(Outcome::Replay(r.state.name())),
+                Err(e) => Err(e),
+            },
+            Op::Dispatch { key: k } => match self.leases.get(&k) {
+                None => Ok(Outcome::Skipped),
+                Some(l) => ledger.mark_dispatched(l).map(|()| Outcome::Ok(state_of(k))),
+            },
+            Op::Close { key: k, kind } => match self.leases.get(&k) {
+                None => Ok(Outcome::Skipped),
+                Some(l) => {
+                    let close = match kind {
+                        CloseKind::Succeeded => Close::Succeeded("ok".into()),
+                        CloseKind::FailedAtProvider => Close::FailedAtProvider("rejected".into()),
+                        CloseKind::PreProvider => Close::PreProvider("no credentials".into()),
+                        CloseKind::ProviderUnavailable => {
+                            Close::ProviderUnavailable("timeout".into())
+                        }
+                    };
+                    ledger.close(l, close).map(|r| Outcome::Ok(r.state.name()))
+                }
+            },
+            Op::Revive { key: k } => {
+                let fp = ledger.get(&key(k)).ok().flatten().map(|r| r.fingerprint);
+                match fp {
+                    None => Ok(Outcome::NotFound),
+                    Some(fp) => ledger.revive(&key(k), &fp, "driver").map(|lease| {
+                        self.leases.insert(k, lease);
+                        Outcome::Ok("in_flight")
+                    }),
+                }
+            }
+            Op::CrashWorker => {
+                self.clock.advance(ttl);
+                Ok(Outcome::Skipped)
+            }
+            Op::Recover => ledger.recover().map(|r| Outcome::Recovered(r.len())),
+            Op::Advance(s) => {
+                self.clock.advance(Duration::from_secs(u64::from(s)));
+                Ok(Outcome::Skipped)
+            }
+        };
+        result.unwrap_or_else(|e| classify(&e))
+    }
+}
+
+/// One operation over `keys` keys and two request bodies, weighted toward
+/// realistic flows (begin, dispatch, close) with crashes and recoveries.
+pub fn op(keys: u8) -> impl Strategy<Value = Op> {
+    let k = 0..keys.max(1);
+    let kind = prop_oneof![
+        Just(CloseKind::Succeeded),
+        Just(CloseKind::FailedAtProvider),
+        Just(CloseKind::PreProvider),
+        Just(CloseKind::ProviderUnavailable),
+    ];
+    prop_oneof![
+        5 => (k.clone(), prop_oneof![4 => Just(0u8), 1 => Just(1u8)]).prop_map(|(key, fp)| Op::Begin { key, fp }),
+        4 => k.clone().prop_map(|key| Op::Dispatch { key }),
+        5 => (k.clone(), kind).prop_map(|(key, kind)| Op::Close { key, kind }),
+        3 => k.prop_map(|key| Op::Revive { key }),
+        1 => Just(Op::CrashWorker),
+        2 => Just(Op::Recover),
+        2 => (0u16..20).prop_map(Op::Advance),
+    ]
+}
+
+/// A sequence of up to `max_len` operations over 3 keys.
+pub fn ops(max_len: usize) -> impl Strategy<Value = Vec<Op>> {
+    proptest::collection::vec(op(3), 0..=max_len)
+}
+
+/// Whether a state is final (succeeded is final forever).
+pub fn is_final(state: &State) -> bool {
+    matches!(
+        state,
+        State::Succeeded { .. }
+            | State::FailedAtProvider { .. }
+            | State::ProviderUnavailable { .. }
+    )
+}

@@ -1,0 +1,157 @@
+//! The redb store: durability across reopen, schema versions, corruption,
+//! and races between threads.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use ate_ledger::{
+    Begin, Close, Error, Fingerprint, Key, Ledger, MemoryStore, RedbStore, State, Store,
+};
+
+fn fp() -> Fingerprint {
+    Fingerprint("f".into())
+}
+
+#[test]
+fn acknowledged_transitions_survive_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.redb");
+    let key = Key::new("t", "a");
+    {
+        let ledger = Ledger::new(RedbStore::open(&path).unwrap());
+        let Begin::Started(l) = ledger.begin(&key, &fp(), "w").unwrap() else {
+            panic!()
+        };
+        ledger.mark_dispatched(&l).unwrap();
+        ledger.close(&l, Close::Succeeded("out".into())).unwrap();
+    }
+    let ledger = Ledger::new(RedbStore::open(&path).unwrap());
+    match ledger.begin(&key, &fp(), "w").unwrap() {
+        Begin::Replay(r) => assert_eq!(
+            r.state,
+            State::Succeeded {
+                outcome: "out".into()
+            }
+        ),
+        Begin::Started(_) => panic!("a restart re-executed a recorded success"),
+    }
+}
+
+#[test]
+fn a_file_from_a_newer_schema_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.redb");
+    drop(RedbStore::open(&path).unwrap());
+    {
+        let db = redb::Database::create(&path).unwrap();
+        let tx = db.begin_write().unwrap();
+        {
+            let mut meta = tx
+                .open_table(redb::TableDefinition::<&str, u64>::new("meta"))
+                .unwrap();
+            meta.insert("schema_version", 99).unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    let err = RedbStore::open(&path).unwrap_err();
+    assert_eq!(
+        err,
+        Error::UnknownSchema {
+            found: 99,
+            supported: RedbStore::SCHEMA_VERSION
+        }
+    );
+}
+
+#[test]
+fn a_file_that_is_not_a_ledger_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.redb");
+    std::fs::write(&path, b"definitely not a redb file, just some bytes....").unwrap();
+    assert!(matches!(RedbStore::open(&path), Err(Error::Corrupt { .. })));
+}
+
+#[test]
+fn a_corrupt_record_is_an_error_never_another_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.redb");
+    let key = Key::new("t", "a");
+    {
+        let ledger = Ledger::new(RedbStore::open(&path).unwrap());
+        let _ = ledger.begin(&key, &fp(), "w").unwrap();
+    }
+    {
+        let db = redb::Database::create(&path).unwrap();
+        let tx = db.begin_write().unwrap();
+        {
+            let mut t = tx
+                .open_table(redb::TableDefinition::<&str, &[u8]>::new("records"))
+                .unwrap();
+            t.insert(key.encode().as_str(), b"{\"garbage\":true}".as_slice())
+                .unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    let store = RedbStore::open(&path).unwrap();
+    assert!(matches!(store.get(&key), Err(Error::Corrupt { .. })));
+    assert!(matches!(store.open(), Err(Error::Corrupt { .. })));
+}
+
+fn race<S: Store + 'static>(store: S) {
+    let ledger = Arc::new(Ledger::new(store));
+    for round in 0..20 {
+        let key = Key::new("race", format!("k{round}"));
+        let started = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for w in 0..4 {
+                let (ledger, key, started) = (&ledger, &key, &started);
+                s.spawn(move || {
+                    if let Ok(Begin::Started(_)) = ledger.begin(key, &fp(), &format!("w{w}")) {
+                        started.fetch_add(1, Ordering::SeqCst);
+                    }
+                });
+            }
+        });
+        assert_eq!(
+            started.load(Ordering::SeqCst),
+            1,
+            "begin race round {round}"
+        );
+        // Close pre-provider, then race revives.
+        let r = ledger.get(&key).unwrap().unwrap();
+        let lease = r.lease.clone().unwrap();
+        ledger
+            .close(&lease, Close::PreProvider("x".into()))
+            .unwrap();
+        let revived = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for w in 0..4 {
+                let (ledger, key, revived) = (&ledger, &key, &revived);
+                s.spawn(move || {
+                    if ledger.revive(key, &fp(), &format!("w{w}")).is_ok() {
+                        revived.fetch_add(1, Ordering::SeqCst);
+                    }
+                });
+            }
+        });
+        assert_eq!(
+            revived.load(Ordering::SeqCst),
+            1,
+            "revive race round {round}"
+        );
+        let r = ledger.get(&key).unwrap().unwrap();
+        assert_eq!(r.tries.len(), 2);
+        r.check_invariants().unwrap();
+    }
+}
+
+#[test]
+fn racing_begin_and_revive_have_exactly_one_winner_in_memory() {
+    race(MemoryStore::new());
+}
+
+#[test]
+fn racing_begin_and_revive_have_exactly_one_winner_on_redb() {
+    let dir = tempfile::tempdir().unwrap();
+    race(RedbStore::open(dir.path().join("l.redb")).unwrap());
+}

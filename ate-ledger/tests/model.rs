@@ -1,0 +1,54 @@
+//! Property tests: the ledger on both stores against the reference model.
+
+use ate_ledger::testing::{Driver, Model, is_final, key, ops};
+use ate_ledger::{Config, Ledger, ManualClock, MemoryStore, RedbStore, Store};
+use proptest::prelude::*;
+
+fn check<S: Store>(store: S, seq: &[ate_ledger::testing::Op]) -> Result<(), TestCaseError> {
+    let clock = ManualClock::default();
+    let ledger = Ledger::with_clock(store, Config::default(), clock.clone());
+    let mut driver = Driver::new(clock);
+    let mut model = Model::new(Config::default());
+    let mut was_final = [false; 3];
+    for op in seq {
+        let got = driver.apply(&ledger, op);
+        let want = model.apply(op);
+        prop_assert_eq!(got, want, "{:?}", op);
+        for k in 0..3u8 {
+            let record = ledger.get(&key(k)).unwrap();
+            prop_assert_eq!(record.as_ref().map(|r| r.state.name()), model.state(k));
+            if let Some(r) = record {
+                prop_assert_eq!(r.tries.len() as u32, model.tries(k));
+                prop_assert!(r.check_invariants().is_ok(), "{:?}", r.check_invariants());
+                if r.ever_dispatched() {
+                    prop_assert!(!r.is_revivable(), "a dispatched key is revivable");
+                }
+                if was_final[k as usize] {
+                    prop_assert!(is_final(&r.state), "a final state changed");
+                }
+                was_final[k as usize] = is_final(&r.state);
+            }
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn memory_store_matches_the_model(seq in ops(50)) {
+        check(MemoryStore::new(), &seq)?;
+    }
+}
+
+proptest! {
+    // Each redb transition fsyncs: fewer cases.
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    #[test]
+    fn redb_store_matches_the_model(seq in ops(40)) {
+        let dir = tempfile::tempdir().unwrap();
+        check(RedbStore::open(dir.path().join("ledger.redb")).unwrap(), &seq)?;
+    }
+}

@@ -1,0 +1,285 @@
+//! Every rule of the state machine, named after the behaviour.
+
+use std::time::Duration;
+
+use ate_ledger::{
+    Begin, Close, Config, Error, Fingerprint, Key, Lease, Ledger, ManualClock, MemoryStore, State,
+    TryOutcome,
+};
+
+fn setup() -> (Ledger<MemoryStore, ManualClock>, ManualClock) {
+    let clock = ManualClock::default();
+    let ledger = Ledger::with_clock(MemoryStore::new(), Config::default(), clock.clone());
+    (ledger, clock)
+}
+
+fn k() -> Key {
+    Key::new("t", "idem-1")
+}
+
+fn fp() -> Fingerprint {
+    Fingerprint("body-a".into())
+}
+
+fn start(ledger: &Ledger<MemoryStore, ManualClock>) -> Lease {
+    match ledger.begin(&k(), &fp(), "w1").unwrap() {
+        Begin::Started(lease) => lease,
+        Begin::Replay(r) => panic!("expected a new attempt, got replay of {:?}", r.state),
+    }
+}
+
+#[test]
+fn pre_provider_credential_failure_closes_both_attempts_and_the_key_can_be_revived() {
+    let (ledger, _) = setup();
+    let lease = start(&ledger);
+    let r = ledger
+        .close(&lease, Close::PreProvider("missing credential".into()))
+        .unwrap();
+    assert!(matches!(r.state, State::FailedPreProvider { .. }));
+    assert_eq!(r.tries.len(), 1);
+    assert_eq!(
+        r.tries[0].closed.map(|c| c.1),
+        Some(TryOutcome::PreProviderFailure)
+    );
+    assert!(r.lease.is_none());
+    assert!(r.is_revivable());
+    let lease2 = ledger.revive(&k(), &fp(), "w1").unwrap();
+    assert_eq!(lease2.try_id, 2);
+    let r = ledger.get(&k()).unwrap().unwrap();
+    assert_eq!(r.state, State::InFlight);
+    assert_eq!(r.tries.len(), 2, "same logical attempt, a new physical one");
+    assert!(r.tries[1].is_open());
+    r.check_invariants().unwrap();
+}
+
+#[test]
+fn ambiguous_outcome_after_dispatch_stays_provider_unavailable_and_is_not_revivable() {
+    let (ledger, _) = setup();
+    let lease = start(&ledger);
+    ledger.mark_dispatched(&lease).unwrap();
+    let r = ledger
+        .close(&lease, Close::ProviderUnavailable("timeout".into()))
+        .unwrap();
+    assert!(matches!(r.state, State::ProviderUnavailable { .. }));
+    assert!(!r.is_revivable());
+    let err = ledger.revive(&k(), &fp(), "w1").unwrap_err();
+    assert!(matches!(err, Error::NotRevivable { .. }), "{err}");
+    // A repeat replays it; it is never re-executed.
+    assert!(matches!(
+        ledger.begin(&k(), &fp(), "w2").unwrap(),
+        Begin::Replay(_)
+    ));
+}
+
+#[test]
+fn success_is_terminal_and_a_repeat_replays_the_recorded_outcome() {
+    let (ledger, _) = setup();
+    let lease = start(&ledger);
+    ledger.mark_dispatched(&lease).unwrap();
+    ledger
+        .close(&lease, Close::Succeeded("{\"n\":1}".into()))
+        .unwrap();
+    match ledger.begin(&k(), &fp(), "w2").unwrap() {
+        Begin::Replay(r) => assert_eq!(
+            r.state,
+            State::Succeeded {
+                outcome: "{\"n\":1}".into()
+            }
+        ),
+        Begin::Started(_) => panic!("executed twice"),
+    }
+    assert!(matches!(
+        ledger.revive(&k(), &fp(), "w2"),
+        Err(Error::NotRevivable { .. })
+    ));
+}
+
+#[test]
+fn definitive_provider_rejection_is_recorded_and_replayed() {
+    let (ledger, _) = setup();
+    let lease = start(&ledger);
+    ledger.mark_dispatched(&lease).unwrap();
+    ledger
+        .close(&lease, Close::FailedAtProvider("card declined".into()))
+        .unwrap();
+    match ledger.begin(&k(), &fp(), "w").unwrap() {
+        Begin::Replay(r) => assert!(matches!(r.state, State::FailedAtProvider { .. })),
+        Begin::Started(_) => panic!(),
+    }
+}
+
+#[test]
+fn second_begin_while_in_flight_is_a_conflict_with_retry_after() {
+    let (ledger, clock) = setup();
+    let _lease = start(&ledger);
+    clock.advance(Duration::from_secs(10));
+    match ledger.begin(&k(), &fp(), "w2") {
+        Err(Error::Conflict { retry_after, .. }) => {
+            assert_eq!(retry_after, Duration::from_secs(20))
+        }
+        other => panic!("expected conflict, got {other:?}"),
+    }
+    assert_eq!(
+        ledger.get(&k()).unwrap().unwrap().tries.len(),
+        1,
+        "no parallel try"
+    );
+}
+
+#[test]
+fn same_key_with_a_different_request_is_refused() {
+    let (ledger, _) = setup();
+    let _ = start(&ledger);
+    let err = ledger
+        .begin(&k(), &Fingerprint("body-b".into()), "w")
+        .unwrap_err();
+    assert!(matches!(err, Error::FingerprintMismatch { .. }));
+    assert!(err.to_string().contains("idem-1"));
+}
+
+#[test]
+fn a_dispatched_try_can_never_close_as_pre_provider() {
+    let (ledger, _) = setup();
+    let lease = start(&ledger);
+    ledger.mark_dispatched(&lease).unwrap();
+    let err = ledger
+        .close(&lease, Close::PreProvider("oops".into()))
+        .unwrap_err();
+    assert!(matches!(err, Error::IllegalTransition { .. }), "{err}");
+    assert_eq!(ledger.get(&k()).unwrap().unwrap().state, State::InFlight);
+}
+
+#[test]
+fn provider_outcomes_need_dispatch_first() {
+    let (ledger, _) = setup();
+    let lease = start(&ledger);
+    for close in [
+        Close::Succeeded("x".into()),
+        Close::FailedAtProvider("x".into()),
+        Close::ProviderUnavailable("x".into()),
+    ] {
+        assert!(matches!(
+            ledger.close(&lease, close),
+            Err(Error::IllegalTransition { .. })
+        ));
+    }
+}
+
+#[test]
+fn revive_is_refused_for_open_and_unknown_keys() {
+    let (ledger, _) = setup();
+    assert!(matches!(
+        ledger.revive(&k(), &fp(), "w"),
+        Err(Error::NotFound { .. })
+    ));
+    let _ = start(&ledger);
+    assert!(matches!(
+        ledger.revive(&k(), &fp(), "w"),
+        Err(Error::NotRevivable { .. })
+    ));
+}
+
+#[test]
+fn a_worker_whose_lease_expired_cannot_close_after_a_takeover() {
+    let (ledger, clock) = setup();
+    let old = start(&ledger);
+    clock.advance(Duration::from_secs(31));
+    // Another worker arrives: the expired attempt is recovered (not
+    // dispatched: revivable) and revived under a new lease.
+    assert!(matches!(
+        ledger.begin(&k(), &fp(), "w2").unwrap(),
+        Begin::Replay(_)
+    ));
+    let new = ledger.revive(&k(), &fp(), "w2").unwrap();
+    assert_ne!(new.token, old.token);
+    assert!(matches!(
+        ledger.mark_dispatched(&old),
+        Err(Error::StaleLease { .. })
+    ));
+    assert!(matches!(
+        ledger.close(&old, Close::PreProvider("late".into())),
+        Err(Error::StaleLease { .. })
+    ));
+    ledger.mark_dispatched(&new).unwrap();
+    ledger.close(&new, Close::Succeeded("ok".into())).unwrap();
+}
+
+#[test]
+fn recovery_classifies_open_attempts_by_the_dispatch_rule() {
+    let (ledger, clock) = setup();
+    let a = Key::new("t", "not-dispatched");
+    let b = Key::new("t", "dispatched");
+    let Begin::Started(_la) = ledger.begin(&a, &fp(), "crashed").unwrap() else {
+        panic!()
+    };
+    let Begin::Started(lb) = ledger.begin(&b, &fp(), "crashed").unwrap() else {
+        panic!()
+    };
+    ledger.mark_dispatched(&lb).unwrap();
+    assert!(ledger.recover().unwrap().is_empty(), "leases still live");
+    clock.advance(Duration::from_secs(30));
+    let recovered = ledger.recover().unwrap();
+    assert_eq!(recovered.len(), 2);
+    let ra = ledger.get(&a).unwrap().unwrap();
+    let rb = ledger.get(&b).unwrap().unwrap();
+    assert!(matches!(ra.state, State::FailedPreProvider { .. }) && ra.is_revivable());
+    assert!(matches!(rb.state, State::ProviderUnavailable { .. }) && !rb.is_revivable());
+    ra.check_invariants().unwrap();
+    rb.check_invariants().unwrap();
+}
+
+#[test]
+fn records_are_kept_for_the_retention_and_open_ones_never_purged() {
+    let (ledger, clock) = setup();
+    let done = Key::new("t", "done");
+    let Begin::Started(l) = ledger.begin(&done, &fp(), "w").unwrap() else {
+        panic!()
+    };
+    ledger.close(&l, Close::PreProvider("x".into())).unwrap();
+    let _open = start(&ledger);
+    clock.advance(Duration::from_secs(24 * 3600 - 1));
+    assert_eq!(
+        ledger.purge().unwrap(),
+        0,
+        "still inside the 24 h retention"
+    );
+    clock.advance(Duration::from_secs(2));
+    assert_eq!(ledger.purge().unwrap(), 1);
+    assert!(ledger.get(&done).unwrap().is_none());
+    assert!(ledger.get(&k()).unwrap().is_some(), "open attempt purged");
+    assert_eq!(Config::default().retention, Duration::from_secs(24 * 3600));
+}
+
+#[test]
+fn invalid_keys_are_typed_errors() {
+    let (ledger, _) = setup();
+    for key in [
+        Key::new("t", ""),
+        Key::new("a\0b", "x"),
+        Key::new("t", "x\0"),
+    ] {
+        assert!(matches!(
+            ledger.begin(&key, &fp(), "w"),
+            Err(Error::InvalidKey(_))
+        ));
+    }
+    assert!(matches!(
+        ledger.begin(&k(), &Fingerprint(String::new()), "w"),
+        Err(Error::InvalidKey(_))
+    ));
+}
+
+#[test]
+fn renew_extends_the_lease() {
+    let (ledger, clock) = setup();
+    let lease = start(&ledger);
+    clock.advance(Duration::from_secs(20));
+    let renewed = ledger.renew(&lease).unwrap();
+    clock.advance(Duration::from_secs(20));
+    assert!(ledger.recover().unwrap().is_empty());
+    assert!(matches!(
+        ledger.begin(&k(), &fp(), "w2"),
+        Err(Error::Conflict { .. })
+    ));
+    ledger.mark_dispatched(&renewed).unwrap();
+}
