@@ -1,2 +1,131 @@
-//! ate-configguard (work in progress).
+//! A fail-closed guard against Kubernetes ConfigMap/Secret migrations that
+//! would break serving workloads.
+//!
+//! A deploy that removes or moves a ConfigMap/Secret key while a serving
+//! workload still reads it can take down every pod of a service while its
+//! liveness stays green. This crate checks the transition BEFORE anything
+//! is applied, and fails CLOSED: input it cannot understand is an error,
+//! never a pass.
+//!
+//! The rule: every workload serving during or after the transition (each
+//! workload of the CURRENT state, whose old pods keep running during the
+//! rollout, and each of the PROPOSED state) must have each non-optional
+//! reference resolve in the proposed config state: the object exists, in the
+//! workload's namespace, as the same kind, and holds the key. Bulk loads
+//! (`envFrom`, volumes without `items`) must keep every key they had.
+//!
+//! - [`load_paths`] / [`load_str`] → [`Manifests`]: names only.
+//! - [`check`] with a [`CheckInput`] → [`Report`] ([`Finding`]s).
+//! - [`drift`] → [`Report`]: defaults vs base vs overlays.
+//! - [`InputError`]: unusable input (the CLI's exit 2).
+//!
+//! It reads object and key NAMES only: the values of `data`, `stringData`
+//! and `binaryData` are skipped by the deserializer itself, never kept,
+//! printed, logged or put in an error.
+//!
+//! # Example
+//!
+//! ```
+//! use ate_configguard::{CheckInput, LoadOptions, load_str};
+//!
+//! # fn main() -> Result<(), ate_configguard::InputError> {
+//! let opts = LoadOptions::default();
+//! let current = load_str(r#"
+//! apiVersion: v1
+//! kind: ConfigMap
+//! metadata: { name: app }
+//! data: { DB_HOST: db, REDIS_HOST: redis }
+//! ---
+//! apiVersion: apps/v1
+//! kind: Deployment
+//! metadata: { name: web }
+//! spec:
+//!   template:
+//!     spec:
+//!       containers:
+//!         - name: web
+//!           image: web:1
+//!           envFrom: [ { configMapRef: { name: app } } ]
+//! "#, "current.yaml", &opts)?;
+//! // The proposed ConfigMap drops REDIS_HOST, which web bulk-loads.
+//! let proposed = load_str(r#"
+//! apiVersion: v1
+//! kind: ConfigMap
+//! metadata: { name: app }
+//! data: { DB_HOST: db }
+//! "#, "proposed.yaml", &opts)?;
+//! let report = ate_configguard::check(&CheckInput { current, proposed, ..Default::default() })?;
+//! assert!(!report.is_safe());
+//! assert_eq!(report.failures[0].key.as_deref(), Some("REDIS_HOST"));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Feature flags
+//!
+//! - `cli`: the `ate-configguard` binary. It enables the newest Kubernetes
+//!   version of k8s-openapi, which only a final binary may do; the library
+//!   never picks one, so a build of the library alone needs
+//!   `K8S_OPENAPI_ENABLED_VERSION` (for example `1.37`) or a k8s-openapi
+//!   version feature enabled by your own binary.
+//! - `test-util`: the `testing` module (a naive resolver and proptest
+//!   strategies for workloads and config states).
 #![warn(missing_docs)]
+
+mod check;
+mod drift;
+mod load;
+mod model;
+mod parse;
+#[cfg(feature = "test-util")]
+pub mod testing;
+
+pub use check::{CheckInput, Deletion, Report, check, inventory, parse_object_id};
+pub use drift::{Source, drift};
+pub use load::{LoadOptions, load_paths, load_str, pod_references};
+pub use model::{
+    ConfigKind, ConfigObject, Finding, Inventory, Manifests, ObjectId, Reference, Severity, Side,
+    Workload, WorkloadId,
+};
+
+/// Input the guard cannot use: the CLI exits 2. Messages name files,
+/// documents, fields and key names, never values.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InputError {
+    /// A file could not be read.
+    #[error("cannot read {path}: {message}")]
+    Io {
+        /// The path.
+        path: String,
+        /// The I/O error kind.
+        message: String,
+    },
+    /// YAML/JSON that does not parse (duplicate keys included).
+    #[error("cannot parse {file} at {location}: {message}")]
+    Parse {
+        /// The file.
+        file: String,
+        /// Line and column.
+        location: String,
+        /// What is wrong (quoted spans redacted).
+        message: String,
+    },
+    /// A document this tool does not understand.
+    #[error("{at}: {message}")]
+    Invalid {
+        /// Where.
+        at: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl InputError {
+    /// The CLI exit code for unusable input.
+    pub const EXIT_CODE: i32 = 2;
+}
+
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -1,0 +1,330 @@
+//! The rule: every workload serving during or after the transition must
+//! have each non-optional reference resolve in the PROPOSED config state.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use crate::InputError;
+use crate::model::{
+    ConfigKind, ConfigObject, Finding, Inventory, Manifests, ObjectId, Reference, Severity, Side,
+    Workload,
+};
+
+/// Which current objects the proposed state deletes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Deletion {
+    /// Only the objects listed (possibly none). The default: an object
+    /// absent from the proposed input is left as it is.
+    #[default]
+    Listed,
+    /// Every current object absent from the proposed input is deleted (as
+    /// `helm upgrade` or `kubectl apply --prune` would).
+    Prune,
+}
+
+/// What to check.
+#[derive(Debug, Clone, Default)]
+pub struct CheckInput {
+    /// The serving state: workloads and config objects.
+    pub current: Manifests,
+    /// The manifests about to be applied.
+    pub proposed: Manifests,
+    /// A previous names-only inventory (for envFrom key removal).
+    pub inventory: Option<Inventory>,
+    /// How deletions are decided.
+    pub deletion: Deletion,
+    /// Objects the proposed state deletes explicitly.
+    pub delete: Vec<ObjectId>,
+}
+
+/// The outcome of a check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Report {
+    /// `safe` or `unsafe`.
+    pub result: String,
+    /// Workloads checked (current + proposed).
+    pub workloads_checked: usize,
+    /// References checked.
+    pub references_checked: usize,
+    /// Failures (any makes the transition unsafe).
+    pub failures: Vec<Finding>,
+    /// Warnings (optional references that would not resolve, references
+    /// outside pod specs).
+    pub warnings: Vec<Finding>,
+}
+
+impl Report {
+    /// Whether no failure was found.
+    pub fn is_safe(&self) -> bool {
+        self.failures.is_empty()
+    }
+
+    /// The CLI exit code: 0 safe, 1 unsafe.
+    pub fn exit_code(&self) -> i32 {
+        if self.is_safe() { 0 } else { 1 }
+    }
+
+    /// Human-readable text, one finding per line, then a summary.
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        for f in self.failures.iter().chain(&self.warnings) {
+            out.push_str(&f.to_string());
+            out.push('\n');
+        }
+        out.push_str(&format!(
+            "{}: {} failure(s), {} warning(s); {} workload(s), {} reference(s) checked\n",
+            self.result.to_uppercase(),
+            self.failures.len(),
+            self.warnings.len(),
+            self.workloads_checked,
+            self.references_checked
+        ));
+        out
+    }
+}
+
+/// Parses `KIND/NAMESPACE/NAME` for a deletion.
+pub fn parse_object_id(s: &str) -> Result<ObjectId, InputError> {
+    let parts: Vec<&str> = s.split('/').collect();
+    let bad = || InputError::Invalid {
+        at: "--delete".into(),
+        message: format!("{s:?} is not ConfigMap/NAMESPACE/NAME or Secret/NAMESPACE/NAME"),
+    };
+    let [kind, namespace, name] = parts.as_slice() else {
+        return Err(bad());
+    };
+    if namespace.is_empty() || name.is_empty() {
+        return Err(bad());
+    }
+    Ok(ObjectId {
+        kind: ConfigKind::parse(kind).ok_or_else(bad)?,
+        namespace: (*namespace).to_owned(),
+        name: (*name).to_owned(),
+    })
+}
+
+fn index(
+    objects: &[ConfigObject],
+    at: &str,
+) -> Result<BTreeMap<ObjectId, ConfigObject>, InputError> {
+    let mut map = BTreeMap::new();
+    for o in objects {
+        if map.insert(o.id.clone(), o.clone()).is_some() {
+            return Err(InputError::Invalid {
+                at: at.into(),
+                message: format!("{} appears twice", o.id),
+            });
+        }
+    }
+    Ok(map)
+}
+
+struct Ctx<'a> {
+    current: &'a BTreeMap<ObjectId, ConfigObject>,
+    proposed: &'a BTreeMap<ObjectId, ConfigObject>,
+    inventory: HashMap<&'a ObjectId, &'a BTreeSet<String>>,
+    /// (namespace, key) -> objects holding that key in the proposed state.
+    holders: HashMap<(&'a str, &'a str), Vec<&'a ObjectId>>,
+}
+
+/// Runs the check.
+pub fn check(input: &CheckInput) -> Result<Report, InputError> {
+    let current = index(&input.current.objects, "current state")?;
+    let proposed_in = index(&input.proposed.objects, "proposed state")?;
+    let mut proposed = current.clone();
+    if input.deletion == Deletion::Prune {
+        proposed.retain(|id, _| proposed_in.contains_key(id));
+    }
+    for id in &input.delete {
+        if proposed_in.contains_key(id) {
+            return Err(InputError::Invalid {
+                at: "--delete".into(),
+                message: format!("{id} is both deleted and in the proposed manifests"),
+            });
+        }
+        proposed.remove(id);
+    }
+    proposed.extend(proposed_in);
+
+    let mut holders: HashMap<(&str, &str), Vec<&ObjectId>> = HashMap::new();
+    for (id, o) in &proposed {
+        for k in &o.keys {
+            holders
+                .entry((id.namespace.as_str(), k.as_str()))
+                .or_default()
+                .push(id);
+        }
+    }
+    let ctx = Ctx {
+        current: &current,
+        proposed: &proposed,
+        inventory: input
+            .inventory
+            .iter()
+            .flat_map(|inv| inv.objects.iter().map(|o| (&o.id, &o.keys)))
+            .collect(),
+        holders,
+    };
+
+    let mut findings: BTreeSet<Finding> = BTreeSet::new();
+    let mut references = 0;
+    let sides = [
+        (Side::Current, &input.current.workloads),
+        (Side::Proposed, &input.proposed.workloads),
+    ];
+    for (side, workloads) in sides {
+        for w in workloads {
+            for r in &w.references {
+                references += 1;
+                check_reference(&ctx, w, side, r, &mut findings);
+            }
+        }
+    }
+    for note in input.current.notes.iter().chain(&input.proposed.notes) {
+        findings.insert(note.clone());
+    }
+    let (failures, warnings): (Vec<Finding>, Vec<Finding>) = findings
+        .into_iter()
+        .partition(|f| f.severity == Severity::Failure);
+    Ok(Report {
+        result: if failures.is_empty() {
+            "safe"
+        } else {
+            "unsafe"
+        }
+        .into(),
+        workloads_checked: input.current.workloads.len() + input.proposed.workloads.len(),
+        references_checked: references,
+        failures,
+        warnings,
+    })
+}
+
+fn check_reference(
+    ctx: &Ctx<'_>,
+    w: &Workload,
+    side: Side,
+    r: &Reference,
+    out: &mut BTreeSet<Finding>,
+) {
+    let target = ObjectId {
+        kind: r.kind,
+        namespace: w.id.namespace.clone(),
+        name: r.name.clone(),
+    };
+    let severity = if r.optional {
+        Severity::Warning
+    } else {
+        Severity::Failure
+    };
+    let mut finding = |code: &str, key: Option<&str>, message: String| {
+        let message = if r.optional {
+            format!("{message} (optional reference: not a failure)")
+        } else {
+            message
+        };
+        out.insert(Finding {
+            severity,
+            code: code.into(),
+            workload: Some(w.id.clone()),
+            side: Some(side),
+            container: r.container.clone(),
+            site: Some(r.site.clone()),
+            object: Some(target.clone()),
+            key: key.map(str::to_owned),
+            message,
+        });
+    };
+    let current = ctx.current.get(&target);
+    let Some(object) = ctx.proposed.get(&target) else {
+        let other = ObjectId {
+            kind: r.kind.other(),
+            ..target.clone()
+        };
+        if ctx.proposed.contains_key(&other) {
+            finding(
+                "reclassified",
+                r.key.as_deref(),
+                format!(
+                    "the proposed state has no {} of this name, only a {}: moved between kinds while still referenced",
+                    r.kind,
+                    r.kind.other()
+                ),
+            );
+        } else if current.is_some() {
+            finding(
+                "missing-object",
+                r.key.as_deref(),
+                "the proposed state deletes this object while it is still referenced".into(),
+            );
+        } else {
+            finding(
+                "missing-object",
+                r.key.as_deref(),
+                "the object exists in neither the current nor the proposed state".into(),
+            );
+        }
+        return;
+    };
+    if let Some(cur) = current
+        && cur.immutable
+        && cur.keys != object.keys
+    {
+        finding(
+            "immutable-changed",
+            None,
+            "the object is immutable but the proposed state changes its keys".into(),
+        );
+    }
+    match &r.key {
+        Some(key) if !object.keys.contains(key) => {
+            let moved: Vec<String> = ctx
+                .holders
+                .get(&(target.namespace.as_str(), key.as_str()))
+                .map(|ids| ids.iter().map(|i| i.to_string()).collect())
+                .unwrap_or_default();
+            let was_there = current.is_some_and(|c| c.keys.contains(key));
+            let mut msg = if was_there {
+                "the proposed state removes this key while it is still referenced".to_owned()
+            } else {
+                "the key exists in neither the current nor the proposed object".to_owned()
+            };
+            if !moved.is_empty() {
+                msg.push_str(&format!(
+                    "; it is now in {} (a stale reference to the old source remains)",
+                    moved.join(", ")
+                ));
+            }
+            finding("missing-key", Some(key), msg);
+        }
+        Some(_) => {}
+        None if r.bulk => {
+            let mut before: BTreeSet<&String> =
+                current.map(|c| c.keys.iter().collect()).unwrap_or_default();
+            if let Some(inv) = ctx.inventory.get(&target) {
+                before.extend(inv.iter());
+            }
+            for key in before {
+                if !object.keys.contains(key) {
+                    finding(
+                        "bulk-key-removed",
+                        Some(key),
+                        "the object is bulk-loaded and the proposed state removes this key: the variable or file silently disappears".into(),
+                    );
+                }
+            }
+        }
+        None => {}
+    }
+}
+
+/// A names-only inventory of `manifests`' config objects.
+pub fn inventory(manifests: &Manifests) -> Inventory {
+    let mut objects = manifests.objects.clone();
+    objects.sort_by(|a, b| a.id.cmp(&b.id));
+    Inventory {
+        version: 1,
+        objects,
+    }
+}

@@ -1,0 +1,276 @@
+//! Config-default drift: the defaults a program compiles in, the base
+//! ConfigMap, and each overlay strategic-merged over the base must agree.
+//!
+//! Values are compared here (they are defaults the user chose to check) but
+//! never printed; keys listed as secret are not even compared.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::InputError;
+use crate::check::Report;
+use crate::model::{ConfigKind, Finding, ObjectId, Severity};
+use crate::parse::{Node, documents, documents_with_values};
+
+/// One input file's text and its name (for messages).
+#[derive(Debug, Clone, Copy)]
+pub struct Source<'a> {
+    /// The text.
+    pub text: &'a str,
+    /// The name shown in messages (a path).
+    pub name: &'a str,
+}
+
+fn bad(at: &str, message: impl Into<String>) -> InputError {
+    InputError::Invalid {
+        at: at.to_owned(),
+        message: message.into(),
+    }
+}
+
+fn single(source: Source<'_>) -> Result<Node, InputError> {
+    let mut docs = documents_with_values(source.text, source.name)?;
+    if docs.len() != 1 {
+        return Err(bad(
+            source.name,
+            format!("expected one document, found {}", docs.len()),
+        ));
+    }
+    Ok(docs.remove(0))
+}
+
+fn string_map(
+    node: &Node,
+    at: &str,
+    what: &str,
+) -> Result<BTreeMap<String, Option<String>>, InputError> {
+    let Node::Map(entries) = node else {
+        return Err(bad(at, format!("{what} is not a map")));
+    };
+    let mut out = BTreeMap::new();
+    for (k, v) in entries {
+        let v = match v {
+            Node::String(s) => Some(s.clone()),
+            Node::Null => None,
+            _ => return Err(bad(at, format!("{what}: the value of {k} is not a string"))),
+        };
+        out.insert(k.clone(), v);
+    }
+    Ok(out)
+}
+
+/// Checks that `source` is a ConfigMap before its values are read (so a
+/// Secret's values are never loaded). `patch` allows an overlay without
+/// apiVersion.
+fn require_configmap(source: Source<'_>, patch: bool) -> Result<(), InputError> {
+    let docs = documents(source.text, source.name)?;
+    let [doc] = docs.as_slice() else {
+        return Err(bad(
+            source.name,
+            format!("expected one document, found {}", docs.len()),
+        ));
+    };
+    match doc.get("kind").and_then(Node::as_str) {
+        Some("ConfigMap") => Ok(()),
+        None if patch => Ok(()),
+        Some(kind) => Err(bad(
+            source.name,
+            format!("expected a ConfigMap, found {kind}"),
+        )),
+        None => Err(bad(source.name, "missing kind")),
+    }
+}
+
+/// A rendered overlay: `None` when the overlay deletes the object.
+fn render(
+    base: &BTreeMap<String, String>,
+    patch: &Node,
+    at: &str,
+) -> Result<Option<BTreeMap<String, String>>, InputError> {
+    let Node::Map(entries) = patch else {
+        return Err(bad(at, "an overlay must be an object"));
+    };
+    let mut replace_all = false;
+    for (k, v) in entries {
+        if k.starts_with('$') {
+            match (k.as_str(), v.as_str()) {
+                ("$patch", Some("delete")) => return Ok(None),
+                ("$patch", Some("replace")) => replace_all = true,
+                ("$patch", Some("merge")) => {}
+                _ => return Err(bad(at, format!("unsupported directive {k}"))),
+            }
+        }
+    }
+    if patch.get("binaryData").is_some() {
+        return Err(bad(at, "binaryData is not supported by the drift check"));
+    }
+    let mut data = if replace_all {
+        BTreeMap::new()
+    } else {
+        base.clone()
+    };
+    let Some(patch_data) = patch.get("data") else {
+        return Ok(Some(data));
+    };
+    if *patch_data == Node::Null {
+        // `data: null` deletes the field.
+        return Ok(Some(BTreeMap::new()));
+    }
+    let mut map = string_map_with_directives(patch_data, at)?;
+    if map.remove("$patch") == Some(Some("replace".into())) {
+        data.clear();
+    }
+    for (k, v) in map {
+        match v {
+            Some(v) => {
+                data.insert(k, v);
+            }
+            None => {
+                data.remove(&k);
+            }
+        }
+    }
+    Ok(Some(data))
+}
+
+fn string_map_with_directives(
+    node: &Node,
+    at: &str,
+) -> Result<BTreeMap<String, Option<String>>, InputError> {
+    let map = string_map(node, at, "data")?;
+    for (k, v) in &map {
+        if k.starts_with('$')
+            && !(k == "$patch" && matches!(v.as_deref(), Some("replace") | Some("merge")))
+        {
+            return Err(bad(at, format!("unsupported directive {k} in data")));
+        }
+    }
+    Ok(map)
+}
+
+/// Runs the drift check. `defaults` is a map of key → string (JSON or
+/// YAML), `base` a ConfigMap manifest, each overlay a strategic-merge patch
+/// of it. Keys in `secret_keys` are checked for presence only.
+pub fn drift(
+    defaults: Source<'_>,
+    base: Source<'_>,
+    overlays: &[Source<'_>],
+    secret_keys: &BTreeSet<String>,
+) -> Result<Report, InputError> {
+    let defaults_node = single(defaults)?;
+    let defaults_map: BTreeMap<String, String> =
+        string_map(&defaults_node, defaults.name, "defaults")?
+            .into_iter()
+            .map(|(k, v)| {
+                v.map(|v| (k.clone(), v))
+                    .ok_or_else(|| bad(defaults.name, format!("defaults: {k} is null")))
+            })
+            .collect::<Result<_, _>>()?;
+    drop(defaults_node);
+
+    require_configmap(base, false)?;
+    let base_node = single(base)?;
+    if base_node.get("binaryData").is_some() {
+        return Err(bad(
+            base.name,
+            "binaryData is not supported by the drift check",
+        ));
+    }
+    let name = base_node
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(Node::as_str)
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| bad(base.name, "missing metadata.name"))?
+        .to_owned();
+    let namespace = base_node
+        .get("metadata")
+        .and_then(|m| m.get("namespace"))
+        .and_then(Node::as_str)
+        .unwrap_or("default")
+        .to_owned();
+    let base_data: BTreeMap<String, String> = match base_node.get("data") {
+        None | Some(Node::Null) => BTreeMap::new(),
+        Some(d) => string_map(d, base.name, "data")?
+            .into_iter()
+            .map(|(k, v)| {
+                v.map(|v| (k.clone(), v))
+                    .ok_or_else(|| bad(base.name, format!("data: {k} is null")))
+            })
+            .collect::<Result<_, _>>()?,
+    };
+    let object = ObjectId {
+        kind: ConfigKind::ConfigMap,
+        namespace,
+        name,
+    };
+
+    let mut rendered = vec![(format!("base {}", base.name), Some(base_data.clone()))];
+    for overlay in overlays {
+        require_configmap(*overlay, true)?;
+        let patch = single(*overlay)?;
+        rendered.push((
+            format!("overlay {}", overlay.name),
+            render(&base_data, &patch, overlay.name)?,
+        ));
+    }
+
+    let mut failures = Vec::new();
+    let mut compared = 0;
+    for (site, data) in &rendered {
+        let mut finding = |code: &str, key: &str, message: String| {
+            failures.push(Finding {
+                severity: Severity::Failure,
+                code: code.into(),
+                workload: None,
+                side: None,
+                container: None,
+                site: Some(site.clone()),
+                object: Some(object.clone()),
+                key: Some(key.to_owned()),
+                message,
+            });
+        };
+        let Some(data) = data else {
+            finding(
+                "object-deleted",
+                "*",
+                "the overlay deletes the ConfigMap ($patch: delete)".into(),
+            );
+            continue;
+        };
+        for (key, default) in &defaults_map {
+            compared += 1;
+            match data.get(key) {
+                None => finding("missing-default", key, "a compiled-in default is missing from the ConfigMap".into()),
+                Some(_) if secret_keys.contains(key) => {}
+                Some(v) if v != default => finding(
+                    "value-differs",
+                    key,
+                    "the ConfigMap value differs from the compiled-in default (values are not printed)".into(),
+                ),
+                Some(_) => {}
+            }
+        }
+        for key in data.keys() {
+            if !defaults_map.contains_key(key) {
+                finding(
+                    "unknown-key",
+                    key,
+                    "the ConfigMap holds a key the program's defaults do not know".into(),
+                );
+            }
+        }
+    }
+    Ok(Report {
+        result: if failures.is_empty() {
+            "safe"
+        } else {
+            "unsafe"
+        }
+        .into(),
+        workloads_checked: 0,
+        references_checked: compared,
+        failures,
+        warnings: Vec::new(),
+    })
+}

@@ -1,0 +1,791 @@
+//! From documents to the names-only model: config objects, workloads and
+//! every reference site of their pod templates.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::core::v1::{
+    Container, EnvFromSource, EnvVar, EphemeralContainer, PodSpec, Volume, VolumeMount,
+};
+use serde::de::DeserializeOwned;
+
+use crate::InputError;
+use crate::model::{
+    ConfigKind, ConfigObject, Finding, Manifests, ObjectId, Reference, Severity, Workload,
+    WorkloadId,
+};
+use crate::parse::{Node, documents};
+
+/// How to read manifests.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    /// Namespace for manifests that name none (default `default`).
+    pub default_namespace: String,
+    /// Kinds not built in whose pod templates (`template.spec`) are read
+    /// anyway (for example `Rollout`). Any other unknown kind that carries
+    /// a pod template is an input error.
+    pub allow_kinds: BTreeSet<String>,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        Self {
+            default_namespace: "default".into(),
+            allow_kinds: BTreeSet::new(),
+        }
+    }
+}
+
+/// Reads files and directories (`.yaml`, `.yml`, `.json`, recursively,
+/// in name order) into one [`Manifests`].
+pub fn load_paths(paths: &[PathBuf], options: &LoadOptions) -> Result<Manifests, InputError> {
+    let mut files = Vec::new();
+    for p in paths {
+        collect(p, &mut files)?;
+    }
+    let mut out = Manifests::default();
+    for file in files {
+        let text = std::fs::read_to_string(&file).map_err(|e| InputError::Io {
+            path: file.display().to_string(),
+            message: e.kind().to_string(),
+        })?;
+        load_str_into(&text, &file.display().to_string(), options, &mut out)?;
+    }
+    Ok(out)
+}
+
+fn collect(path: &Path, out: &mut Vec<PathBuf>) -> Result<(), InputError> {
+    let meta = std::fs::metadata(path).map_err(|e| InputError::Io {
+        path: path.display().to_string(),
+        message: e.kind().to_string(),
+    })?;
+    if meta.is_dir() {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
+            .map_err(|e| InputError::Io {
+                path: path.display().to_string(),
+                message: e.kind().to_string(),
+            })?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .collect();
+        entries.sort();
+        for e in entries {
+            let is_manifest = e
+                .extension()
+                .and_then(|x| x.to_str())
+                .is_some_and(|x| matches!(x, "yaml" | "yml" | "json"));
+            if e.is_dir() || is_manifest {
+                collect(&e, out)?;
+            }
+        }
+    } else {
+        out.push(path.to_path_buf());
+    }
+    Ok(())
+}
+
+/// Reads one file's text (`source` names it in errors).
+pub fn load_str(text: &str, source: &str, options: &LoadOptions) -> Result<Manifests, InputError> {
+    let mut out = Manifests::default();
+    load_str_into(text, source, options, &mut out)?;
+    Ok(out)
+}
+
+fn load_str_into(
+    text: &str,
+    source: &str,
+    options: &LoadOptions,
+    out: &mut Manifests,
+) -> Result<(), InputError> {
+    for (i, doc) in documents(text, source)?.into_iter().enumerate() {
+        let at = format!("{source} document {}", i + 1);
+        load_doc(doc, &at, options, out)?;
+    }
+    Ok(())
+}
+
+fn bad(at: &str, message: impl Into<String>) -> InputError {
+    InputError::Invalid {
+        at: at.to_owned(),
+        message: message.into(),
+    }
+}
+
+fn meta_names(doc: &Node, at: &str, options: &LoadOptions) -> Result<(String, String), InputError> {
+    let meta = doc
+        .get("metadata")
+        .ok_or_else(|| bad(at, "missing metadata"))?;
+    let name = meta
+        .get("name")
+        .and_then(Node::as_str)
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| bad(at, "missing or empty metadata.name"))?;
+    let namespace = match meta.get("namespace") {
+        None | Some(Node::Null) => options.default_namespace.clone(),
+        Some(Node::String(ns)) if !ns.is_empty() => ns.clone(),
+        Some(_) => {
+            return Err(bad(
+                at,
+                format!("{name}: metadata.namespace is not a non-empty string"),
+            ));
+        }
+    };
+    Ok((namespace, name.to_owned()))
+}
+
+fn key_names(doc: &Node, field: &str, at: &str) -> Result<BTreeSet<String>, InputError> {
+    match doc.get(field) {
+        None | Some(Node::Null) => Ok(BTreeSet::new()),
+        Some(Node::Seq(keys)) => keys
+            .iter()
+            .map(|k| match k {
+                Node::String(s) if !s.is_empty() => Ok(s.clone()),
+                _ => Err(bad(at, format!("{field} has an empty or non-string key"))),
+            })
+            .collect(),
+        Some(_) => Err(bad(at, format!("{field} is not a map"))),
+    }
+}
+
+fn load_doc(
+    doc: Node,
+    at: &str,
+    options: &LoadOptions,
+    out: &mut Manifests,
+) -> Result<(), InputError> {
+    if !matches!(doc, Node::Map(_)) {
+        return Err(bad(at, "a document must be an object"));
+    }
+    let kind = doc
+        .get("kind")
+        .and_then(Node::as_str)
+        .filter(|k| !k.is_empty())
+        .ok_or_else(|| bad(at, "missing kind"))?
+        .to_owned();
+    let api = doc
+        .get("apiVersion")
+        .and_then(Node::as_str)
+        .filter(|k| !k.is_empty())
+        .ok_or_else(|| bad(at, "missing apiVersion"))?
+        .to_owned();
+    let expect_api = |wanted: &[&str]| -> Result<(), InputError> {
+        if wanted.contains(&api.as_str()) {
+            Ok(())
+        } else {
+            Err(bad(
+                at,
+                format!(
+                    "{kind} with unsupported apiVersion {api} (expected {})",
+                    wanted.join(" or ")
+                ),
+            ))
+        }
+    };
+    match kind.as_str() {
+        "List" | "ConfigMapList" | "SecretList" | "DeploymentList" | "PodList" => {
+            expect_api(&["v1", "apps/v1"])?;
+            let Some(Node::Seq(items)) = doc.get("items").cloned() else {
+                return Err(bad(at, format!("{kind} without an items list")));
+            };
+            for (i, item) in items.into_iter().enumerate() {
+                load_doc(item, &format!("{at} item {}", i + 1), options, out)?;
+            }
+        }
+        "ConfigMap" | "Secret" => {
+            expect_api(&["v1"])?;
+            let (namespace, name) = meta_names(&doc, at, options)?;
+            let (a, b) = if kind == "ConfigMap" {
+                ("data", "binaryData")
+            } else {
+                ("data", "stringData")
+            };
+            let mut keys = key_names(&doc, a, at)?;
+            keys.extend(key_names(&doc, b, at)?);
+            if kind == "ConfigMap" && doc.get("stringData").is_some() {
+                return Err(bad(at, "a ConfigMap has no stringData field"));
+            }
+            if kind == "Secret" && doc.get("binaryData").is_some() {
+                return Err(bad(at, "a Secret has no binaryData field"));
+            }
+            let immutable = match doc.get("immutable") {
+                None | Some(Node::Null) => false,
+                Some(Node::Bool(b)) => *b,
+                Some(_) => return Err(bad(at, "immutable is not a boolean")),
+            };
+            out.objects.push(ConfigObject {
+                id: ObjectId {
+                    kind: if kind == "ConfigMap" {
+                        ConfigKind::ConfigMap
+                    } else {
+                        ConfigKind::Secret
+                    },
+                    namespace,
+                    name,
+                },
+                keys,
+                immutable,
+            });
+        }
+        "Pod" => {
+            expect_api(&["v1"])?;
+            let (ns, name) = meta_names(&doc, at, options)?;
+            let spec = doc
+                .get("spec")
+                .cloned()
+                .ok_or_else(|| bad(at, "Pod without spec"))?;
+            push_workload(
+                out,
+                &kind,
+                ns,
+                name,
+                typed::<PodSpec>(spec, at, "spec")?,
+                at,
+            )?;
+        }
+        "PodTemplate"
+        | "ReplicationController"
+        | "Deployment"
+        | "StatefulSet"
+        | "DaemonSet"
+        | "ReplicaSet"
+        | "Job"
+        | "CronJob" => {
+            match kind.as_str() {
+                "PodTemplate" | "ReplicationController" => expect_api(&["v1"])?,
+                "Job" | "CronJob" => expect_api(&["batch/v1"])?,
+                _ => expect_api(&["apps/v1"])?,
+            }
+            let (ns, name) = meta_names(&doc, at, options)?;
+            let template = match kind.as_str() {
+                "PodTemplate" => doc.get("template"),
+                "CronJob" => doc
+                    .get("spec")
+                    .and_then(|s| s.get("jobTemplate"))
+                    .and_then(|j| j.get("spec"))
+                    .and_then(|s| s.get("template")),
+                _ => doc.get("spec").and_then(|s| s.get("template")),
+            };
+            let spec = template
+                .and_then(|t| t.get("spec"))
+                .cloned()
+                .ok_or_else(|| bad(at, format!("{kind} {name} without a pod template spec")))?;
+            push_workload(
+                out,
+                &kind,
+                ns,
+                name,
+                typed::<PodSpec>(spec, at, "template.spec")?,
+                at,
+            )?;
+        }
+        "Ingress" => {
+            let (ns, name) = meta_names(&doc, at, options)?;
+            if let Some(Node::Seq(tls)) = doc.get("spec").and_then(|s| s.get("tls")) {
+                for t in tls {
+                    if let Some(secret) = t.get("secretName").and_then(Node::as_str) {
+                        out.notes.push(Finding {
+                            severity: Severity::Warning,
+                            code: "outside-pod-spec".into(),
+                            workload: Some(WorkloadId {
+                                kind: kind.clone(),
+                                namespace: ns.clone(),
+                                name: name.clone(),
+                            }),
+                            side: None,
+                            container: None,
+                            site: Some("spec.tls[].secretName".into()),
+                            object: Some(ObjectId {
+                                kind: ConfigKind::Secret,
+                                namespace: ns.clone(),
+                                name: secret.to_owned(),
+                            }),
+                            key: None,
+                            message: "reference outside a pod spec: reported, not checked".into(),
+                        });
+                    }
+                }
+            }
+        }
+        _ if options.allow_kinds.contains(&kind) => {
+            let (ns, name) = meta_names(&doc, at, options)?;
+            let mut specs = Vec::new();
+            find_templates(&doc, &mut specs);
+            if specs.is_empty() {
+                return Err(bad(
+                    at,
+                    format!("allow-listed kind {kind} {name} has no template.spec with containers"),
+                ));
+            }
+            for spec in specs {
+                push_workload(
+                    out,
+                    &kind,
+                    ns.clone(),
+                    name.clone(),
+                    typed::<PodSpec>(spec, at, "template.spec")?,
+                    at,
+                )?;
+            }
+        }
+        _ => {
+            if doc.has_pod_template() {
+                return Err(bad(
+                    at,
+                    format!(
+                        "unknown kind {kind} ({api}) carries a pod template; pass --allow-kind {kind} to read it"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn find_templates(node: &Node, out: &mut Vec<Node>) {
+    if let Node::Map(entries) = node {
+        for (k, v) in entries {
+            if k == "template"
+                && let Some(spec) = v.get("spec")
+                && matches!(spec.get("containers"), Some(Node::Seq(_)))
+            {
+                out.push(spec.clone());
+            } else {
+                find_templates(v, out);
+            }
+        }
+    } else if let Node::Seq(items) = node {
+        for i in items {
+            find_templates(i, out);
+        }
+    }
+}
+
+/// Decodes a k8s-openapi type, failing closed on ignored reference fields.
+fn typed<T: DeserializeOwned>(node: Node, at: &str, prefix: &str) -> Result<T, InputError> {
+    let mut ignored = Vec::new();
+    let value = node.into_json();
+    let result: Result<T, _> =
+        serde_ignored::deserialize(value, |path| ignored.push(path.to_string()));
+    let decoded = result.map_err(|e| {
+        bad(
+            at,
+            format!("{prefix}: {}", crate::parse::redact(&e.to_string())),
+        )
+    })?;
+    for path in ignored {
+        let lower = path.to_ascii_lowercase();
+        let structural = [
+            "env",
+            "envfrom",
+            "volumes",
+            "projected",
+            "sources",
+            "volumemounts",
+            "imagepullsecrets",
+        ]
+        .iter()
+        .any(|seg| lower.split('.').any(|s| s == *seg));
+        let looks_like_ref = ["secret", "configmap", "keyref", "config_map"]
+            .iter()
+            .any(|w| lower.contains(w));
+        if structural || looks_like_ref {
+            return Err(bad(
+                at,
+                format!(
+                    "unknown field {prefix}.{path}: it may reference config this tool cannot check"
+                ),
+            ));
+        }
+    }
+    Ok(decoded)
+}
+
+fn push_workload(
+    out: &mut Manifests,
+    kind: &str,
+    namespace: String,
+    name: String,
+    spec: PodSpec,
+    at: &str,
+) -> Result<(), InputError> {
+    let references = pod_references(&spec).map_err(|m| bad(at, format!("{kind} {name}: {m}")))?;
+    out.workloads.push(Workload {
+        id: WorkloadId {
+            kind: kind.to_owned(),
+            namespace,
+            name,
+        },
+        references,
+    });
+    Ok(())
+}
+
+fn nonempty<'a>(what: &str, s: &'a str) -> Result<&'a str, String> {
+    if s.is_empty() {
+        Err(format!("{what} is empty"))
+    } else {
+        Ok(s)
+    }
+}
+
+struct Refs(Vec<Reference>);
+
+impl Refs {
+    #[allow(clippy::too_many_arguments)]
+    fn push(
+        &mut self,
+        container: Option<&str>,
+        site: String,
+        kind: ConfigKind,
+        name: &str,
+        key: Option<&str>,
+        bulk: bool,
+        optional: Option<bool>,
+    ) -> Result<(), String> {
+        nonempty(&format!("{site} name"), name)?;
+        if let Some(k) = key {
+            nonempty(&format!("{site} key"), k)?;
+        }
+        self.0.push(Reference {
+            container: container.map(str::to_owned),
+            site,
+            kind,
+            name: name.to_owned(),
+            key: key.map(str::to_owned),
+            bulk,
+            optional: optional.unwrap_or(false),
+        });
+        Ok(())
+    }
+}
+
+fn container_refs(
+    r: &mut Refs,
+    c: &str,
+    env: Option<&Vec<EnvVar>>,
+    env_from: Option<&Vec<EnvFromSource>>,
+) -> Result<(), String> {
+    for e in env.into_iter().flatten() {
+        let Some(from) = &e.value_from else { continue };
+        if let Some(s) = &from.config_map_key_ref {
+            r.push(
+                Some(c),
+                format!("env[{}].valueFrom.configMapKeyRef", e.name),
+                ConfigKind::ConfigMap,
+                &s.name,
+                Some(&s.key),
+                false,
+                s.optional,
+            )?;
+        }
+        if let Some(s) = &from.secret_key_ref {
+            r.push(
+                Some(c),
+                format!("env[{}].valueFrom.secretKeyRef", e.name),
+                ConfigKind::Secret,
+                &s.name,
+                Some(&s.key),
+                false,
+                s.optional,
+            )?;
+        }
+        // fileKeyRef reads a file from a volume: not a ConfigMap/Secret.
+    }
+    for (i, e) in env_from.into_iter().flatten().enumerate() {
+        let prefix = e
+            .prefix
+            .as_deref()
+            .map(|p| format!(" (prefix {p})"))
+            .unwrap_or_default();
+        if let Some(s) = &e.config_map_ref {
+            r.push(
+                Some(c),
+                format!("envFrom[{i}].configMapRef{prefix}"),
+                ConfigKind::ConfigMap,
+                &s.name,
+                None,
+                true,
+                s.optional,
+            )?;
+        }
+        if let Some(s) = &e.secret_ref {
+            r.push(
+                Some(c),
+                format!("envFrom[{i}].secretRef{prefix}"),
+                ConfigKind::Secret,
+                &s.name,
+                None,
+                true,
+                s.optional,
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn subpath_refs(
+    r: &mut Refs,
+    c: &str,
+    mounts: Option<&Vec<VolumeMount>>,
+    volumes: &[Volume],
+) -> Result<(), String> {
+    for m in mounts.into_iter().flatten() {
+        let Some(sub) = m.sub_path.as_deref().filter(|s| !s.is_empty()) else {
+            continue;
+        };
+        let Some(v) = volumes.iter().find(|v| v.name == m.name) else {
+            continue;
+        };
+        // The first path component is the file, i.e. the key (or item path).
+        let file = sub.split('/').next().unwrap_or(sub);
+        let site = format!("volumeMounts[{}].subPath", m.name);
+        if let Some(cm) = &v.config_map {
+            match &cm.items {
+                None => r.push(
+                    Some(c),
+                    site.clone(),
+                    ConfigKind::ConfigMap,
+                    &cm.name,
+                    Some(file),
+                    false,
+                    cm.optional,
+                )?,
+                Some(items) => {
+                    if let Some(item) = items
+                        .iter()
+                        .find(|i| i.path.split('/').next() == Some(file))
+                    {
+                        r.push(
+                            Some(c),
+                            site.clone(),
+                            ConfigKind::ConfigMap,
+                            &cm.name,
+                            Some(&item.key),
+                            false,
+                            cm.optional,
+                        )?;
+                    }
+                }
+            }
+        }
+        if let Some(s) = &v.secret {
+            let name = s.secret_name.as_deref().unwrap_or("");
+            match &s.items {
+                None => r.push(
+                    Some(c),
+                    site.clone(),
+                    ConfigKind::Secret,
+                    name,
+                    Some(file),
+                    false,
+                    s.optional,
+                )?,
+                Some(items) => {
+                    if let Some(item) = items
+                        .iter()
+                        .find(|i| i.path.split('/').next() == Some(file))
+                    {
+                        r.push(
+                            Some(c),
+                            site.clone(),
+                            ConfigKind::Secret,
+                            name,
+                            Some(&item.key),
+                            false,
+                            s.optional,
+                        )?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every ConfigMap/Secret reference a pod spec makes.
+pub fn pod_references(spec: &PodSpec) -> Result<Vec<Reference>, String> {
+    let mut r = Refs(Vec::new());
+    let volumes: &[Volume] = spec.volumes.as_deref().unwrap_or(&[]);
+    let containers: Vec<&Container> = spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+        .collect();
+    for c in &containers {
+        container_refs(&mut r, &c.name, c.env.as_ref(), c.env_from.as_ref())?;
+        subpath_refs(&mut r, &c.name, c.volume_mounts.as_ref(), volumes)?;
+    }
+    for c in spec.ephemeral_containers.iter().flatten() {
+        let c: &EphemeralContainer = c;
+        container_refs(&mut r, &c.name, c.env.as_ref(), c.env_from.as_ref())?;
+        subpath_refs(&mut r, &c.name, c.volume_mounts.as_ref(), volumes)?;
+    }
+    for v in volumes {
+        let base = format!("volumes[{}]", v.name);
+        if let Some(cm) = &v.config_map {
+            match &cm.items {
+                None => r.push(
+                    None,
+                    format!("{base}.configMap"),
+                    ConfigKind::ConfigMap,
+                    &cm.name,
+                    None,
+                    true,
+                    cm.optional,
+                )?,
+                Some(items) => {
+                    for i in items {
+                        r.push(
+                            None,
+                            format!("{base}.configMap.items"),
+                            ConfigKind::ConfigMap,
+                            &cm.name,
+                            Some(&i.key),
+                            false,
+                            cm.optional,
+                        )?;
+                    }
+                }
+            }
+        }
+        if let Some(s) = &v.secret {
+            let name = s.secret_name.as_deref().unwrap_or("");
+            match &s.items {
+                None => r.push(
+                    None,
+                    format!("{base}.secret"),
+                    ConfigKind::Secret,
+                    name,
+                    None,
+                    true,
+                    s.optional,
+                )?,
+                Some(items) => {
+                    for i in items {
+                        r.push(
+                            None,
+                            format!("{base}.secret.items"),
+                            ConfigKind::Secret,
+                            name,
+                            Some(&i.key),
+                            false,
+                            s.optional,
+                        )?;
+                    }
+                }
+            }
+        }
+        if let Some(p) = &v.projected {
+            for (n, src) in p.sources.iter().flatten().enumerate() {
+                if let Some(cm) = &src.config_map {
+                    let site = format!("{base}.projected.sources[{n}].configMap");
+                    match &cm.items {
+                        None => r.push(
+                            None,
+                            site,
+                            ConfigKind::ConfigMap,
+                            &cm.name,
+                            None,
+                            true,
+                            cm.optional,
+                        )?,
+                        Some(items) => {
+                            for i in items {
+                                r.push(
+                                    None,
+                                    format!("{site}.items"),
+                                    ConfigKind::ConfigMap,
+                                    &cm.name,
+                                    Some(&i.key),
+                                    false,
+                                    cm.optional,
+                                )?;
+                            }
+                        }
+                    }
+                }
+                if let Some(s) = &src.secret {
+                    let site = format!("{base}.projected.sources[{n}].secret");
+                    match &s.items {
+                        None => r.push(
+                            None,
+                            site,
+                            ConfigKind::Secret,
+                            &s.name,
+                            None,
+                            true,
+                            s.optional,
+                        )?,
+                        Some(items) => {
+                            for i in items {
+                                r.push(
+                                    None,
+                                    format!("{site}.items"),
+                                    ConfigKind::Secret,
+                                    &s.name,
+                                    Some(&i.key),
+                                    false,
+                                    s.optional,
+                                )?;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // Volume types that name a Secret (the whole object).
+        let mut secret_site = |site: &str, name: &str| {
+            r.push(
+                None,
+                format!("{base}.{site}"),
+                ConfigKind::Secret,
+                name,
+                None,
+                false,
+                None,
+            )
+        };
+        if let Some(s) = v
+            .csi
+            .as_ref()
+            .and_then(|c| c.node_publish_secret_ref.as_ref())
+        {
+            secret_site("csi.nodePublishSecretRef", &s.name)?;
+        }
+        if let Some(s) = v.cephfs.as_ref().and_then(|c| c.secret_ref.as_ref()) {
+            secret_site("cephfs.secretRef", &s.name)?;
+        }
+        if let Some(s) = v.rbd.as_ref().and_then(|c| c.secret_ref.as_ref()) {
+            secret_site("rbd.secretRef", &s.name)?;
+        }
+        if let Some(s) = v.iscsi.as_ref().and_then(|c| c.secret_ref.as_ref()) {
+            secret_site("iscsi.secretRef", &s.name)?;
+        }
+        if let Some(s) = v.cinder.as_ref().and_then(|c| c.secret_ref.as_ref()) {
+            secret_site("cinder.secretRef", &s.name)?;
+        }
+        if let Some(s) = v.flex_volume.as_ref().and_then(|c| c.secret_ref.as_ref()) {
+            secret_site("flexVolume.secretRef", &s.name)?;
+        }
+        if let Some(s) = v.storageos.as_ref().and_then(|c| c.secret_ref.as_ref()) {
+            secret_site("storageos.secretRef", &s.name)?;
+        }
+        if let Some(c) = &v.scale_io {
+            secret_site("scaleIO.secretRef", &c.secret_ref.name)?;
+        }
+        if let Some(c) = &v.azure_file {
+            secret_site("azureFile.secretName", &c.secret_name)?;
+        }
+    }
+    for (i, s) in spec.image_pull_secrets.iter().flatten().enumerate() {
+        r.push(
+            None,
+            format!("imagePullSecrets[{i}]"),
+            ConfigKind::Secret,
+            &s.name,
+            None,
+            false,
+            None,
+        )?;
+    }
+    Ok(r.0)
+}

@@ -1,0 +1,231 @@
+//! The names-only model: config objects, workloads, references, findings.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// ConfigMap or Secret.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum ConfigKind {
+    /// A `v1/ConfigMap`.
+    ConfigMap,
+    /// A `v1/Secret`.
+    Secret,
+}
+
+impl ConfigKind {
+    /// The other kind.
+    pub fn other(self) -> Self {
+        match self {
+            Self::ConfigMap => Self::Secret,
+            Self::Secret => Self::ConfigMap,
+        }
+    }
+
+    /// Parses `ConfigMap` / `Secret` (case-insensitive).
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "configmap" | "cm" => Some(Self::ConfigMap),
+            "secret" => Some(Self::Secret),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for ConfigKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::ConfigMap => "ConfigMap",
+            Self::Secret => "Secret",
+        })
+    }
+}
+
+/// `kind/namespace/name` of a ConfigMap or Secret.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ObjectId {
+    /// ConfigMap or Secret.
+    pub kind: ConfigKind,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+impl fmt::Display for ObjectId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}/{}", self.kind, self.namespace, self.name)
+    }
+}
+
+/// A ConfigMap or Secret: its key NAMES only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigObject {
+    /// Identity.
+    #[serde(flatten)]
+    pub id: ObjectId,
+    /// Key names (`data` ∪ `binaryData` / `stringData`).
+    pub keys: BTreeSet<String>,
+    /// `immutable: true`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub immutable: bool,
+}
+
+/// `kind/namespace/name` of a workload.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct WorkloadId {
+    /// Kubernetes kind.
+    pub kind: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+impl fmt::Display for WorkloadId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}/{}", self.kind, self.namespace, self.name)
+    }
+}
+
+/// One reference from a pod spec to a ConfigMap or Secret.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Reference {
+    /// The container (absent for pod-level sites such as volumes and
+    /// imagePullSecrets).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
+    /// Where in the pod spec, e.g. `env[DB_HOST].valueFrom.configMapKeyRef`.
+    pub site: String,
+    /// The object referenced (namespace = the workload's).
+    pub kind: ConfigKind,
+    /// Object name.
+    pub name: String,
+    /// The key, for a single-key reference; `None` for a whole object.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Every key is loaded (envFrom, a volume without `items`).
+    pub bulk: bool,
+    /// `optional: true`.
+    pub optional: bool,
+}
+
+/// A workload and its references.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Workload {
+    /// Identity.
+    pub id: WorkloadId,
+    /// Every reference its pod template makes.
+    pub references: Vec<Reference>,
+}
+
+/// How bad a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// Fails the check (exit 1).
+    Failure,
+    /// Reported, does not fail (optional references, references outside
+    /// pod specs).
+    Warning,
+}
+
+/// Which state a workload was read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Side {
+    /// Serving now; its pods keep running during the rollout.
+    Current,
+    /// About to be applied.
+    Proposed,
+}
+
+/// One finding. Names only: never a value.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Finding {
+    /// Failure or warning.
+    pub severity: Severity,
+    /// A stable code: `missing-object`, `missing-key`, `reclassified`,
+    /// `bulk-key-removed`, `immutable-changed`, `outside-pod-spec`.
+    pub code: String,
+    /// The workload, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workload: Option<WorkloadId>,
+    /// Which state the workload came from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub side: Option<Side>,
+    /// The container, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
+    /// The reference site.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub site: Option<String>,
+    /// The object.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub object: Option<ObjectId>,
+    /// The key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// What the proposed state does, in words.
+    pub message: String,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let label = match self.severity {
+            Severity::Failure => "FAIL",
+            Severity::Warning => "WARN",
+        };
+        write!(f, "{label} [{}]", self.code)?;
+        if let Some(w) = &self.workload {
+            write!(f, " {w}")?;
+        }
+        if let Some(s) = self.side {
+            write!(
+                f,
+                " ({})",
+                if s == Side::Current {
+                    "current"
+                } else {
+                    "proposed"
+                }
+            )?;
+        }
+        if let Some(c) = &self.container {
+            write!(f, " container {c}")?;
+        }
+        if let Some(s) = &self.site {
+            write!(f, " {s}")?;
+        }
+        if let Some(o) = &self.object {
+            write!(f, " -> {o}")?;
+        }
+        if let Some(k) = &self.key {
+            write!(f, " key {k}")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+/// A names-only inventory (the `inventory` command's output and the
+/// `--inventory` input).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Inventory {
+    /// Inventory format version (1).
+    pub version: u32,
+    /// The objects.
+    pub objects: Vec<ConfigObject>,
+}
+
+/// What a set of manifests holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Manifests {
+    /// ConfigMaps and Secrets.
+    pub objects: Vec<ConfigObject>,
+    /// Workloads with pod templates.
+    pub workloads: Vec<Workload>,
+    /// Findings made while reading (references outside pod specs).
+    pub notes: Vec<Finding>,
+}

@@ -1,0 +1,349 @@
+//! Reading manifests: multi-document YAML or JSON, into a names-only form.
+//!
+//! Values never survive parsing: the `data`, `stringData` and `binaryData`
+//! fields of every document are read as key names with an ignored value, so
+//! a Secret's values are dropped by the deserializer itself. Everything else
+//! is read into a [`Node`] tree that refuses duplicate keys, and workloads
+//! are then decoded into k8s-openapi types with every ignored field
+//! reported (k8s-openapi silently drops fields it does not know).
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+use crate::InputError;
+
+/// Fields whose values are configuration values (never kept).
+pub(crate) const VALUE_FIELDS: [&str; 3] = ["data", "stringData", "binaryData"];
+
+/// A document tree without values of `data`-like fields, with duplicate keys
+/// refused at every level.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Node {
+    Null,
+    Bool(bool),
+    Number(serde_json::Number),
+    String(String),
+    Seq(Vec<Node>),
+    Map(Vec<(String, Node)>),
+}
+
+impl Node {
+    pub(crate) fn get(&self, key: &str) -> Option<&Node> {
+        match self {
+            Node::Map(entries) => entries.iter().find(|(k, _)| k == key).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn as_str(&self) -> Option<&str> {
+        match self {
+            Node::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn into_json(self) -> serde_json::Value {
+        match self {
+            Node::Null => serde_json::Value::Null,
+            Node::Bool(b) => serde_json::Value::Bool(b),
+            Node::Number(n) => serde_json::Value::Number(n),
+            Node::String(s) => serde_json::Value::String(s),
+            Node::Seq(v) => serde_json::Value::Array(v.into_iter().map(Node::into_json).collect()),
+            Node::Map(m) => {
+                serde_json::Value::Object(m.into_iter().map(|(k, v)| (k, v.into_json())).collect())
+            }
+        }
+    }
+
+    /// Whether a `containers` list appears anywhere (a pod template).
+    pub(crate) fn has_pod_template(&self) -> bool {
+        match self {
+            Node::Map(entries) => entries.iter().any(|(k, v)| {
+                (k == "containers" && matches!(v, Node::Seq(_))) || v.has_pod_template()
+            }),
+            Node::Seq(items) => items.iter().any(Node::has_pod_template),
+            _ => false,
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct NodeVisitor {
+    /// Keep `data`-like values (only for the drift check's ConfigMaps).
+    keep_values: bool,
+}
+
+impl<'de> Visitor<'de> for NodeVisitor {
+    type Value = Node;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a YAML/JSON value")
+    }
+    fn visit_unit<E>(self) -> Result<Node, E> {
+        Ok(Node::Null)
+    }
+    fn visit_none<E>(self) -> Result<Node, E> {
+        Ok(Node::Null)
+    }
+    fn visit_some<D: de::Deserializer<'de>>(self, d: D) -> Result<Node, D::Error> {
+        d.deserialize_any(self)
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Node, E> {
+        Ok(Node::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Node, E> {
+        Ok(Node::Number(v.into()))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Node, E> {
+        Ok(Node::Number(v.into()))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Node, E> {
+        serde_json::Number::from_f64(v)
+            .map(Node::Number)
+            .ok_or_else(|| E::custom("a non-finite number"))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Node, E> {
+        Ok(Node::String(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Node, E> {
+        Ok(Node::String(v))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Node, A::Error> {
+        let mut out = Vec::new();
+        while let Some(v) = seq.next_element_seed(NodeSeed(self.keep_values))? {
+            out.push(v);
+        }
+        Ok(Node::Seq(out))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Node, A::Error> {
+        let mut out: Vec<(String, Node)> = Vec::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if out.iter().any(|(k, _)| *k == key) {
+                return Err(de::Error::custom(format!("duplicate key `{key}`")));
+            }
+            let value = if !self.keep_values && VALUE_FIELDS.contains(&key.as_str()) {
+                // Nested data fields (a List item, a template) drop values too.
+                Node::Seq(
+                    map.next_value::<KeyNames>()?
+                        .0
+                        .into_iter()
+                        .map(Node::String)
+                        .collect(),
+                )
+            } else {
+                map.next_value_seed(NodeSeed(self.keep_values))?
+            };
+            out.push((key, value));
+        }
+        Ok(Node::Map(out))
+    }
+}
+
+struct NodeSeed(bool);
+
+impl<'de> DeserializeSeed<'de> for NodeSeed {
+    type Value = Node;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Node, D::Error> {
+        d.deserialize_any(NodeVisitor {
+            keep_values: self.0,
+        })
+    }
+}
+
+/// A whole document, with values of `data`-like fields dropped.
+struct Redacted(Node);
+
+impl<'de> Deserialize<'de> for Redacted {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        NodeSeed(false).deserialize(d).map(Redacted)
+    }
+}
+
+/// A whole document with every value kept.
+struct Full(Node);
+
+impl<'de> Deserialize<'de> for Full {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        NodeSeed(true).deserialize(d).map(Full)
+    }
+}
+
+trait Wrapped: for<'de> Deserialize<'de> {
+    fn node(self) -> Node;
+}
+impl Wrapped for Redacted {
+    fn node(self) -> Node {
+        self.0
+    }
+}
+impl Wrapped for Full {
+    fn node(self) -> Node {
+        self.0
+    }
+}
+
+/// The key names of a `data`-like map; values are skipped unread.
+#[derive(Debug, Default)]
+pub(crate) struct KeyNames(pub(crate) BTreeSet<String>);
+
+impl<'de> Deserialize<'de> for KeyNames {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = KeyNames;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map of key names")
+            }
+            fn visit_unit<E>(self) -> Result<KeyNames, E> {
+                Ok(KeyNames::default())
+            }
+            fn visit_none<E>(self) -> Result<KeyNames, E> {
+                Ok(KeyNames::default())
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<KeyNames, A::Error> {
+                let mut keys = BTreeSet::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    let _: IgnoredAny = map.next_value()?;
+                    if !keys.insert(key.clone()) {
+                        return Err(de::Error::custom(format!("duplicate key `{key}`")));
+                    }
+                }
+                Ok(KeyNames(keys))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Turns a parser message into one that cannot echo input values: quoted
+/// and back-ticked spans are redacted unless they are a duplicate key name.
+pub(crate) fn redact(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut chars = message.chars().peekable();
+    while let Some(c) = chars.next() {
+        if matches!(c, '"' | '`' | '\'') {
+            let close = c;
+            let mut inner = String::new();
+            let mut closed = false;
+            for d in chars.by_ref() {
+                if d == close {
+                    closed = true;
+                    break;
+                }
+                inner.push(d);
+            }
+            let keep = out.ends_with("duplicate key ") && closed;
+            out.push(close);
+            out.push_str(if keep { &inner } else { "…" });
+            if closed {
+                out.push(close);
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    // Parser messages can quote a scalar without quotes ("found string x"):
+    // keep only the first line and cap the length.
+    let first = out.lines().next().unwrap_or("").to_owned();
+    if first.chars().count() > 160 {
+        first.chars().take(160).collect::<String>() + "…"
+    } else {
+        first
+    }
+}
+
+/// Splits `text` (from `source`) into documents, dropping every value of
+/// `data`, `stringData` and `binaryData` while parsing.
+pub(crate) fn documents(text: &str, source: &str) -> Result<Vec<Node>, InputError> {
+    parse_documents::<Redacted>(text, source)
+}
+
+/// Splits `text` into documents keeping every value (drift check only,
+/// after the kind was checked with [`documents`]).
+pub(crate) fn documents_with_values(text: &str, source: &str) -> Result<Vec<Node>, InputError> {
+    parse_documents::<Full>(text, source)
+}
+
+fn parse_documents<W: Wrapped>(text: &str, source: &str) -> Result<Vec<Node>, InputError> {
+    let trimmed = text.trim_start();
+    if source.ends_with(".json") || trimmed.starts_with('{') || trimmed.starts_with('[') {
+        let mut de = serde_json::Deserializer::from_str(text);
+        let node = W::deserialize(&mut de)
+            .map(W::node)
+            .map_err(|e| InputError::Parse {
+                file: source.into(),
+                location: format!("line {} column {}", e.line(), e.column()),
+                message: redact(&e.to_string()),
+            })?;
+        de.end().map_err(|e| InputError::Parse {
+            file: source.into(),
+            location: format!("line {} column {}", e.line(), e.column()),
+            message: "trailing characters after the JSON document".into(),
+        })?;
+        return Ok(match node {
+            // A bare JSON array of objects is a document list.
+            Node::Seq(items) => items,
+            other => vec![other],
+        });
+    }
+    let mut options = serde_saphyr::Options::default();
+    options.with_snippet = false;
+    let docs: Vec<Option<W>> =
+        serde_saphyr::from_multiple_with_options(text, options).map_err(|e| {
+            let location = e
+                .location()
+                .map(|l| format!("line {} column {}", l.line(), l.column()))
+                .unwrap_or_else(|| "unknown location".into());
+            InputError::Parse {
+                file: source.into(),
+                location,
+                message: redact(&e.without_snippet().to_string()),
+            }
+        })?;
+    Ok(docs
+        .into_iter()
+        .flatten()
+        .map(W::node)
+        .filter(|n| *n != Node::Null)
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_values_are_dropped_while_parsing() {
+        let docs = documents(
+            "kind: Secret\napiVersion: v1\ndata:\n  A: c2VjcmV0\nstringData:\n  B: hunter2\n",
+            "x.yaml",
+        )
+        .unwrap();
+        let text = format!("{:?}", docs);
+        assert!(
+            !text.contains("hunter2") && !text.contains("c2VjcmV0"),
+            "{text}"
+        );
+        assert!(text.contains("\"A\"") && text.contains("\"B\""));
+    }
+
+    #[test]
+    fn duplicate_keys_are_refused_at_any_depth() {
+        assert!(documents("a: 1\na: 2\n", "x.yaml").is_err());
+        assert!(documents("a:\n  b: 1\n  b: 2\n", "x.yaml").is_err());
+        assert!(documents(r#"{"a": {"b": 1, "b": 2}}"#, "x.json").is_err());
+        assert!(documents("data:\n  k: 1\n  k: 2\n", "x.yaml").is_err());
+    }
+
+    #[test]
+    fn redaction_hides_quoted_spans_but_keeps_duplicate_key_names() {
+        assert_eq!(
+            redact("invalid type: string \"s3cr3t\", expected u64"),
+            "invalid type: string \"…\", expected u64"
+        );
+        assert_eq!(redact("duplicate key `name`"), "duplicate key `name`");
+    }
+}

@@ -1,0 +1,197 @@
+//! Testing support (feature `test-util`): a naive resolver written
+//! independently of [`crate::check`], and proptest strategies for random
+//! config states, workloads and proposed transitions.
+//!
+//! # Example
+//!
+//! ```
+//! use ate_configguard::testing::{naive_safe, transition};
+//! use proptest::prelude::*;
+//!
+//! proptest!(|(input in transition())| {
+//!     let report = ate_configguard::check(&input).unwrap();
+//!     prop_assert_eq!(report.is_safe(), naive_safe(&input));
+//! });
+//! ```
+
+use std::collections::BTreeSet;
+
+use proptest::prelude::*;
+
+use crate::model::{
+    ConfigKind, ConfigObject, Manifests, ObjectId, Reference, Workload, WorkloadId,
+};
+use crate::{CheckInput, Deletion};
+
+/// Whether every non-optional reference of every current and proposed
+/// workload resolves in the proposed state, computed the slow, obvious way.
+pub fn naive_safe(input: &CheckInput) -> bool {
+    let in_proposed = |id: &ObjectId| input.proposed.objects.iter().any(|o| o.id == *id);
+    let deleted = |id: &ObjectId| match input.deletion {
+        Deletion::Prune => !in_proposed(id),
+        Deletion::Listed => input.delete.contains(id),
+    };
+    let lookup = |id: &ObjectId| -> Option<&ConfigObject> {
+        if let Some(o) = input.proposed.objects.iter().find(|o| o.id == *id) {
+            return Some(o);
+        }
+        input
+            .current
+            .objects
+            .iter()
+            .find(|o| o.id == *id && !deleted(id))
+    };
+    let current_of = |id: &ObjectId| input.current.objects.iter().find(|o| o.id == *id);
+    for w in input
+        .current
+        .workloads
+        .iter()
+        .chain(&input.proposed.workloads)
+    {
+        for r in &w.references {
+            if r.optional {
+                continue;
+            }
+            let id = ObjectId {
+                kind: r.kind,
+                namespace: w.id.namespace.clone(),
+                name: r.name.clone(),
+            };
+            let Some(obj) = lookup(&id) else { return false };
+            if let Some(key) = &r.key
+                && !obj.keys.contains(key)
+            {
+                return false;
+            }
+            if let Some(cur) = current_of(&id) {
+                if r.bulk && !cur.keys.iter().all(|k| obj.keys.contains(k)) {
+                    return false;
+                }
+                if cur.immutable && cur.keys != obj.keys {
+                    return false;
+                }
+            }
+        }
+    }
+    true
+}
+
+fn kind() -> impl Strategy<Value = ConfigKind> {
+    prop_oneof![Just(ConfigKind::ConfigMap), Just(ConfigKind::Secret)]
+}
+
+fn object() -> impl Strategy<Value = ConfigObject> {
+    (
+        kind(),
+        0u8..3,
+        proptest::collection::btree_set(0u8..5, 0..4),
+        proptest::bool::weighted(0.1),
+    )
+        .prop_map(|(kind, n, keys, immutable)| ConfigObject {
+            id: ObjectId {
+                kind,
+                namespace: "default".into(),
+                name: format!("obj{n}"),
+            },
+            keys: keys.into_iter().map(|k| format!("K{k}")).collect(),
+            immutable,
+        })
+}
+
+fn objects() -> impl Strategy<Value = Vec<ConfigObject>> {
+    proptest::collection::vec(object(), 0..6).prop_map(|v| {
+        let mut seen = BTreeSet::new();
+        v.into_iter()
+            .filter(|o| seen.insert(o.id.clone()))
+            .collect()
+    })
+}
+
+fn reference() -> impl Strategy<Value = Reference> {
+    (
+        kind(),
+        0u8..3,
+        proptest::option::weighted(0.6, 0u8..5),
+        proptest::bool::weighted(0.15),
+    )
+        .prop_map(|(kind, n, key, optional)| Reference {
+            container: Some("app".into()),
+            site: if key.is_some() {
+                "env[X].valueFrom".into()
+            } else {
+                "envFrom[0]".into()
+            },
+            kind,
+            name: format!("obj{n}"),
+            bulk: key.is_none(),
+            key: key.map(|k| format!("K{k}")),
+            optional,
+        })
+}
+
+fn workloads(prefix: &'static str) -> impl Strategy<Value = Vec<Workload>> {
+    proptest::collection::vec(proptest::collection::vec(reference(), 0..4), 0..3).prop_map(
+        move |ws| {
+            ws.into_iter()
+                .enumerate()
+                .map(|(i, references)| Workload {
+                    id: WorkloadId {
+                        kind: "Deployment".into(),
+                        namespace: "default".into(),
+                        name: format!("{prefix}{i}"),
+                    },
+                    references,
+                })
+                .collect()
+        },
+    )
+}
+
+/// A random transition: current objects and workloads, proposed ones, and
+/// a deletion mode.
+pub fn transition() -> impl Strategy<Value = CheckInput> {
+    (
+        objects(),
+        workloads("w"),
+        objects(),
+        workloads("w"),
+        any::<bool>(),
+        proptest::collection::vec((kind(), 0u8..3), 0..2),
+    )
+        .prop_map(|(cur_objs, cur_w, prop_objs, prop_w, prune, deletes)| {
+            let delete: Vec<ObjectId> = if prune {
+                Vec::new()
+            } else {
+                deletes
+                    .into_iter()
+                    .map(|(kind, n)| ObjectId {
+                        kind,
+                        namespace: "default".into(),
+                        name: format!("obj{n}"),
+                    })
+                    .filter(|id| !prop_objs.iter().any(|o| o.id == *id))
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .collect()
+            };
+            CheckInput {
+                current: Manifests {
+                    objects: cur_objs,
+                    workloads: cur_w,
+                    notes: Vec::new(),
+                },
+                proposed: Manifests {
+                    objects: prop_objs,
+                    workloads: prop_w,
+                    notes: Vec::new(),
+                },
+                inventory: None,
+                deletion: if prune {
+                    Deletion::Prune
+                } else {
+                    Deletion::Listed
+                },
+                delete,
+            }
+        })
+}

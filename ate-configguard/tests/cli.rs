@@ -1,0 +1,291 @@
+//! The CLI: exit codes, output formats, and the canary test (values never
+//! appear anywhere).
+#![cfg(feature = "cli")]
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+const CANARY: &str = "CANARY-7f3a9c-DO-NOT-PRINT";
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ate-configguard"))
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}
+
+fn all_output(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn current(dir: &Path) -> String {
+    write(
+        dir,
+        "current.yaml",
+        &format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{ name: creds }}\nstringData:\n  PASSWORD: {CANARY}\n  TOKEN: \"{CANARY}\"\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{ name: cfg }}\ndata:\n  DB_HOST: {CANARY}\n  REDIS: {CANARY}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {{ name: web }}\nspec:\n  template:\n    spec:\n      containers:\n        - name: app\n          image: app\n          envFrom: [ {{ configMapRef: {{ name: cfg }} }}, {{ secretRef: {{ name: creds }} }} ]\n"
+        ),
+    )
+}
+
+#[test]
+fn exit_codes_are_0_safe_1_unsafe_2_unusable() {
+    let dir = tempfile::tempdir().unwrap();
+    let cur = current(dir.path());
+    let same = bin()
+        .args(["check", "--current", &cur, "--proposed", &cur])
+        .output()
+        .unwrap();
+    assert_eq!(same.status.code(), Some(0), "{}", all_output(&same));
+    let removed = write(
+        dir.path(),
+        "p.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: { name: cfg }\ndata: { DB_HOST: x }\n",
+    );
+    let unsafe_run = bin()
+        .args(["check", "--current", &cur, "--proposed", &removed])
+        .output()
+        .unwrap();
+    assert_eq!(unsafe_run.status.code(), Some(1));
+    let text = all_output(&unsafe_run);
+    assert!(
+        text.contains("Deployment/default/web")
+            && text.contains("REDIS")
+            && text.contains("bulk-key-removed"),
+        "{text}"
+    );
+    let broken = write(dir.path(), "b.yaml", "kind: [\n");
+    let bad = bin()
+        .args(["check", "--current", &cur, "--proposed", &broken])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    let missing = bin()
+        .args([
+            "check",
+            "--current",
+            &cur,
+            "--proposed",
+            "/nonexistent/x.yaml",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(2));
+    let usage = bin().args(["check"]).output().unwrap();
+    assert_eq!(usage.status.code(), Some(2));
+}
+
+#[test]
+fn json_report_is_one_document_on_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let cur = current(dir.path());
+    let removed = write(
+        dir.path(),
+        "p.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: { name: cfg }\ndata: { DB_HOST: x }\n",
+    );
+    let out = bin()
+        .args([
+            "check",
+            "--current",
+            &cur,
+            "--proposed",
+            &removed,
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    let report: ate_configguard::Report = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report.result, "unsafe");
+    assert_eq!(report.failures[0].key.as_deref(), Some("REDIS"));
+}
+
+#[test]
+fn directories_and_inventory_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let cur_dir = dir.path().join("cur");
+    std::fs::create_dir(&cur_dir).unwrap();
+    current(&cur_dir);
+    let inv = bin()
+        .args(["inventory", cur_dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(inv.status.code(), Some(0));
+    let inv_path = write(
+        dir.path(),
+        "inv.json",
+        &String::from_utf8(inv.stdout).unwrap(),
+    );
+    let proposed = write(
+        dir.path(),
+        "p.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: { name: cfg }\ndata: { DB_HOST: x, REDIS: y }\n",
+    );
+    let out = bin()
+        .args([
+            "check",
+            "--current",
+            cur_dir.to_str().unwrap(),
+            "--proposed",
+            &proposed,
+            "--inventory",
+            &inv_path,
+            "--prune",
+        ])
+        .output()
+        .unwrap();
+    // Prune deletes the Secret creds, which web bulk-loads.
+    assert_eq!(out.status.code(), Some(1), "{}", all_output(&out));
+    assert!(all_output(&out).contains("Secret/default/creds"));
+}
+
+#[test]
+fn values_never_appear_in_any_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let cur = current(dir.path());
+    let removed = write(
+        dir.path(),
+        "p.yaml",
+        &format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{ name: creds }}\ndata: {{ PASSWORD: {CANARY} }}\n"
+        ),
+    );
+    let malformed = [
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{ name: s }}\nstringData:\n  A: \"{CANARY}\n"
+        ),
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{ name: s }}\nstringData:\n  A: {CANARY}\n  A: {CANARY}\n"
+        ),
+        format!("apiVersion: v1\nkind: Secret\nmetadata: {{ name: s }}\nstringData: {CANARY}\n"),
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{ name: {{ {CANARY}: 1 }} }}\nstringData: {{ A: {CANARY} }}\n"
+        ),
+        format!(
+            "{{\"apiVersion\":\"v1\",\"kind\":\"Secret\",\"metadata\":{{\"name\":\"s\"}},\"data\":{{\"A\":\"{CANARY}\",}}}}"
+        ),
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{ name: c }}\ndata: [ {CANARY} ]\n"),
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{ name: c, namespace: 7 }}\ndata: {{ A: {CANARY} }}\nimmutable: {CANARY}\n"
+        ),
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{ name: c }}\ndata:\n  A: |\n    {CANARY}\n  - broken\n"
+        ),
+    ];
+    let mut runs: Vec<Vec<String>> = Vec::new();
+    for fmt in ["text", "json"] {
+        runs.push(vec![
+            "check".into(),
+            "--current".into(),
+            cur.clone(),
+            "--proposed".into(),
+            removed.clone(),
+            "--format".into(),
+            fmt.into(),
+        ]);
+        runs.push(vec![
+            "check".into(),
+            "--current".into(),
+            cur.clone(),
+            "--proposed".into(),
+            cur.clone(),
+            "--prune".into(),
+            "--format".into(),
+            fmt.into(),
+        ]);
+    }
+    runs.push(vec!["inventory".into(), cur.clone()]);
+    for (i, m) in malformed.iter().enumerate() {
+        let ext = if m.starts_with('{') { "json" } else { "yaml" };
+        let p = write(dir.path(), &format!("bad{i}.{ext}"), m);
+        runs.push(vec![
+            "check".into(),
+            "--current".into(),
+            cur.clone(),
+            "--proposed".into(),
+            p.clone(),
+            "--format".into(),
+            "json".into(),
+        ]);
+        runs.push(vec![
+            "check".into(),
+            "--current".into(),
+            p.clone(),
+            "--proposed".into(),
+            cur.clone(),
+        ]);
+        runs.push(vec!["inventory".into(), p.clone()]);
+        runs.push(vec![
+            "drift".into(),
+            "--defaults".into(),
+            p.clone(),
+            "--base".into(),
+            p.clone(),
+        ]);
+    }
+    // Drift with a canary value in a ConfigMap that differs from the default.
+    let defaults = write(
+        dir.path(),
+        "defaults.json",
+        "{\"DB_HOST\": \"db\", \"REDIS\": \"r\"}",
+    );
+    runs.push(vec![
+        "drift".into(),
+        "--defaults".into(),
+        defaults.clone(),
+        "--base".into(),
+        cur.clone(),
+    ]);
+    let base = write(
+        dir.path(),
+        "base.yaml",
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{ name: cfg }}\ndata: {{ DB_HOST: {CANARY}, REDIS: r }}\n"
+        ),
+    );
+    for fmt in ["text", "json"] {
+        runs.push(vec![
+            "drift".into(),
+            "--defaults".into(),
+            defaults.clone(),
+            "--base".into(),
+            base.clone(),
+            "--format".into(),
+            fmt.into(),
+        ]);
+    }
+    let secret_overlay = write(
+        dir.path(),
+        "sec.yaml",
+        &format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{ name: cfg }}\nstringData: {{ DB_HOST: {CANARY} }}\n"
+        ),
+    );
+    runs.push(vec![
+        "drift".into(),
+        "--defaults".into(),
+        defaults.clone(),
+        "--base".into(),
+        base.clone(),
+        "--overlay".into(),
+        secret_overlay,
+    ]);
+    for args in runs {
+        let out = bin().args(&args).output().unwrap();
+        let text = all_output(&out);
+        assert!(!text.contains(CANARY), "value leaked by {args:?}:\n{text}");
+        assert!(
+            !text.contains("7f3a9c"),
+            "partial value leaked by {args:?}:\n{text}"
+        );
+        assert!(out.status.code().is_some_and(|c| c <= 2), "{args:?}");
+    }
+}

@@ -1,0 +1,134 @@
+//! Config-default drift: defaults vs base vs overlays.
+
+use std::collections::BTreeSet;
+
+use ate_configguard::{Source, drift};
+
+const DEFAULTS: &str = r#"{"LOG_LEVEL": "info", "TIMEOUT": "30", "API_KEY": "unset"}"#;
+const BASE: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata: { name: app }\ndata: { LOG_LEVEL: info, TIMEOUT: '30', API_KEY: real-key }\n";
+
+fn run(
+    base: &str,
+    overlays: &[&str],
+    secret: &[&str],
+) -> Result<ate_configguard::Report, ate_configguard::InputError> {
+    let overlays: Vec<Source<'_>> = overlays
+        .iter()
+        .map(|t| Source {
+            text: t,
+            name: "overlay.yaml",
+        })
+        .collect();
+    let secret: BTreeSet<String> = secret.iter().map(|s| s.to_string()).collect();
+    drift(
+        Source {
+            text: DEFAULTS,
+            name: "defaults.json",
+        },
+        Source {
+            text: base,
+            name: "base.yaml",
+        },
+        &overlays,
+        &secret,
+    )
+}
+
+fn codes(r: &ate_configguard::Report) -> Vec<(String, String, String)> {
+    r.failures
+        .iter()
+        .map(|f| {
+            (
+                f.code.clone(),
+                f.key.clone().unwrap_or_default(),
+                f.site.clone().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn agreeing_defaults_base_and_overlay_pass_and_secret_keys_are_not_compared() {
+    let overlay = "kind: ConfigMap\nmetadata: { name: app }\ndata: { TIMEOUT: '30' }\n";
+    let r = run(BASE, &[overlay], &["API_KEY"]).unwrap();
+    assert!(r.is_safe(), "{}", r.to_text());
+}
+
+#[test]
+fn a_differing_value_fails_without_printing_it() {
+    let r = run(BASE, &[], &[]).unwrap();
+    assert_eq!(
+        codes(&r),
+        vec![(
+            "value-differs".into(),
+            "API_KEY".into(),
+            "base base.yaml".into()
+        )]
+    );
+    assert!(!r.to_text().contains("real-key") && !r.to_text().contains("unset"));
+}
+
+#[test]
+fn overlays_inherit_omitted_keys_and_null_deletes() {
+    let omit = "kind: ConfigMap\nmetadata: { name: app }\ndata: { LOG_LEVEL: info }\n";
+    assert!(run(BASE, &[omit], &["API_KEY"]).unwrap().is_safe());
+    let delete = "kind: ConfigMap\nmetadata: { name: app }\ndata: { TIMEOUT: null }\n";
+    let r = run(BASE, &[delete], &["API_KEY"]).unwrap();
+    assert_eq!(
+        codes(&r),
+        vec![(
+            "missing-default".into(),
+            "TIMEOUT".into(),
+            "overlay overlay.yaml".into()
+        )]
+    );
+    let changed = "kind: ConfigMap\nmetadata: { name: app }\ndata: { LOG_LEVEL: debug }\n";
+    assert_eq!(
+        run(BASE, &[changed], &["API_KEY"]).unwrap().failures[0].code,
+        "value-differs"
+    );
+}
+
+#[test]
+fn patch_directives_replace_and_delete() {
+    let replace =
+        "kind: ConfigMap\nmetadata: { name: app }\ndata:\n  $patch: replace\n  LOG_LEVEL: info\n";
+    let r = run(BASE, &[replace], &["API_KEY"]).unwrap();
+    let missing: Vec<_> = codes(&r).into_iter().map(|c| c.1).collect();
+    assert_eq!(missing, ["API_KEY", "TIMEOUT"]);
+    let delete = "$patch: delete\nkind: ConfigMap\nmetadata: { name: app }\n";
+    assert_eq!(
+        run(BASE, &[delete], &["API_KEY"]).unwrap().failures[0].code,
+        "object-deleted"
+    );
+    let unknown = "kind: ConfigMap\nmetadata: { name: app }\n$retainKeys: [a]\n";
+    assert!(run(BASE, &[unknown], &[]).is_err());
+    let unknown_in_data =
+        "kind: ConfigMap\nmetadata: { name: app }\ndata: { $setElementOrder: x }\n";
+    assert!(run(BASE, &[unknown_in_data], &[]).is_err());
+}
+
+#[test]
+fn keys_the_defaults_do_not_know_are_reported() {
+    let base = "apiVersion: v1\nkind: ConfigMap\nmetadata: { name: app }\ndata: { LOG_LEVEL: info, TIMEOUT: '30', API_KEY: x, STALE: 'yes' }\n";
+    let r = run(base, &[], &["API_KEY"]).unwrap();
+    assert_eq!(
+        codes(&r),
+        vec![(
+            "unknown-key".into(),
+            "STALE".into(),
+            "base base.yaml".into()
+        )]
+    );
+}
+
+#[test]
+fn secrets_and_bad_input_are_refused() {
+    let secret =
+        "apiVersion: v1\nkind: Secret\nmetadata: { name: app }\nstringData: { LOG_LEVEL: info }\n";
+    assert!(run(secret, &[], &[]).is_err());
+    assert!(run("not: [valid", &[], &[]).is_err());
+    let non_string =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: { name: app }\ndata: { LOG_LEVEL: [a] }\n";
+    assert!(run(non_string, &[], &[]).is_err());
+}

@@ -1,0 +1,16 @@
+//! Property test: the guard agrees with a naive resolver on random states,
+//! so it never passes a state where a non-optional reference breaks.
+
+use ate_configguard::check;
+use ate_configguard::testing::{naive_safe, transition};
+use proptest::prelude::*;
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1024))]
+
+    #[test]
+    fn guard_agrees_with_naive_resolver(input in transition()) {
+        let report = check(&input).unwrap();
+        prop_assert_eq!(report.is_safe(), naive_safe(&input), "{}", report.to_text());
+    }
+}

@@ -1,0 +1,270 @@
+//! The transition rule, one behaviour per test.
+
+mod common;
+
+use ate_configguard::{
+    CheckInput, Deletion, Inventory, LoadOptions, Severity, check, inventory, load_str,
+};
+use common::*;
+
+const ENVFROM_APP: &str = "      containers:\n        - name: app\n          image: app:1\n          envFrom:\n            - configMapRef:\n                name: app-config\n";
+
+#[test]
+fn historical_incident_key_removed_from_bulk_loaded_configmap_fails() {
+    // No env entry names REDIS_DB_HOST: only envFrom loads it.
+    let current = format!(
+        "{}\n---\n{}",
+        cm("app-config", &["REDIS_DB_HOST", "LOG_LEVEL"]),
+        deployment("pusher", ENVFROM_APP)
+    );
+    let proposed = cm("app-config", &["LOG_LEVEL"]);
+    let report = run(&current, &proposed);
+    assert!(!report.is_safe());
+    assert_eq!(
+        codes(&report),
+        vec![("bulk-key-removed".into(), Some("REDIS_DB_HOST".into()))]
+    );
+    let f = &report.failures[0];
+    assert_eq!(
+        f.workload.as_ref().unwrap().to_string(),
+        "Deployment/default/pusher"
+    );
+    assert_eq!(f.container.as_deref(), Some("app"));
+    assert!(
+        f.site
+            .as_deref()
+            .unwrap()
+            .starts_with("envFrom[0].configMapRef")
+    );
+    assert_eq!(report.exit_code(), 1);
+}
+
+#[test]
+fn unchanged_state_is_safe() {
+    let current = format!(
+        "{}\n---\n{}",
+        cm("app-config", &["A"]),
+        deployment("web", ENVFROM_APP)
+    );
+    let report = run(&current, &cm("app-config", &["A", "B"]));
+    assert!(report.is_safe(), "{}", report.to_text());
+    assert_eq!(report.exit_code(), 0);
+}
+
+const KEYREF: &str = "      containers:\n        - name: app\n          image: app:1\n          env:\n            - name: DB_HOST\n              valueFrom:\n                configMapKeyRef:\n                  name: cfg\n                  key: DB_HOST\n";
+
+#[test]
+fn removing_a_referenced_key_fails() {
+    let current = format!(
+        "{}\n---\n{}",
+        cm("cfg", &["DB_HOST"]),
+        deployment("web", KEYREF)
+    );
+    let report = run(&current, &cm("cfg", &["OTHER"]));
+    assert_eq!(
+        codes(&report),
+        vec![("missing-key".into(), Some("DB_HOST".into()))]
+    );
+    assert!(report.failures[0].message.contains("removes"));
+}
+
+#[test]
+fn deleting_a_referenced_object_fails_only_when_the_input_says_so() {
+    let current = format!(
+        "{}\n---\n{}",
+        cm("cfg", &["DB_HOST"]),
+        deployment("web", KEYREF)
+    );
+    // Absent from the proposed input, no prune: left as it is.
+    assert!(run(&current, &cm("unrelated", &["X"])).is_safe());
+    let pruned = run_with(&current, &cm("unrelated", &["X"]), Deletion::Prune, &[]);
+    assert_eq!(
+        codes(&pruned),
+        vec![("missing-object".into(), Some("DB_HOST".into()))]
+    );
+    let listed = run_with(
+        &current,
+        &cm("unrelated", &["X"]),
+        Deletion::Listed,
+        &["ConfigMap/default/cfg"],
+    );
+    assert_eq!(
+        codes(&listed),
+        vec![("missing-object".into(), Some("DB_HOST".into()))]
+    );
+}
+
+#[test]
+fn moving_a_key_from_a_configmap_to_a_secret_is_refused_while_referenced() {
+    let current = format!(
+        "{}\n---\n{}",
+        cm("cfg", &["DB_HOST"]),
+        deployment("web", KEYREF)
+    );
+    let proposed = format!(
+        "{}\n---\n{}",
+        secret("cfg", &["DB_HOST"]),
+        cm("cfg", &["X"])
+    );
+    let report = run(&current, &proposed);
+    assert_eq!(
+        codes(&report),
+        vec![("missing-key".into(), Some("DB_HOST".into()))]
+    );
+    assert!(
+        report.failures[0].message.contains("Secret/default/cfg"),
+        "{}",
+        report.failures[0].message
+    );
+    // Deleting the ConfigMap outright: reported as reclassified.
+    let report = run_with(&current, &secret("cfg", &["DB_HOST"]), Deletion::Prune, &[]);
+    assert_eq!(
+        codes(&report),
+        vec![("reclassified".into(), Some("DB_HOST".into()))]
+    );
+}
+
+#[test]
+fn a_key_moving_between_objects_is_allowed_once_no_stale_reference_remains() {
+    let new_ref = KEYREF.replace("name: cfg", "name: cfg-v2");
+    // Step 1: the workload still reads cfg; removing the key there fails.
+    let current = format!(
+        "{}\n---\n{}",
+        cm("cfg", &["DB_HOST"]),
+        deployment("web", KEYREF)
+    );
+    let proposed = format!(
+        "{}\n---\n{}\n---\n{}",
+        cm("cfg", &[]),
+        cm("cfg-v2", &["DB_HOST"]),
+        deployment("web", &new_ref)
+    );
+    let report = run(&current, &proposed);
+    assert!(
+        !report.is_safe(),
+        "the old pods still read cfg/DB_HOST during the rollout"
+    );
+    assert_eq!(
+        report.failures[0].side,
+        Some(ate_configguard::Side::Current)
+    );
+    // Step 1 done right: add the new source and move the reference, keep the old key.
+    let proposed = format!(
+        "{}\n---\n{}",
+        cm("cfg-v2", &["DB_HOST"]),
+        deployment("web", &new_ref)
+    );
+    assert!(run(&current, &proposed).is_safe());
+    // Step 2: nothing reads cfg/DB_HOST any more: now it may go.
+    let current = format!(
+        "{}\n---\n{}\n---\n{}",
+        cm("cfg", &["DB_HOST"]),
+        cm("cfg-v2", &["DB_HOST"]),
+        deployment("web", &new_ref)
+    );
+    assert!(run_with(&current, &cm("cfg-v2", &["DB_HOST"]), Deletion::Prune, &[]).is_safe());
+}
+
+#[test]
+fn proposed_workloads_must_resolve_too() {
+    let report = run(&cm("cfg", &["A"]), &deployment("web", KEYREF));
+    assert_eq!(
+        codes(&report),
+        vec![("missing-key".into(), Some("DB_HOST".into()))]
+    );
+    assert_eq!(
+        report.failures[0].side,
+        Some(ate_configguard::Side::Proposed)
+    );
+}
+
+#[test]
+fn optional_references_are_warnings_not_failures() {
+    let optional = KEYREF.replace(
+        "key: DB_HOST\n",
+        "key: DB_HOST\n                  optional: true\n",
+    );
+    let current = format!(
+        "{}\n---\n{}",
+        cm("cfg", &["DB_HOST"]),
+        deployment("web", &optional)
+    );
+    let report = run(&current, &cm("cfg", &[]));
+    assert!(report.is_safe());
+    assert_eq!(report.warnings.len(), 1);
+    assert_eq!(report.warnings[0].severity, Severity::Warning);
+}
+
+#[test]
+fn references_resolve_in_the_workloads_namespace() {
+    let in_ns =
+        deployment("web", KEYREF).replace("  name: web\n", "  name: web\n  namespace: prod\n");
+    let current = format!("{}\n---\n{}", cm("cfg", &["DB_HOST"]), in_ns);
+    let report = run(&current, "");
+    assert_eq!(
+        codes(&report),
+        vec![("missing-object".into(), Some("DB_HOST".into()))]
+    );
+    assert_eq!(
+        report.failures[0].object.as_ref().unwrap().to_string(),
+        "ConfigMap/prod/cfg"
+    );
+}
+
+#[test]
+fn bulk_load_checks_keys_from_a_previous_inventory() {
+    let current = deployment("web", ENVFROM_APP);
+    let opts = LoadOptions::default();
+    let inv: Inventory =
+        inventory(&load_str(&cm("app-config", &["A", "B"]), "inv.yaml", &opts).unwrap());
+    let input = CheckInput {
+        current: load(&format!("{}\n---\n{}", current, cm("app-config", &["A"]))),
+        proposed: load(&cm("app-config", &["A"])),
+        inventory: Some(inv),
+        deletion: Deletion::Listed,
+        delete: vec![],
+    };
+    let report = check(&input).unwrap();
+    assert_eq!(
+        codes(&report),
+        vec![("bulk-key-removed".into(), Some("B".into()))]
+    );
+}
+
+#[test]
+fn bulk_loaded_object_must_still_exist() {
+    let current = format!(
+        "{}\n---\n{}",
+        cm("app-config", &["A"]),
+        deployment("web", ENVFROM_APP)
+    );
+    let report = run_with(&current, "", Deletion::Prune, &[]);
+    assert_eq!(codes(&report), vec![("missing-object".into(), None)]);
+}
+
+#[test]
+fn changing_the_keys_of_an_immutable_object_fails() {
+    let imm = format!("{}immutable: true\n", cm("cfg", &["DB_HOST"]));
+    let current = format!("{imm}\n---\n{}", deployment("web", KEYREF));
+    let proposed = format!("{}immutable: true\n", cm("cfg", &["DB_HOST", "NEW"]));
+    let report = run(&current, &proposed);
+    assert_eq!(codes(&report), vec![("immutable-changed".into(), None)]);
+}
+
+#[test]
+fn ingress_tls_secrets_are_reported_not_checked() {
+    let ingress = "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: web\nspec:\n  tls:\n    - secretName: web-tls\n";
+    let report = run(ingress, "");
+    assert!(report.is_safe());
+    assert_eq!(report.warnings[0].code, "outside-pod-spec");
+}
+
+#[test]
+fn duplicate_objects_in_one_state_are_input_errors() {
+    let twice = format!("{}\n---\n{}", cm("a", &["X"]), cm("a", &["Y"]));
+    let input = CheckInput {
+        current: load(&twice),
+        ..Default::default()
+    };
+    assert!(check(&input).is_err());
+}

@@ -1,0 +1,206 @@
+//! Every reference site and every workload kind is scanned.
+
+mod common;
+
+use ate_configguard::ConfigKind;
+use common::*;
+
+const POD_SPEC: &str = r#"
+      imagePullSecrets:
+        - name: regcred
+      initContainers:
+        - name: init
+          image: i
+          env:
+            - name: INIT_TOKEN
+              valueFrom:
+                secretKeyRef: { name: init-secret, key: token }
+      ephemeralContainers:
+        - name: debug
+          image: d
+          envFrom:
+            - secretRef: { name: debug-secret }
+      containers:
+        - name: app
+          image: a
+          env:
+            - name: PLAIN
+              value: not-a-ref
+            - name: FROM_FILE
+              valueFrom:
+                fileKeyRef: { path: env.txt, key: K, volumeName: scratch }
+            - name: DB
+              valueFrom:
+                configMapKeyRef: { name: cfg, key: DB }
+          envFrom:
+            - prefix: APP_
+              configMapRef: { name: bulk-cm }
+          volumeMounts:
+            - name: cm-vol
+              mountPath: /etc/one
+              subPath: one.conf
+      volumes:
+        - name: scratch
+          emptyDir: {}
+        - name: cm-vol
+          configMap: { name: files-cm }
+        - name: cm-items
+          configMap:
+            name: items-cm
+            items: [ { key: a.conf, path: a.conf } ]
+        - name: sec-vol
+          secret: { secretName: tls }
+        - name: sec-items
+          secret:
+            secretName: creds
+            items: [ { key: user, path: user } ]
+        - name: proj
+          projected:
+            sources:
+              - configMap: { name: proj-cm }
+              - secret:
+                  name: proj-secret
+                  items: [ { key: p, path: p } ]
+        - name: csi
+          csi: { driver: x, nodePublishSecretRef: { name: csi-secret } }
+        - name: ceph
+          cephfs: { monitors: [m], secretRef: { name: ceph-secret } }
+        - name: rbd
+          rbd: { monitors: [m], image: i, secretRef: { name: rbd-secret } }
+        - name: iscsi
+          iscsi: { targetPortal: t, iqn: q, lun: 0, secretRef: { name: iscsi-secret } }
+        - name: cinder
+          cinder: { volumeID: v, secretRef: { name: cinder-secret } }
+        - name: flex
+          flexVolume: { driver: d, secretRef: { name: flex-secret } }
+        - name: sos
+          storageos: { volumeName: v, secretRef: { name: sos-secret } }
+        - name: sio
+          scaleIO: { gateway: g, system: s, secretRef: { name: sio-secret } }
+        - name: az
+          azureFile: { secretName: az-secret, shareName: s }
+"#;
+
+fn refs() -> Vec<(String, ConfigKind, String, Option<String>, bool)> {
+    let m = load(&deployment("web", POD_SPEC));
+    m.workloads[0]
+        .references
+        .iter()
+        .map(|r| {
+            (
+                r.site.clone(),
+                r.kind,
+                r.name.clone(),
+                r.key.clone(),
+                r.bulk,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn every_reference_site_is_found() {
+    let refs = refs();
+    let has = |name: &str, kind: ConfigKind, key: Option<&str>, bulk: bool| {
+        assert!(
+            refs.iter()
+                .any(|r| r.2 == name && r.1 == kind && r.3.as_deref() == key && r.4 == bulk),
+            "missing {name} {kind:?} {key:?} bulk={bulk} in {refs:#?}"
+        );
+    };
+    use ConfigKind::*;
+    has("regcred", Secret, None, false);
+    has("init-secret", Secret, Some("token"), false);
+    has("debug-secret", Secret, None, true);
+    has("cfg", ConfigMap, Some("DB"), false);
+    has("bulk-cm", ConfigMap, None, true);
+    has("files-cm", ConfigMap, None, true);
+    has("files-cm", ConfigMap, Some("one.conf"), false); // subPath
+    has("items-cm", ConfigMap, Some("a.conf"), false);
+    has("tls", Secret, None, true);
+    has("creds", Secret, Some("user"), false);
+    has("proj-cm", ConfigMap, None, true);
+    has("proj-secret", Secret, Some("p"), false);
+    for s in [
+        "csi-secret",
+        "ceph-secret",
+        "rbd-secret",
+        "iscsi-secret",
+        "cinder-secret",
+        "flex-secret",
+        "sos-secret",
+        "sio-secret",
+        "az-secret",
+    ] {
+        has(s, Secret, None, false);
+    }
+    assert!(refs.iter().any(|r| r.0.contains("prefix APP_")));
+    // fileKeyRef and plain values are not ConfigMap/Secret references.
+    assert_eq!(refs.len(), 21, "{refs:#?}");
+}
+
+#[test]
+fn every_workload_kind_is_read() {
+    let c = "containers: [ { name: c, image: i, envFrom: [ { configMapRef: { name: x } } ] } ]";
+    let docs = [
+        format!("apiVersion: v1\nkind: Pod\nmetadata: {{ name: p }}\nspec: {{ {c} }}"),
+        format!(
+            "apiVersion: v1\nkind: PodTemplate\nmetadata: {{ name: pt }}\ntemplate: {{ spec: {{ {c} }} }}"
+        ),
+        format!(
+            "apiVersion: v1\nkind: ReplicationController\nmetadata: {{ name: rc }}\nspec: {{ template: {{ spec: {{ {c} }} }} }}"
+        ),
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{ name: d }}\nspec: {{ template: {{ spec: {{ {c} }} }} }}"
+        ),
+        format!(
+            "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {{ name: s }}\nspec: {{ serviceName: s, template: {{ spec: {{ {c} }} }} }}"
+        ),
+        format!(
+            "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {{ name: ds }}\nspec: {{ template: {{ spec: {{ {c} }} }} }}"
+        ),
+        format!(
+            "apiVersion: apps/v1\nkind: ReplicaSet\nmetadata: {{ name: rs }}\nspec: {{ template: {{ spec: {{ {c} }} }} }}"
+        ),
+        format!(
+            "apiVersion: batch/v1\nkind: Job\nmetadata: {{ name: j }}\nspec: {{ template: {{ spec: {{ {c} }} }} }}"
+        ),
+        format!(
+            "apiVersion: batch/v1\nkind: CronJob\nmetadata: {{ name: cj }}\nspec: {{ schedule: '* * * * *', jobTemplate: {{ spec: {{ template: {{ spec: {{ {c} }} }} }} }} }}"
+        ),
+    ];
+    let m = load(&docs.join("\n---\n"));
+    let kinds: Vec<&str> = m.workloads.iter().map(|w| w.id.kind.as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "Pod",
+            "PodTemplate",
+            "ReplicationController",
+            "Deployment",
+            "StatefulSet",
+            "DaemonSet",
+            "ReplicaSet",
+            "Job",
+            "CronJob"
+        ]
+    );
+    assert!(m.workloads.iter().all(|w| w.references.len() == 1));
+}
+
+#[test]
+fn list_wrappers_are_unwrapped_and_their_values_dropped() {
+    let list = "apiVersion: v1\nkind: List\nitems:\n  - apiVersion: v1\n    kind: Secret\n    metadata: { name: s }\n    stringData: { K: hunter2 }\n  - apiVersion: apps/v1\n    kind: Deployment\n    metadata: { name: d }\n    spec: { template: { spec: { containers: [ { name: c, image: i } ] } } }\n";
+    let m = load(list);
+    assert_eq!(m.objects.len(), 1);
+    assert_eq!(m.objects[0].keys.iter().collect::<Vec<_>>(), ["K"]);
+    assert_eq!(m.workloads.len(), 1);
+    assert!(!format!("{m:?}").contains("hunter2"));
+}
+
+#[test]
+fn json_manifests_are_read() {
+    let json = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"n"},"data":{"A":"1"}}"#;
+    let m = ate_configguard::load_str(json, "x.json", &Default::default()).unwrap();
+    assert_eq!(m.objects[0].id.to_string(), "ConfigMap/n/c");
+}

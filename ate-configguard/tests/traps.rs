@@ -1,0 +1,91 @@
+//! Fail-closed traps: each must be an input error (exit 2), never a pass.
+
+mod common;
+
+use ate_configguard::{LoadOptions, load_str};
+use common::*;
+
+#[test]
+fn unknown_field_under_env_is_an_input_error() {
+    let c = "      containers:\n        - name: app\n          image: a\n          env:\n            - name: X\n              valueFrom:\n                vaultKeyRef: { name: v, key: k }\n";
+    let err = load_err(&deployment("web", c));
+    assert!(err.to_string().contains("vaultKeyRef"), "{err}");
+}
+
+#[test]
+fn unknown_reference_like_field_anywhere_is_an_input_error() {
+    let c = "      futureSecretRef: { name: s }\n      containers:\n        - name: app\n          image: a\n";
+    assert!(
+        load_err(&deployment("web", c))
+            .to_string()
+            .contains("futureSecretRef")
+    );
+    let c = "      volumes:\n        - name: v\n          newVolumeType: { anything: 1 }\n      containers:\n        - name: app\n          image: a\n";
+    assert!(
+        load_err(&deployment("web", c))
+            .to_string()
+            .contains("newVolumeType")
+    );
+}
+
+#[test]
+fn harmless_unknown_fields_are_tolerated() {
+    let c = "      someFutureSchedulingHint: true\n      containers:\n        - name: app\n          image: a\n";
+    assert!(load_str(&deployment("web", c), "t.yaml", &LoadOptions::default()).is_ok());
+}
+
+#[test]
+fn empty_names_and_keys_are_input_errors() {
+    let no_key = "      containers:\n        - name: app\n          image: a\n          env:\n            - name: X\n              valueFrom:\n                configMapKeyRef: { name: cfg }\n";
+    assert!(
+        load_err(&deployment("web", no_key))
+            .to_string()
+            .contains("key is empty")
+    );
+    let no_name = "      containers:\n        - name: app\n          image: a\n          envFrom:\n            - secretRef: {}\n";
+    assert!(
+        load_err(&deployment("web", no_name))
+            .to_string()
+            .contains("name is empty")
+    );
+    let nameless_cm = "apiVersion: v1\nkind: ConfigMap\nmetadata: {}\ndata: { A: b }\n";
+    assert!(load_err(nameless_cm).to_string().contains("metadata.name"));
+}
+
+#[test]
+fn unknown_kind_with_a_pod_template_is_an_input_error_unless_allowed() {
+    let rollout = "apiVersion: argoproj.io/v1alpha1\nkind: Rollout\nmetadata: { name: r }\nspec:\n  template:\n    spec:\n      containers:\n        - name: c\n          image: i\n          envFrom: [ { configMapRef: { name: x } } ]\n";
+    let err = load_err(rollout);
+    assert!(err.to_string().contains("--allow-kind Rollout"), "{err}");
+    let opts = LoadOptions {
+        allow_kinds: ["Rollout".to_string()].into(),
+        ..Default::default()
+    };
+    let m = load_str(rollout, "t.yaml", &opts).unwrap();
+    assert_eq!(m.workloads[0].references.len(), 1);
+    let knative = "apiVersion: serving.knative.dev/v1\nkind: Service\nmetadata: { name: k }\nspec:\n  template:\n    spec:\n      containers: [ { image: i } ]\n";
+    assert!(load_err(knative).to_string().contains("Service"));
+    // A kind without a pod template is simply not a workload.
+    let svc =
+        "apiVersion: v1\nkind: Service\nmetadata: { name: s }\nspec: { ports: [ { port: 80 } ] }\n";
+    assert!(load(svc).workloads.is_empty());
+}
+
+#[test]
+fn unparsable_input_duplicates_and_missing_kind_are_input_errors() {
+    for bad in [
+        "kind: ConfigMap\napiVersion: v1\nmetadata: { name: a\n",
+        "apiVersion: v1\nkind: ConfigMap\nkind: Secret\nmetadata: { name: a }\n",
+        "apiVersion: v1\nmetadata: { name: a }\n",
+        "kind: ConfigMap\nmetadata: { name: a }\n",
+        "just a string\n",
+        "- a\n- b\n",
+        "apiVersion: extensions/v1beta1\nkind: Deployment\nmetadata: { name: d }\nspec: { template: { spec: { containers: [] } } }\n",
+    ] {
+        assert!(
+            load_str(bad, "t.yaml", &LoadOptions::default()).is_err(),
+            "{bad}"
+        );
+    }
+    assert!(load_str("{\"kind\": ", "t.json", &LoadOptions::default()).is_err());
+}
