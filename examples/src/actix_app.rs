@@ -1,0 +1,176 @@
+//! The Actix adapter: the same API as the Axum service.
+
+use std::net::SocketAddr;
+
+use actix_web::http::StatusCode;
+use actix_web::http::header::{HeaderName, HeaderValue};
+use actix_web::{HttpRequest, HttpResponse, web};
+use ate_readiness::SessionAdmission;
+use futures_util::StreamExt;
+
+use crate::config::{NOTIFICATIONS, PROMPT};
+use crate::service::{ApiResponse, AppState, Shared, caller, run_reconciler};
+
+fn respond(r: ApiResponse) -> HttpResponse {
+    let mut builder = HttpResponse::build(
+        StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+    );
+    builder.content_type(r.content_type);
+    for (name, value) in r.headers {
+        if let (Ok(n), Ok(v)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(&value),
+        ) {
+            if n == actix_web::http::header::CONNECTION {
+                builder.force_close();
+            }
+            builder.insert_header((n, v));
+        }
+    }
+    builder.body(r.body)
+}
+
+fn header<'a>(req: &'a HttpRequest, name: &str) -> Option<&'a str> {
+    req.headers().get(name).and_then(|v| v.to_str().ok())
+}
+
+fn peer(req: &HttpRequest) -> Option<std::net::IpAddr> {
+    req.peer_addr().map(|a| a.ip())
+}
+
+/// Registers every route (use with `App::new().app_data(web::Data::new(state)).configure(configure)`).
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/health", web::get().to(|s: web::Data<Shared>| async move { respond(s.health()) }))
+        .route("/ready", web::get().to(|s: web::Data<Shared>| async move { respond(s.ready()) }))
+        .route("/metrics", web::get().to(|s: web::Data<Shared>| async move { respond(s.metrics()) }))
+        .route(
+            "/__internal/drain",
+            web::post().to(|s: web::Data<Shared>, req: HttpRequest| async move { respond(s.drain(peer(&req))) }),
+        )
+        .route(
+            "/work",
+            web::get().to(|s: web::Data<Shared>, q: web::Query<std::collections::HashMap<String, String>>| async move {
+                respond(s.work(q.get("ms").map(String::as_str)).await)
+            }),
+        )
+        .route("/ws", web::get().to(ws))
+        .route(
+            "/notify",
+            web::post().to(|s: web::Data<Shared>, req: HttpRequest| async move {
+                respond(s.limited(NOTIFICATIONS, &caller(header(&req, "x-caller"), peer(&req))))
+            }),
+        )
+        .route(
+            "/prompt",
+            web::post().to(|s: web::Data<Shared>, req: HttpRequest| async move {
+                respond(s.limited(PROMPT, &caller(header(&req, "x-caller"), peer(&req))))
+            }),
+        )
+        .route(
+            "/objects/{name}",
+            web::put().to(|s: web::Data<Shared>, name: web::Path<String>, body: web::Bytes| async move {
+                respond(s.put_object(&name, &body))
+            }),
+        )
+        .route(
+            "/objects/{name}",
+            web::get().to(|s: web::Data<Shared>, name: web::Path<String>| async move { respond(s.get_object(&name)) }),
+        )
+        .route(
+            "/objects/{name}/observed",
+            web::post().to(
+                |s: web::Data<Shared>, name: web::Path<String>, req: HttpRequest, body: web::Bytes| async move {
+                    respond(s.observe(&name, header(&req, "authorization"), &body))
+                },
+            ),
+        )
+        .route(
+            "/invoke",
+            web::post().to(|s: web::Data<Shared>, req: HttpRequest, body: web::Bytes| async move {
+                let s: Shared = s.get_ref().clone();
+                respond(
+                    s.invoke(
+                        header(&req, "idempotency-key"),
+                        header(&req, "x-simulate"),
+                        header(&req, "x-simulate-delay-ms"),
+                        &body,
+                    )
+                    .await,
+                )
+            }),
+        );
+}
+
+async fn ws(
+    s: web::Data<Shared>,
+    req: HttpRequest,
+    body: web::Payload,
+) -> actix_web::Result<HttpResponse> {
+    let admission = s.gate.admit_session();
+    // Accept the upgrade in both cases; a draining gate closes right after.
+    let (response, mut session, mut stream) = actix_ws::handle(&req, body)?;
+    match admission {
+        SessionAdmission::Open(guard) => {
+            actix_web::rt::spawn(async move {
+                while let Some(Ok(msg)) = stream.next().await {
+                    let sent = match msg {
+                        actix_ws::Message::Text(t) => session.text(t).await,
+                        actix_ws::Message::Binary(b) => session.binary(b).await,
+                        actix_ws::Message::Ping(p) => session.pong(&p).await,
+                        actix_ws::Message::Close(_) => break,
+                        _ => Ok(()),
+                    };
+                    if sent.is_err() {
+                        break;
+                    }
+                }
+                let _ = session.close(None).await;
+                drop(guard);
+            });
+        }
+        SessionAdmission::AcceptThenClose { close_code } => {
+            actix_web::rt::spawn(async move {
+                let reason = actix_ws::CloseReason {
+                    code: actix_ws::CloseCode::Other(close_code),
+                    description: Some("server draining".into()),
+                };
+                let _ = session.close(Some(reason)).await;
+            });
+        }
+    }
+    Ok(response)
+}
+
+/// Builds the system and serves on `listen` until SIGTERM/Ctrl-C, then
+/// drains like the Axum service.
+pub fn run(listen: SocketAddr, config: crate::Config) -> std::io::Result<()> {
+    actix_web::rt::System::new().block_on(async move {
+        let state = AppState::new(config.clone()).map_err(std::io::Error::other)?;
+        let data = web::Data::new(state.clone());
+        let server = actix_web::HttpServer::new(move || {
+            actix_web::App::new()
+                .app_data(data.clone())
+                .configure(configure)
+        })
+        .disable_signals()
+        .shutdown_timeout(2)
+        .workers(2)
+        .bind(listen)?;
+        let addr = server
+            .addrs()
+            .first()
+            .copied()
+            .ok_or_else(|| std::io::Error::other("no address bound"))?;
+        crate::cli::banner(addr, &config);
+        let server = server.run();
+        let handle = server.handle();
+        actix_web::rt::spawn(run_reconciler(state.clone()));
+        actix_web::rt::spawn(async move {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            actix_web::rt::spawn(crate::service::shutdown_sequence(state, tx));
+            let _ = rx.await;
+            handle.stop(true).await;
+        });
+        server.await
+    })
+}

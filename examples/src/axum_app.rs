@@ -1,0 +1,168 @@
+//! The Axum adapter: routes, extraction, and the serve loop with the
+//! SIGTERM → drain → bounded wait → exit sequence.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+
+use ate_readiness::SessionAdmission;
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{ConnectInfo, Path, Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+
+use crate::config::{NOTIFICATIONS, PROMPT};
+use crate::service::{ApiResponse, AppState, Shared, caller, run_reconciler, shutdown_sequence};
+
+impl IntoResponse for ApiResponse {
+    fn into_response(self) -> Response {
+        let mut response = Response::new(Body::from(self.body));
+        *response.status_mut() =
+            StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(self.content_type),
+        );
+        for (name, value) in self.headers {
+            if let Ok(v) = HeaderValue::from_str(&value) {
+                headers.insert(name, v);
+            }
+        }
+        response
+    }
+}
+
+fn peer(req: &Request) -> Option<std::net::IpAddr> {
+    req.extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip())
+}
+
+fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    h.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// The router. Serve it with `into_make_service_with_connect_info::<SocketAddr>()`
+/// (the drain endpoint and per-IP limits need the peer address).
+pub fn router(state: Shared) -> Router {
+    Router::new()
+        .route("/health", get(|State(s): State<Shared>| async move { s.health() }))
+        .route("/ready", get(|State(s): State<Shared>| async move { s.ready() }))
+        .route("/metrics", get(|State(s): State<Shared>| async move { s.metrics() }))
+        .route(
+            "/__internal/drain",
+            post(|State(s): State<Shared>, req: Request| async move { s.drain(peer(&req)) }),
+        )
+        .route(
+            "/work",
+            get(|State(s): State<Shared>, Query(q): Query<HashMap<String, String>>| async move {
+                s.work(q.get("ms").map(String::as_str)).await
+            }),
+        )
+        .route("/ws", get(ws))
+        .route(
+            "/notify",
+            post(|State(s): State<Shared>, req: Request| async move {
+                s.limited(NOTIFICATIONS, &caller(header(req.headers(), "x-caller"), peer(&req)))
+            }),
+        )
+        .route(
+            "/prompt",
+            post(|State(s): State<Shared>, req: Request| async move {
+                s.limited(PROMPT, &caller(header(req.headers(), "x-caller"), peer(&req)))
+            }),
+        )
+        .route(
+            "/objects/{name}",
+            put(|State(s): State<Shared>, Path(name): Path<String>, body: Bytes| async move {
+                s.put_object(&name, &body)
+            })
+            .get(|State(s): State<Shared>, Path(name): Path<String>| async move { s.get_object(&name) }),
+        )
+        .route(
+            "/objects/{name}/observed",
+            post(
+                |State(s): State<Shared>, Path(name): Path<String>, headers: HeaderMap, body: Bytes| async move {
+                    s.observe(&name, header(&headers, "authorization"), &body)
+                },
+            ),
+        )
+        .route(
+            "/invoke",
+            post(|State(s): State<Shared>, headers: HeaderMap, body: Bytes| async move {
+                s.invoke(
+                    header(&headers, "idempotency-key"),
+                    header(&headers, "x-simulate"),
+                    header(&headers, "x-simulate-delay-ms"),
+                    &body,
+                )
+                .await
+            }),
+        )
+        .with_state(state)
+}
+
+async fn ws(State(s): State<Shared>, upgrade: WebSocketUpgrade) -> Response {
+    match s.gate.admit_session() {
+        SessionAdmission::Open(guard) => upgrade.on_upgrade(move |socket| async move {
+            echo(socket).await;
+            drop(guard);
+        }),
+        // Accept the upgrade FIRST, then close with 1001: a refusal before
+        // the upgrade is a failed handshake, which clients count as an error.
+        SessionAdmission::AcceptThenClose { close_code } => {
+            upgrade.on_upgrade(move |mut socket| async move {
+                let _ = socket
+                    .send(Message::Close(Some(CloseFrame {
+                        code: close_code,
+                        reason: "server draining".into(),
+                    })))
+                    .await;
+            })
+        }
+    }
+}
+
+async fn echo(mut socket: WebSocket) {
+    while let Some(Ok(msg)) = socket.recv().await {
+        let reply = match msg {
+            Message::Text(t) => Message::Text(t),
+            Message::Binary(b) => Message::Binary(b),
+            Message::Close(_) => break,
+            _ => continue,
+        };
+        if socket.send(reply).await.is_err() {
+            break;
+        }
+    }
+}
+
+/// Serves until SIGTERM/Ctrl-C, then drains: readiness 503, in-flight and
+/// lame-duck requests keep being served, the in-flight wait is bounded by
+/// `ATE_DRAIN_TIMEOUT_SECS`, then the listener closes and this returns.
+pub async fn serve(listener: tokio::net::TcpListener, state: Shared) -> std::io::Result<()> {
+    let app = router(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(run_reconciler(state.clone()));
+    tokio::spawn(shutdown_sequence(state, stop_tx));
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+        let _ = stop_rx.await;
+    });
+    server.await
+}
+
+/// Builds the runtime and serves on `listen`.
+pub fn run(listen: SocketAddr, config: crate::Config) -> std::io::Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let state = AppState::new(config.clone()).map_err(std::io::Error::other)?;
+        let listener = tokio::net::TcpListener::bind(listen).await?;
+        crate::cli::banner(listener.local_addr()?, &config);
+        serve(listener, state).await
+    })
+}

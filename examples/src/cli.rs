@@ -1,0 +1,141 @@
+//! The command line both binaries share: `--listen`, `--data-dir`, and the
+//! `drain` subcommand used as the Kubernetes `exec` preStop hook.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::Config;
+
+/// Command-line arguments.
+#[derive(Debug, Parser)]
+#[command(version, about = "An example service wired with every ate primitive")]
+pub struct Args {
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Directory for the durable ledger (default: a directory under the
+    /// system temp dir, printed at start).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// A subcommand instead of serving.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// preStop hook: POST the loopback drain endpoint, then sleep while the
+    /// load balancer notices /ready failing.
+    Drain {
+        /// The service's port on loopback.
+        #[arg(long, default_value_t = 8080)]
+        port: u16,
+        /// Seconds to sleep after the drain (load-balancer convergence).
+        #[arg(long, default_value_t = 15)]
+        sleep: u64,
+    },
+}
+
+/// Parses the arguments and either runs `drain` or builds the config and
+/// hands it to `serve`. Configuration errors exit 2 with a message naming
+/// the variable and the value.
+pub fn main(
+    service: &str,
+    serve: impl FnOnce(SocketAddr, Config) -> std::io::Result<()>,
+) -> ExitCode {
+    let args = Args::parse();
+    if let Some(Command::Drain { port, sleep }) = args.command {
+        return drain(port, Duration::from_secs(sleep));
+    }
+    init_tracing();
+    let data_dir = args
+        .data_dir
+        .unwrap_or_else(|| std::env::temp_dir().join(format!("ate-examples-{service}")));
+    let config = match Config::from_env(data_dir) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match serve(args.listen, config) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Logs go to stderr: stdout's first line is the listening address.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+}
+
+/// Prints `listening on http://ADDR` as the first stdout line (flushed),
+/// then things to try.
+pub fn banner(addr: SocketAddr, config: &Config) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "listening on http://{addr}");
+    let _ = writeln!(out, "ledger data dir: {}", config.data_dir.display());
+    let _ = writeln!(out, "try:");
+    for line in [
+        format!("  curl -i http://{addr}/ready"),
+        format!("  curl -i -X POST -H 'X-Caller: alice' http://{addr}/notify"),
+        format!("  curl -i -X PUT -d '{{\"replicas\":2}}' http://{addr}/objects/web"),
+        format!(
+            "  curl -i -X POST -H 'Idempotency-Key: k1' -d '{{\"amount\":5}}' http://{addr}/invoke"
+        ),
+        format!("  curl -s http://{addr}/metrics"),
+        format!("  curl -i -X POST http://{addr}/__internal/drain"),
+    ] {
+        let _ = writeln!(out, "{line}");
+    }
+    let _ = out.flush();
+}
+
+/// The preStop hook: POST `/__internal/drain` on loopback, print the
+/// answer, sleep. Exits 1 if the POST failed (after sleeping anyway, so the
+/// load balancer still gets its time).
+pub fn drain(port: u16, sleep: Duration) -> ExitCode {
+    let result = post_drain(port);
+    match &result {
+        Ok(body) => println!("{body}"),
+        Err(e) => eprintln!("error: drain request to 127.0.0.1:{port} failed: {e}"),
+    }
+    std::thread::sleep(sleep);
+    if result.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+fn post_drain(port: u16) -> std::io::Result<String> {
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(
+        s,
+        "POST /__internal/drain HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut response = String::new();
+    s.read_to_string(&mut response)?;
+    let status = response.split_whitespace().nth(1).unwrap_or("");
+    if status != "200" {
+        return Err(std::io::Error::other(format!("status {status:?}")));
+    }
+    Ok(response.split("\r\n\r\n").nth(1).unwrap_or("").to_owned())
+}

@@ -1,0 +1,97 @@
+//! Service configuration from the environment. Invalid values are startup
+//! errors that name the variable and the value.
+
+use std::num::NonZeroU32;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ate_ratelimit::{LimitTable, parse_positive};
+
+/// Limit names as reported in 429 bodies and metrics.
+pub const NOTIFICATIONS: &str = "notifications";
+/// The prompt-bridge limit.
+pub const PROMPT: &str = "prompt";
+/// The shared request bucket.
+pub const REQUESTS: &str = "requests";
+
+/// Everything the service reads at startup.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Rate limits (defaults: notifications 150/min, prompt 120/min, shared
+    /// bucket 600/min), from `ATE_NOTIFICATIONS_PER_MIN`,
+    /// `ATE_PROMPT_PER_MIN`, `ATE_REQUEST_BUCKET_PER_MIN`.
+    pub limits: LimitTable,
+    /// The bound on the in-flight wait at shutdown
+    /// (`ATE_DRAIN_TIMEOUT_SECS`, default 20).
+    pub drain_timeout: Duration,
+    /// The bearer token for control-plane writes (`ATE_CONTROL_TOKEN`);
+    /// unset: every external observed write is refused.
+    pub control_token: Option<String>,
+    /// The reconciler's period (`ATE_RECONCILE_INTERVAL_MS`, default 500;
+    /// 0 disables the background reconciler).
+    pub reconcile_interval: Option<Duration>,
+    /// Where the durable ledger lives.
+    pub data_dir: PathBuf,
+}
+
+/// A startup error.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A bad limit or number.
+    #[error(transparent)]
+    Limit(#[from] ate_ratelimit::Error),
+    /// Something else.
+    #[error("{0}")]
+    Other(String),
+}
+
+fn nz(n: u32) -> NonZeroU32 {
+    NonZeroU32::new(n).unwrap_or(NonZeroU32::MIN)
+}
+
+/// The service's limit table (the example defaults from the original
+/// system; they live here, not in the library).
+pub fn limit_table() -> LimitTable {
+    LimitTable::new()
+        .limit(NOTIFICATIONS, "ATE_NOTIFICATIONS_PER_MIN", nz(150))
+        .limit(PROMPT, "ATE_PROMPT_PER_MIN", nz(120))
+        .limit(REQUESTS, "ATE_REQUEST_BUCKET_PER_MIN", nz(600))
+}
+
+fn env_number(var: &str, default: u32, allow_zero: bool) -> Result<u32, ConfigError> {
+    match std::env::var(var) {
+        Err(std::env::VarError::NotPresent) => Ok(default),
+        Err(std::env::VarError::NotUnicode(v)) => Err(ConfigError::Other(format!(
+            "invalid value {v:?} for {var}: not valid UTF-8"
+        ))),
+        Ok(v) if allow_zero && v == "0" => Ok(0),
+        Ok(v) => Ok(parse_positive(var, &v)?.get()),
+    }
+}
+
+impl Config {
+    /// Reads the environment; `data_dir` comes from the command line.
+    pub fn from_env(data_dir: PathBuf) -> Result<Self, ConfigError> {
+        let limits = limit_table();
+        // Resolve now so a bad value stops the service at startup.
+        limits.resolve_env()?;
+        let drain = env_number("ATE_DRAIN_TIMEOUT_SECS", 20, true)?;
+        let reconcile = env_number("ATE_RECONCILE_INTERVAL_MS", 500, true)?;
+        let control_token = match std::env::var("ATE_CONTROL_TOKEN") {
+            Ok(t) if t.trim().is_empty() => {
+                return Err(ConfigError::Other(
+                    "invalid value for ATE_CONTROL_TOKEN: empty (unset it to disable control-plane writes)".into(),
+                ));
+            }
+            Ok(t) => Some(t),
+            Err(_) => None,
+        };
+        Ok(Self {
+            limits,
+            drain_timeout: Duration::from_secs(drain.into()),
+            control_token,
+            reconcile_interval: (reconcile > 0).then(|| Duration::from_millis(reconcile.into())),
+            data_dir,
+        })
+    }
+}

@@ -1,0 +1,105 @@
+//! Prometheus metrics: gate gauges read from a snapshot at scrape time,
+//! counters for rate-limit decisions and ledger transitions.
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+type Labels = Vec<(String, String)>;
+
+/// The service's metrics.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    ready: Gauge,
+    draining: Gauge,
+    in_flight: Gauge,
+    decisions: Family<Labels, Counter>,
+    transitions: Family<Labels, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Registers every metric.
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let ready = Gauge::default();
+        let draining = Gauge::default();
+        let in_flight = Gauge::default();
+        let decisions = Family::<Labels, Counter>::default();
+        let transitions = Family::<Labels, Counter>::default();
+        registry.register(
+            "ate_ready",
+            "1 while serving, 0 while draining",
+            ready.clone(),
+        );
+        registry.register(
+            "ate_drain_in_progress",
+            "1 while draining",
+            draining.clone(),
+        );
+        registry.register(
+            "ate_in_flight",
+            "Admitted work not yet finished",
+            in_flight.clone(),
+        );
+        registry.register(
+            "ate_ratelimit_decisions",
+            "Rate-limit decisions by limit and result",
+            decisions.clone(),
+        );
+        registry.register(
+            "ate_ledger_transitions",
+            "Ledger transitions by outcome",
+            transitions.clone(),
+        );
+        Self {
+            registry,
+            ready,
+            draining,
+            in_flight,
+            decisions,
+            transitions,
+        }
+    }
+
+    /// Counts a rate-limit decision.
+    pub fn decision(&self, limit: &str, allowed: bool) {
+        self.decisions
+            .get_or_create(&vec![
+                ("limit".into(), limit.into()),
+                (
+                    "result".into(),
+                    if allowed { "allowed" } else { "denied" }.into(),
+                ),
+            ])
+            .inc();
+    }
+
+    /// Counts a ledger transition.
+    pub fn transition(&self, outcome: &str) {
+        self.transitions
+            .get_or_create(&vec![("outcome".into(), outcome.into())])
+            .inc();
+    }
+
+    /// Renders the exposition, refreshing the gate gauges first.
+    pub fn render(&self, snapshot: &ate_readiness::Snapshot) -> String {
+        self.ready.set(snapshot.ready_gauge());
+        self.draining.set(snapshot.drain_in_progress_gauge());
+        self.in_flight
+            .set(i64::try_from(snapshot.in_flight).unwrap_or(i64::MAX));
+        let mut out = String::new();
+        if encode(&mut out, &self.registry).is_err() {
+            out.push_str("# encoding failed\n");
+        }
+        out
+    }
+}

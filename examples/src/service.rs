@@ -1,0 +1,603 @@
+//! The application state and framework-neutral handlers. Each handler takes
+//! plain inputs and returns an [`ApiResponse`]; the Axum and Actix adapters
+//! only translate requests and responses.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ate_generation::{Decision, Latch, Observe, Writer};
+use ate_ledger::{Begin, Close, Fingerprint, Key, Ledger, RedbStore, State};
+use ate_ratelimit::{LimitId, LimitSet, MonotonicClock, Policy};
+use ate_readiness::{Gate, Guard, is_loopback_peer};
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::config::{self, Config, ConfigError};
+use crate::metrics::Metrics;
+
+/// A response any framework can send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiResponse {
+    /// HTTP status.
+    pub status: u16,
+    /// Extra headers.
+    pub headers: Vec<(&'static str, String)>,
+    /// `Content-Type`.
+    pub content_type: &'static str,
+    /// Body.
+    pub body: String,
+}
+
+impl ApiResponse {
+    /// A JSON response.
+    pub fn json(status: u16, body: Value) -> Self {
+        Self {
+            status,
+            headers: Vec::new(),
+            content_type: "application/json",
+            body: body.to_string(),
+        }
+    }
+
+    /// Adds a header.
+    pub fn with_header(mut self, name: &'static str, value: impl Into<String>) -> Self {
+        self.headers.push((name, value.into()));
+        self
+    }
+
+    /// Adds `Connection: close` if the gate is draining (lame duck).
+    pub fn lame_duck(self, guard: &Guard) -> Self {
+        if guard.should_close_connection() {
+            self.with_header("connection", "close")
+        } else {
+            self
+        }
+    }
+}
+
+/// One object under the generation latch.
+#[derive(Debug, Clone)]
+struct Object {
+    spec: Value,
+    latch: Latch,
+}
+
+/// Everything the handlers share.
+#[derive(Debug)]
+pub struct AppState {
+    /// The readiness gate.
+    pub gate: Gate,
+    /// Service config.
+    pub config: Config,
+    limits: LimitSet<String>,
+    notify: LimitId,
+    prompt: LimitId,
+    bucket: LimitId,
+    objects: Mutex<HashMap<String, Object>>,
+    ledger: Arc<Ledger<RedbStore>>,
+    /// Metrics.
+    pub metrics: Metrics,
+    owner: String,
+}
+
+/// Shared state.
+pub type Shared = Arc<AppState>;
+
+impl AppState {
+    /// Builds the state: resolves limits and opens the durable ledger.
+    pub fn new(config: Config) -> Result<Shared, ConfigError> {
+        let mut limits = LimitSet::new(Policy::CountDenied, MonotonicClock::new());
+        for (name, quota) in config.limits.resolve_env()? {
+            let _ = limits.add(name, quota);
+        }
+        let id = |n: &str| {
+            limits
+                .id(n)
+                .ok_or_else(|| ConfigError::Other(format!("limit {n} is not configured")))
+        };
+        let (notify, prompt, bucket) = (
+            id(config::NOTIFICATIONS)?,
+            id(config::PROMPT)?,
+            id(config::REQUESTS)?,
+        );
+        std::fs::create_dir_all(&config.data_dir).map_err(|e| {
+            ConfigError::Other(format!(
+                "cannot create data dir {}: {e}",
+                config.data_dir.display()
+            ))
+        })?;
+        let path = config.data_dir.join("ledger.redb");
+        let store = RedbStore::open(&path).map_err(|e| {
+            ConfigError::Other(format!("cannot open ledger {}: {e}", path.display()))
+        })?;
+        let ledger = Ledger::new(store);
+        // Attempts a crashed run left open, whose leases have expired.
+        match ledger.recover() {
+            Ok(r) if !r.is_empty() => tracing::warn!(count = r.len(), "recovered open attempts"),
+            Ok(_) => {}
+            Err(e) => return Err(ConfigError::Other(format!("ledger recovery failed: {e}"))),
+        }
+        Ok(Arc::new(Self {
+            gate: Gate::new(),
+            config,
+            limits,
+            notify,
+            prompt,
+            bucket,
+            objects: Mutex::new(HashMap::new()),
+            ledger: Arc::new(ledger),
+            metrics: Metrics::new(),
+            owner: format!("pid-{}", std::process::id()),
+        }))
+    }
+
+    /// `GET /health`: 200 while the process is alive.
+    pub fn health(&self) -> ApiResponse {
+        ApiResponse::json(self.gate.liveness_status(), json!({"status": "alive"}))
+    }
+
+    /// `GET /ready`: 200 serving, 503 draining.
+    pub fn ready(&self) -> ApiResponse {
+        let status = self.gate.readiness_status();
+        ApiResponse::json(status, json!({"ready": status == 200}))
+    }
+
+    /// `POST /__internal/drain`: loopback peers only.
+    pub fn drain(&self, peer: Option<IpAddr>) -> ApiResponse {
+        match peer {
+            Some(ip) if is_loopback_peer(ip) => {
+                let d = self.gate.begin_drain();
+                tracing::info!(started = d.started(), "drain requested by {ip}");
+                ApiResponse::json(
+                    200,
+                    json!({"started": d.started(), "draining_since": d.since().to_rfc3339()}),
+                )
+            }
+            other => {
+                tracing::warn!(peer = ?other, "drain refused: not a loopback peer");
+                ApiResponse::json(403, json!({"error": "drain is allowed from loopback only"}))
+            }
+        }
+    }
+
+    /// `GET /metrics`.
+    pub fn metrics(&self) -> ApiResponse {
+        ApiResponse {
+            status: 200,
+            headers: Vec::new(),
+            content_type: "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            body: self.metrics.render(&self.gate.snapshot()),
+        }
+    }
+
+    /// `GET /work?ms=N`: holds an admission guard for N ms.
+    pub async fn work(&self, ms: Option<&str>) -> ApiResponse {
+        let ms: u64 = match ms.map(str::parse) {
+            None => 0,
+            Some(Ok(ms)) if ms <= 60_000 => ms,
+            _ => {
+                return ApiResponse::json(
+                    400,
+                    json!({"error": "ms must be an integer from 0 to 60000"}),
+                );
+            }
+        };
+        let guard = match self.gate.admit() {
+            Ok(g) => g,
+            Err(ate_readiness::Error::Draining { retry_after_secs }) => {
+                return ApiResponse::json(503, json!({"error": "draining"}))
+                    .with_header("retry-after", retry_after_secs.to_string());
+            }
+            Err(e) => return ApiResponse::json(503, json!({"error": e.to_string()})),
+        };
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        ApiResponse::json(200, json!({"worked_ms": ms})).lame_duck(&guard)
+    }
+
+    /// `POST /notify` and `POST /prompt`: the route limit plus the shared
+    /// bucket, per caller.
+    pub fn limited(&self, route: &str, caller: &str) -> ApiResponse {
+        let Ok(guard) = self.gate.admit() else {
+            return ApiResponse::json(503, json!({"error": "draining"}));
+        };
+        let route_id = if route == config::PROMPT {
+            self.prompt
+        } else {
+            self.notify
+        };
+        let decision = self
+            .limits
+            .check(&[route_id, self.bucket], &caller.to_owned());
+        for (name, d) in &decision.decisions {
+            self.metrics.decision(name, d.is_allowed());
+        }
+        let response = if decision.is_allowed() {
+            ApiResponse::json(
+                200,
+                json!({"ok": true, "route": route, "remaining": decision.remaining()}),
+            )
+        } else {
+            let secs = decision.retry_after_secs().unwrap_or(1);
+            ApiResponse::json(
+                429,
+                json!({
+                    "error": "rate_limited",
+                    "denied_by": decision.denied_by(),
+                    "retry_after_secs": secs,
+                }),
+            )
+            .with_header("retry-after", secs.to_string())
+        };
+        response.lame_duck(&guard)
+    }
+
+    fn object_json(name: &str, o: &Object) -> Value {
+        json!({
+            "name": name,
+            "spec": o.spec,
+            "generation": o.latch.generation(),
+            "observedGeneration": o.latch.observed_generation(),
+            "converged": o.latch.is_converged(),
+        })
+    }
+
+    /// `PUT /objects/{name}`: sets the desired spec; generation advances
+    /// only if it changed. A client-supplied generation is ignored.
+    pub fn put_object(&self, name: &str, body: &[u8]) -> ApiResponse {
+        let spec: Value = match serde_json::from_slice(body) {
+            Ok(v) => v,
+            Err(_) => return ApiResponse::json(400, json!({"error": "the body must be JSON"})),
+        };
+        let mut objects = self.objects.lock();
+        let result = match objects.get_mut(name) {
+            None => {
+                let o = Object {
+                    spec,
+                    latch: Latch::new(),
+                };
+                let body = Self::object_json(name, &o);
+                objects.insert(name.to_owned(), o);
+                Ok((201, body))
+            }
+            Some(o) => {
+                let old = std::mem::replace(&mut o.spec, spec);
+                match o.latch.update_spec_by(&old, &o.spec, |s| s.clone()) {
+                    Ok(_) => Ok((200, Self::object_json(name, o))),
+                    Err(e) => {
+                        o.spec = old;
+                        Err(e)
+                    }
+                }
+            }
+        };
+        match result {
+            Ok((status, body)) => ApiResponse::json(status, body),
+            Err(e) => ApiResponse::json(409, json!({"error": e.to_string()})),
+        }
+    }
+
+    /// `GET /objects/{name}`.
+    pub fn get_object(&self, name: &str) -> ApiResponse {
+        match self.objects.lock().get(name) {
+            Some(o) => ApiResponse::json(200, Self::object_json(name, o)),
+            None => ApiResponse::json(404, json!({"error": format!("no object {name}")})),
+        }
+    }
+
+    /// `POST /objects/{name}/observed`: the control-plane write-back.
+    pub fn observe(&self, name: &str, authorization: Option<&str>, body: &[u8]) -> ApiResponse {
+        let writer = match (
+            &self.config.control_token,
+            authorization.and_then(|a| a.strip_prefix("Bearer ")),
+        ) {
+            (Some(token), Some(given)) if given == token => Writer::ControlPlane,
+            _ => Writer::Client,
+        };
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase", deny_unknown_fields)]
+        struct Body {
+            observed_generation: u64,
+        }
+        let Ok(body) = serde_json::from_slice::<Body>(body) else {
+            return ApiResponse::json(
+                400,
+                json!({"error": "body must be {\"observedGeneration\": N}"}),
+            );
+        };
+        let mut objects = self.objects.lock();
+        let Some(o) = objects.get_mut(name) else {
+            return ApiResponse::json(404, json!({"error": format!("no object {name}")}));
+        };
+        match o.latch.observe(writer, body.observed_generation) {
+            Ok(result) => {
+                let mut out = Self::object_json(name, o);
+                out["changed"] = json!(matches!(result, Observe::Advanced { .. }));
+                ApiResponse::json(200, out)
+            }
+            Err(e @ ate_generation::Error::ClientWrite { .. }) => {
+                ApiResponse::json(403, json!({"error": e.to_string()}))
+            }
+            Err(e) => {
+                let (current, attempted, generation) = match e {
+                    ate_generation::Error::Regression { current, attempted } => {
+                        (current, attempted, o.latch.generation())
+                    }
+                    ate_generation::Error::Overshoot {
+                        generation,
+                        attempted,
+                    } => (o.latch.observed_generation(), attempted, generation),
+                    _ => (
+                        o.latch.observed_generation(),
+                        body.observed_generation,
+                        o.latch.generation(),
+                    ),
+                };
+                ApiResponse::json(
+                    409,
+                    json!({
+                        "error": e.to_string(),
+                        "observedGeneration": current,
+                        "attempted": attempted,
+                        "generation": generation,
+                    }),
+                )
+            }
+        }
+    }
+
+    /// One reconciler pass: for each object not converged, capture the
+    /// target, "apply" it, and record exactly that target.
+    pub async fn reconcile_once(&self) {
+        let todo: Vec<(String, ate_generation::ApplyTicket)> = self
+            .objects
+            .lock()
+            .iter()
+            .filter_map(|(name, o)| match o.latch.gate() {
+                Decision::Skip => None,
+                Decision::Apply(ticket) => Some((name.clone(), ticket)),
+            })
+            .collect();
+        for (name, ticket) in todo {
+            // The simulated apply; a spec change landing now stays unobserved.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            if let Some(o) = self.objects.lock().get_mut(&name)
+                && let Err(e) = o.latch.record(ticket)
+            {
+                tracing::debug!(%name, "reconcile record skipped: {e}");
+            }
+        }
+    }
+
+    /// `POST /invoke`: an idempotent provider call.
+    pub async fn invoke(
+        self: &Arc<Self>,
+        idempotency_key: Option<&str>,
+        simulate: Option<&str>,
+        delay_ms: Option<&str>,
+        body: &[u8],
+    ) -> ApiResponse {
+        let Some(key) = idempotency_key.filter(|k| !k.is_empty() && k.len() <= 256) else {
+            return ApiResponse::json(
+                400,
+                json!({"error": "an Idempotency-Key header (1-256 chars) is required"}),
+            );
+        };
+        let Ok(request) = serde_json::from_slice::<Value>(body) else {
+            return ApiResponse::json(400, json!({"error": "the body must be JSON"}));
+        };
+        let behaviour = match simulate.unwrap_or("success") {
+            b @ ("success" | "credential_error" | "timeout" | "rejected") => b.to_owned(),
+            other => {
+                return ApiResponse::json(
+                    400,
+                    json!({"error": format!("unknown X-Simulate {other:?}")}),
+                );
+            }
+        };
+        let delay = match delay_ms.map(str::parse::<u64>) {
+            None => 0,
+            Some(Ok(ms)) if ms <= 30_000 => ms,
+            _ => {
+                return ApiResponse::json(
+                    400,
+                    json!({"error": "X-Simulate-Delay-Ms must be 0..=30000"}),
+                );
+            }
+        };
+        let Ok(guard) = self.gate.admit() else {
+            return ApiResponse::json(503, json!({"error": "draining"}));
+        };
+        // serde_json maps are sorted, so this is a canonical form.
+        let fingerprint = Fingerprint(format!(
+            "sha256:{:x}",
+            Sha256::digest(request.to_string().as_bytes())
+        ));
+        let key = Key::new("default", key);
+        let response = self.invoke_inner(key, fingerprint, &behaviour, delay).await;
+        response.lame_duck(&guard)
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Ledger<RedbStore>) -> T + Send + 'static,
+    ) -> Result<T, ApiResponse> {
+        let ledger = self.ledger.clone();
+        tokio::task::spawn_blocking(move || f(&ledger))
+            .await
+            .map_err(|_| ApiResponse::json(500, json!({"error": "ledger task failed"})))
+    }
+
+    async fn invoke_inner(
+        self: &Arc<Self>,
+        key: Key,
+        fp: Fingerprint,
+        behaviour: &str,
+        delay: u64,
+    ) -> ApiResponse {
+        let owner = self.owner.clone();
+        let (k, f, o) = (key.clone(), fp.clone(), owner.clone());
+        let begun = match self.blocking(move |l| l.begin(&k, &f, &o)).await {
+            Ok(r) => r,
+            Err(resp) => return resp,
+        };
+        let lease = match begun {
+            Ok(Begin::Started(lease)) => lease,
+            Ok(Begin::Replay(record)) if record.is_revivable() => {
+                let (k, f, o) = (key.clone(), fp.clone(), owner);
+                match self.blocking(move |l| l.revive(&k, &f, &o)).await {
+                    Ok(Ok(lease)) => {
+                        self.metrics.transition("revived");
+                        lease
+                    }
+                    Ok(Err(e)) => return self.ledger_error(e),
+                    Err(resp) => return resp,
+                }
+            }
+            Ok(Begin::Replay(record)) => {
+                self.metrics.transition("replayed");
+                return Self::replay(&record.state).with_header("idempotent-replayed", "true");
+            }
+            Err(e) => return self.ledger_error(e),
+        };
+        // Credentials are checked before anything is sent.
+        if behaviour == "credential_error" {
+            let l = lease.clone();
+            let closed = self
+                .blocking(move |ledger| {
+                    ledger.close(&l, Close::PreProvider("credential error".into()))
+                })
+                .await;
+            return self.closed(closed);
+        }
+        // Durably dispatched BEFORE the provider sees anything.
+        let l = lease.clone();
+        match self
+            .blocking(move |ledger| ledger.mark_dispatched(&l))
+            .await
+        {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return self.ledger_error(e),
+            Err(resp) => return resp,
+        }
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+        let close = match behaviour {
+            "timeout" => Close::ProviderUnavailable("provider timed out".into()),
+            "rejected" => Close::FailedAtProvider(json!({"provider": "rejected", "reason": "simulated rejection"}).to_string()),
+            _ => Close::Succeeded(
+                json!({"provider": "ok", "receipt": format!("rcpt-{:x}", Sha256::digest(key.encode().as_bytes()))}).to_string(),
+            ),
+        };
+        let l = lease.clone();
+        let closed = self.blocking(move |ledger| ledger.close(&l, close)).await;
+        self.closed(closed)
+    }
+
+    fn closed(
+        &self,
+        closed: Result<Result<ate_ledger::Record, ate_ledger::Error>, ApiResponse>,
+    ) -> ApiResponse {
+        match closed {
+            Ok(Ok(record)) => {
+                self.metrics.transition(record.state.name());
+                Self::replay(&record.state)
+            }
+            Ok(Err(e)) => self.ledger_error(e),
+            Err(resp) => resp,
+        }
+    }
+
+    fn replay(state: &State) -> ApiResponse {
+        let parse =
+            |s: &str| serde_json::from_str::<Value>(s).unwrap_or_else(|_| json!({"outcome": s}));
+        match state {
+            State::Succeeded { outcome } => ApiResponse::json(200, parse(outcome)),
+            State::FailedAtProvider { outcome } => ApiResponse::json(
+                502,
+                json!({"state": "failed_at_provider", "outcome": parse(outcome)}),
+            ),
+            State::FailedPreProvider { reason } => ApiResponse::json(
+                424,
+                json!({"state": "failed_pre_provider", "reason": reason, "retryable": true}),
+            ),
+            State::ProviderUnavailable { reason } => ApiResponse::json(
+                504,
+                json!({"state": "provider_unavailable", "reason": reason, "retryable": false}),
+            ),
+            State::InFlight => ApiResponse::json(409, json!({"state": "in_flight"})),
+        }
+    }
+
+    fn ledger_error(&self, e: ate_ledger::Error) -> ApiResponse {
+        use ate_ledger::Error as E;
+        match e {
+            E::Conflict { retry_after, .. } => {
+                let secs = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
+                ApiResponse::json(
+                    409,
+                    json!({"error": "an attempt with this key is in flight"}),
+                )
+                .with_header("retry-after", secs.max(1).to_string())
+            }
+            E::FingerprintMismatch { .. } => ApiResponse::json(
+                422,
+                json!({"error": "this Idempotency-Key was used with a different request"}),
+            ),
+            other => {
+                tracing::error!("ledger error: {other}");
+                ApiResponse::json(500, json!({"error": other.to_string()}))
+            }
+        }
+    }
+}
+
+/// SIGTERM → drain → bounded wait → stop accepting.
+pub async fn shutdown_sequence(state: Shared, stop: tokio::sync::oneshot::Sender<()>) {
+    match ate_readiness::drain_on_signal(state.gate.clone()).await {
+        Ok(d) => tracing::info!(started_now = d.started(), "signal received: draining"),
+        Err(e) => tracing::error!("cannot listen for signals ({e}): draining now"),
+    }
+    let outcome = state.gate.wait_idle_async(state.config.drain_timeout).await;
+    match outcome {
+        ate_readiness::WaitOutcome::Completed => {
+            tracing::info!("in-flight wait completed; exiting")
+        }
+        ate_readiness::WaitOutcome::TimedOut { in_flight } => {
+            tracing::warn!(in_flight, "in-flight wait timed out; exiting anyway")
+        }
+    }
+    let _ = stop.send(());
+    // Upgraded connections (WebSockets) are not tracked by the server's
+    // graceful shutdown: bound the exit.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    tracing::warn!("connections still open after the drain; exiting");
+    std::process::exit(0);
+}
+
+/// Runs the reconciler until the gate drains.
+pub async fn run_reconciler(state: Shared) {
+    let Some(every) = state.config.reconcile_interval else {
+        return;
+    };
+    let mut tick = tokio::time::interval(every);
+    while state.gate.is_serving() {
+        tick.tick().await;
+        state.reconcile_once().await;
+    }
+}
+
+/// The caller identity for rate limits: `X-Caller`, else the peer IP.
+pub fn caller(x_caller: Option<&str>, peer: Option<IpAddr>) -> String {
+    match x_caller
+        .map(str::trim)
+        .filter(|c| !c.is_empty() && c.len() <= 128)
+    {
+        Some(c) => format!("caller:{c}"),
+        None => peer.map_or_else(
+            || "unknown".into(),
+            |ip| format!("ip:{}", ip.to_canonical()),
+        ),
+    }
+}
