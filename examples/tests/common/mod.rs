@@ -1,0 +1,149 @@
+//! Starting the real service binaries and talking to them over sockets.
+#![allow(dead_code, unreachable_pub)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub const SERVICES: [&str; 2] = [
+    env!("CARGO_BIN_EXE_axum-service"),
+    env!("CARGO_BIN_EXE_actix-service"),
+];
+
+/// A running service; killed on drop.
+pub struct Service {
+    pub child: Child,
+    pub base: String,
+    pub port: u16,
+    pub data_dir: PathBuf,
+    _tmp: Option<tempfile::TempDir>,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Service {
+    pub fn start(bin: &str, env: &[(&str, &str)]) -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
+        let mut s = Self::start_in(bin, env, dir);
+        s._tmp = Some(tmp);
+        s
+    }
+
+    pub fn start_in(bin: &str, env: &[(&str, &str)], data_dir: PathBuf) -> Self {
+        let mut cmd = Command::new(bin);
+        cmd.args(["--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(&data_dir)
+            .env("RUST_LOG", "info")
+            .env("ATE_RECONCILE_INTERVAL_MS", "50")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = BufReader::new(stdout);
+        let mut first = String::new();
+        lines.read_line(&mut first).unwrap();
+        // Keep draining stdout so the child never blocks on a full pipe.
+        std::thread::spawn(move || {
+            let mut sink = String::new();
+            let _ = lines.read_to_string(&mut sink);
+        });
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let mut err_pipe = child.stderr.take().unwrap();
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = err_pipe.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let addr = first
+            .trim()
+            .strip_prefix("listening on http://")
+            .unwrap_or_else(|| {
+                panic!(
+                    "first stdout line was {first:?}; stderr: {}",
+                    stderr.lock().unwrap()
+                )
+            })
+            .to_owned();
+        let port = addr.rsplit(':').next().unwrap().parse().unwrap();
+        Self {
+            child,
+            base: format!("http://{addr}"),
+            port,
+            data_dir,
+            _tmp: None,
+            stderr,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    pub fn sigterm(&self) {
+        let ok = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+
+    /// Waits for exit up to `bound`.
+    pub fn wait_exit(&mut self, bound: Duration) -> Option<ExitStatus> {
+        let start = Instant::now();
+        while start.elapsed() < bound {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}
+
+/// Polls `f` until it returns true (for background work such as the
+/// reconciler), failing after `bound`.
+pub async fn eventually<F, Fut>(bound: Duration, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while start.elapsed() < bound {
+        if f().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("condition not reached within {bound:?}");
+}

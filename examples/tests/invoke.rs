@@ -1,0 +1,144 @@
+//! The idempotent provider route on the durable ledger.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use serde_json::{Value, json};
+
+async fn invoke(
+    c: &reqwest::Client,
+    s: &Service,
+    key: &str,
+    body: Value,
+    simulate: &str,
+) -> reqwest::Response {
+    c.post(s.url("/invoke"))
+        .header("idempotency-key", key)
+        .header("x-simulate", simulate)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn success_replays_and_a_different_body_is_refused() {
+    for bin in SERVICES {
+        let s = Service::start(bin, &[]);
+        let c = client();
+        let first = invoke(&c, &s, "k1", json!({"amount": 5}), "success").await;
+        assert_eq!(first.status(), 200, "{bin}");
+        let first_body = first.text().await.unwrap();
+        let again = invoke(&c, &s, "k1", json!({"amount": 5}), "success").await;
+        assert_eq!(again.status(), 200);
+        assert_eq!(again.headers()["idempotent-replayed"], "true");
+        assert_eq!(
+            again.text().await.unwrap(),
+            first_body,
+            "a replay returns the same body"
+        );
+        let other = invoke(&c, &s, "k1", json!({"amount": 6}), "success").await;
+        assert_eq!(other.status(), 422, "{bin}");
+        let missing = c
+            .post(s.url("/invoke"))
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(missing.status(), 400);
+    }
+}
+
+#[tokio::test]
+async fn pre_provider_failure_is_revived_by_a_retry_with_the_same_key() {
+    for bin in SERVICES {
+        let s = Service::start(bin, &[]);
+        let c = client();
+        let failed = invoke(&c, &s, "k2", json!({"a": 1}), "credential_error").await;
+        assert_eq!(failed.status(), 424, "{bin}");
+        let retried = invoke(&c, &s, "k2", json!({"a": 1}), "success").await;
+        assert_eq!(retried.status(), 200, "{bin}: revived");
+        assert!(retried.headers().get("idempotent-replayed").is_none());
+    }
+}
+
+#[tokio::test]
+async fn provider_unavailable_is_never_re_executed() {
+    for bin in SERVICES {
+        let s = Service::start(bin, &[]);
+        let c = client();
+        assert_eq!(
+            invoke(&c, &s, "k3", json!({"a": 1}), "timeout")
+                .await
+                .status(),
+            504,
+            "{bin}"
+        );
+        let retry = invoke(&c, &s, "k3", json!({"a": 1}), "success").await;
+        assert_eq!(
+            retry.status(),
+            504,
+            "{bin}: an ambiguous outcome was re-executed"
+        );
+        assert_eq!(retry.headers()["idempotent-replayed"], "true");
+        assert_eq!(
+            invoke(&c, &s, "k4", json!({"a": 1}), "rejected")
+                .await
+                .status(),
+            502
+        );
+        assert_eq!(
+            invoke(&c, &s, "k4", json!({"a": 1}), "success")
+                .await
+                .status(),
+            502
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_second_request_while_in_flight_gets_409_with_retry_after() {
+    for bin in SERVICES {
+        let s = Service::start(bin, &[]);
+        let c = client();
+        let slow = {
+            let c = c.clone();
+            let url = s.url("/invoke");
+            tokio::spawn(async move {
+                c.post(url)
+                    .header("idempotency-key", "k5")
+                    .header("x-simulate-delay-ms", "1500")
+                    .json(&json!({"a": 1}))
+                    .send()
+                    .await
+                    .unwrap()
+                    .status()
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let conflict = invoke(&c, &s, "k5", json!({"a": 1}), "success").await;
+        assert_eq!(conflict.status(), 409, "{bin}");
+        assert!(conflict.headers().contains_key("retry-after"));
+        assert_eq!(slow.await.unwrap(), 200);
+    }
+}
+
+#[tokio::test]
+async fn a_restart_on_the_same_data_dir_replays_instead_of_re_executing() {
+    for bin in SERVICES {
+        let dir = tempfile::tempdir().unwrap();
+        let body = {
+            let s = Service::start_in(bin, &[], dir.path().to_path_buf());
+            let r = invoke(&client(), &s, "k6", json!({"a": 1}), "success").await;
+            assert_eq!(r.status(), 200);
+            r.text().await.unwrap()
+        }; // killed here
+        let s = Service::start_in(bin, &[], dir.path().to_path_buf());
+        let r = invoke(&client(), &s, "k6", json!({"a": 1}), "success").await;
+        assert_eq!(r.status(), 200, "{bin}");
+        assert_eq!(r.headers()["idempotent-replayed"], "true");
+        assert_eq!(r.text().await.unwrap(), body);
+    }
+}

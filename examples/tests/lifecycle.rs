@@ -1,0 +1,229 @@
+//! Health, readiness, drain and graceful shutdown, against both services
+//! over real sockets.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+
+#[tokio::test]
+async fn drain_flips_ready_but_not_health_and_is_idempotent() {
+    for bin in SERVICES {
+        let s = Service::start(bin, &[]);
+        let c = client();
+        assert_eq!(
+            c.get(s.url("/health")).send().await.unwrap().status(),
+            200,
+            "{bin}"
+        );
+        assert_eq!(c.get(s.url("/ready")).send().await.unwrap().status(), 200);
+        let first: serde_json::Value = c
+            .post(s.url("/__internal/drain"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(first["started"], true, "{bin}");
+        let second = c.post(s.url("/__internal/drain")).send().await.unwrap();
+        assert_eq!(second.status(), 200);
+        let second: serde_json::Value = second.json().await.unwrap();
+        assert_eq!(
+            second["started"], false,
+            "second drain must report it was already draining"
+        );
+        assert_eq!(first["draining_since"], second["draining_since"]);
+        assert_eq!(c.get(s.url("/ready")).send().await.unwrap().status(), 503);
+        assert_eq!(c.get(s.url("/health")).send().await.unwrap().status(), 200);
+        let metrics = c
+            .get(s.url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(
+            metrics.contains("ate_ready 0") && metrics.contains("ate_drain_in_progress 1"),
+            "{metrics}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn lame_duck_requests_after_drain_are_served_with_connection_close() {
+    for bin in SERVICES {
+        let s = Service::start(bin, &[]);
+        let c = client();
+        c.post(s.url("/__internal/drain")).send().await.unwrap();
+        let r = c.get(s.url("/work?ms=1")).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{bin}");
+        assert_eq!(
+            r.headers().get("connection").map(|v| v.to_str().unwrap()),
+            Some("close"),
+            "{bin}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn drain_subcommand_posts_to_loopback_and_sleeps() {
+    for bin in SERVICES {
+        let s = Service::start(bin, &[]);
+        let start = Instant::now();
+        let out = std::process::Command::new(bin)
+            .args(["drain", "--port", &s.port.to_string(), "--sleep", "1"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{bin}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            start.elapsed() >= Duration::from_secs(1),
+            "it must sleep for the LB"
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("\"started\":true"));
+        assert_eq!(
+            client().get(s.url("/ready")).send().await.unwrap().status(),
+            503
+        );
+    }
+}
+
+#[tokio::test]
+async fn sigterm_drains_waits_for_in_flight_work_and_exits_zero() {
+    for bin in SERVICES {
+        let mut s = Service::start(bin, &[("ATE_DRAIN_TIMEOUT_SECS", "10")]);
+        let c = client();
+        let work: Vec<_> = (0..4)
+            .map(|_| {
+                let c = c.clone();
+                let url = s.url("/work?ms=1500");
+                tokio::spawn(async move { c.get(url).send().await.map(|r| r.status().as_u16()) })
+            })
+            .collect();
+        // Wait until all four are in flight.
+        let metrics_url = s.url("/metrics");
+        eventually(Duration::from_secs(5), || {
+            let c = c.clone();
+            let url = metrics_url.clone();
+            async move {
+                c.get(url)
+                    .send()
+                    .await
+                    .unwrap()
+                    .text()
+                    .await
+                    .unwrap()
+                    .contains("ate_in_flight 4")
+            }
+        })
+        .await;
+        let started = Instant::now();
+        s.sigterm();
+        let ready_url = s.url("/ready");
+        eventually(Duration::from_secs(2), || {
+            let c = c.clone();
+            let url = ready_url.clone();
+            async move {
+                c.get(url)
+                    .send()
+                    .await
+                    .map(|r| r.status() == 503)
+                    .unwrap_or(false)
+            }
+        })
+        .await;
+        for w in work {
+            assert_eq!(
+                w.await.unwrap().unwrap(),
+                200,
+                "{bin}: in-flight request dropped"
+            );
+        }
+        let status = tokio::task::spawn_blocking(move || {
+            let st = s.wait_exit(Duration::from_secs(8));
+            (st, s)
+        })
+        .await
+        .unwrap();
+        let (st, s) = status;
+        let st = st.unwrap_or_else(|| panic!("{bin} did not exit; stderr: {}", s.stderr()));
+        assert!(st.success(), "{bin} exit {st:?}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert!(
+            s.stderr().contains("in-flight wait completed"),
+            "{}",
+            s.stderr()
+        );
+    }
+}
+
+#[tokio::test]
+async fn sigterm_wait_that_outlasts_the_bound_still_exits_reporting_the_timeout() {
+    for bin in SERVICES {
+        let mut s = Service::start(bin, &[("ATE_DRAIN_TIMEOUT_SECS", "1")]);
+        let c = client();
+        let url = s.url("/work?ms=20000");
+        let _long = tokio::spawn(async move { c.get(url).send().await.map(|r| r.status()) });
+        let metrics_url = s.url("/metrics");
+        eventually(Duration::from_secs(5), || {
+            let url = metrics_url.clone();
+            async move {
+                client()
+                    .get(url)
+                    .send()
+                    .await
+                    .unwrap()
+                    .text()
+                    .await
+                    .unwrap()
+                    .contains("ate_in_flight 1")
+            }
+        })
+        .await;
+        let started = Instant::now();
+        s.sigterm();
+        let (st, s) =
+            tokio::task::spawn_blocking(move || (s.wait_exit(Duration::from_secs(10)), s))
+                .await
+                .unwrap();
+        let st = st.unwrap_or_else(|| panic!("{bin} did not exit; stderr: {}", s.stderr()));
+        assert!(st.success(), "{bin} exit {st:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(6),
+            "exit not bounded: {:?}",
+            started.elapsed()
+        );
+        assert!(s.stderr().contains("timed out"), "{}", s.stderr());
+    }
+}
+
+#[tokio::test]
+async fn bad_configuration_stops_the_binary_at_start_naming_the_variable() {
+    for bin in SERVICES {
+        for (var, value) in [
+            ("ATE_NOTIFICATIONS_PER_MIN", "0"),
+            ("ATE_PROMPT_PER_MIN", "ten"),
+            ("ATE_REQUEST_BUCKET_PER_MIN", " 600"),
+            ("ATE_DRAIN_TIMEOUT_SECS", "-1"),
+        ] {
+            let out = std::process::Command::new(bin)
+                .args(["--listen", "127.0.0.1:0"])
+                .env(var, value)
+                .output()
+                .unwrap();
+            assert!(!out.status.success(), "{bin} started with {var}={value:?}");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                err.contains(var) && err.contains(&format!("{value:?}")),
+                "{bin}: {err}"
+            );
+            assert!(!String::from_utf8_lossy(&out.stdout).contains("listening on"));
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! The shipped Kubernetes manifest is consistent: the guard accepts it, the
+//! probes are split, and the grace period covers preStop sleep + wait.
+
+use std::path::PathBuf;
+
+use ate_configguard::{CheckInput, LoadOptions, check, load_paths};
+use k8s_openapi::api::apps::v1::Deployment;
+
+fn manifest() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("k8s/deployment.yaml")
+}
+
+#[test]
+fn the_example_manifest_passes_the_config_guard() {
+    let m = load_paths(&[manifest()], &LoadOptions::default()).unwrap();
+    let report = check(&CheckInput {
+        current: m.clone(),
+        proposed: m,
+        ..Default::default()
+    })
+    .unwrap();
+    assert!(report.is_safe(), "{}", report.to_text());
+    assert!(report.references_checked >= 2);
+}
+
+#[test]
+fn probes_are_split_and_the_grace_period_covers_the_drain() {
+    let text = std::fs::read_to_string(manifest()).unwrap();
+    let doc = text
+        .split("\n---\n")
+        .find(|d| d.contains("kind: Deployment"))
+        .unwrap();
+    let d: Deployment = serde_json::from_value(serde_saphyr_value(doc)).unwrap();
+    let pod = d.spec.template.spec.unwrap();
+    let c = &pod.containers[0];
+    let path = |p: &Option<k8s_openapi::api::core::v1::Probe>| {
+        p.as_ref()
+            .unwrap()
+            .http_get
+            .as_ref()
+            .unwrap()
+            .path
+            .clone()
+            .unwrap()
+    };
+    assert_eq!(path(&c.readiness_probe), "/ready");
+    assert_eq!(path(&c.liveness_probe), "/health");
+    let cmd = c
+        .lifecycle
+        .as_ref()
+        .unwrap()
+        .pre_stop
+        .as_ref()
+        .unwrap()
+        .exec
+        .as_ref()
+        .unwrap()
+        .command
+        .clone()
+        .unwrap();
+    assert_eq!(cmd[1], "drain");
+    let sleep: i64 = cmd[cmd.iter().position(|a| a == "--sleep").unwrap() + 1]
+        .parse()
+        .unwrap();
+    let wait: i64 = 20; // ATE_DRAIN_TIMEOUT_SECS in the ConfigMap
+    assert!(text.contains("ATE_DRAIN_TIMEOUT_SECS: \"20\""));
+    assert!(pod.termination_grace_period_seconds.unwrap() > sleep + wait);
+}
+
+fn serde_saphyr_value(doc: &str) -> serde_json::Value {
+    // The configguard loader drops values; here we need the whole document.
+    let m: serde_json::Value = serde_saphyr::from_str(doc).unwrap();
+    m
+}
