@@ -71,6 +71,7 @@ mod clock;
 mod config;
 mod decision;
 mod limiter;
+mod ring;
 #[cfg(feature = "test-util")]
 pub mod testing;
 mod window;

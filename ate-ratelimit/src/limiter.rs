@@ -95,10 +95,11 @@ fn wait_from(g: &Geometry, window: &Window, now: Timestamp) -> Duration {
 /// The core step shared by every limiter.
 #[inline]
 fn decide(g: &Geometry, policy: Policy, mode: Mode, w: &mut Window, now: Timestamp) -> Decision {
-    let verdict = w.verdict(g, g.now_tick(now.as_nanos()));
+    let (now_tick, record_tick) = g.ticks(now.as_nanos());
+    let verdict = w.verdict(g, now_tick);
     let record = should_record(policy, mode, verdict.allowed);
     if record {
-        w.record(g, g.record_tick(now.as_nanos()));
+        w.record(g, record_tick);
     }
     if verdict.allowed {
         Decision::Allowed {
@@ -436,7 +437,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         if let Some(max) = self.max_per_shard
             && shard.table.len() >= max
         {
-            let tick = g.now_tick(now.as_nanos());
+            let (tick, _) = g.ticks(now.as_nanos());
             if tick >= shard.full_until {
                 shard.table.retain(|(_, w)| !w.is_drained(g, tick));
                 shard.full_until = shard
@@ -470,7 +471,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// [`retain_recent`](Self::retain_recent) at an explicit time.
     pub fn retain_recent_at(&self, now: Timestamp) {
         let g = &self.geometry;
-        let tick = g.now_tick(now.as_nanos());
+        let (tick, _) = g.ticks(now.as_nanos());
         for shard in self.shards.iter() {
             let mut shard = shard.lock();
             shard.table.retain(|(_, w)| !w.is_drained(g, tick));

@@ -6,8 +6,9 @@
 //! The ring never holds an attempt that left the window, so it grows only to
 //! the number of attempts actually inside it (at most N).
 
-use std::collections::VecDeque;
 use std::time::Duration;
+
+use crate::ring::Ring;
 
 /// Timing parameters shared by every window of one limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,16 +42,19 @@ impl Geometry {
         }
     }
 
-    /// A recorded attempt rounds UP, so it never leaves the window early.
+    /// `(floor, ceil)` of `nanos` in ticks. "Now" rounds DOWN and a
+    /// recorded attempt rounds UP, so attempts never leave the window early.
+    /// Matching on the three tick sizes lets the compiler turn each division
+    /// into a multiply (a `u64` division is the slowest step of a check).
     #[inline]
-    pub(crate) fn record_tick(&self, nanos: u64) -> u64 {
-        nanos.div_ceil(self.tick_nanos)
-    }
-
-    /// "Now" rounds DOWN, so attempts never leave the window early.
-    #[inline]
-    pub(crate) fn now_tick(&self, nanos: u64) -> u64 {
-        nanos / self.tick_nanos
+    pub(crate) fn ticks(&self, nanos: u64) -> (u64, u64) {
+        let floor = match self.tick_nanos {
+            1_000 => nanos / 1_000,
+            1_000_000 => nanos / 1_000_000,
+            _ => nanos / 1_000_000_000,
+        };
+        let ceil = floor + u64::from(floor * self.tick_nanos != nanos);
+        (floor, ceil)
     }
 }
 
@@ -65,7 +69,7 @@ pub(crate) struct Verdict {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Window {
     base: u64,
-    ring: VecDeque<u32>,
+    ring: Ring,
 }
 
 impl Window {
@@ -81,30 +85,26 @@ impl Window {
         let Some(edge) = now.checked_sub(g.window) else {
             return;
         };
-        while let Some(&oldest) = self.ring.front() {
+        while let Some(oldest) = self.ring.front() {
             if self.abs(oldest) > edge {
                 break;
             }
             self.ring.pop_front();
         }
-        // Give memory back after a burst: keep at most twice what is used.
-        let cap = self.ring.capacity();
-        if cap > 64 && self.ring.len() < cap / 4 {
-            self.ring.shrink_to(cap / 2);
-        }
+        self.ring.maybe_shrink();
     }
 
     /// Whether the window holds no attempt at `now`.
     pub(crate) fn is_drained(&self, g: &Geometry, now: u64) -> bool {
         match self.ring.back() {
             None => true,
-            Some(&newest) => self.abs(newest) + g.window <= now,
+            Some(newest) => self.abs(newest) + g.window <= now,
         }
     }
 
     /// The tick after which this key is drained.
     pub(crate) fn drained_at(&self, g: &Geometry) -> u64 {
-        self.ring.back().map_or(0, |&n| self.abs(n) + g.window)
+        self.ring.back().map_or(0, |n| self.abs(n) + g.window)
     }
 
     /// The decision for an attempt at `now`, without recording it.
@@ -124,7 +124,7 @@ impl Window {
     pub(crate) fn record(&mut self, g: &Geometry, at: u64) {
         // Time never goes backwards within a key: clamp to the newest.
         let at = match self.ring.back() {
-            Some(&newest) => at.max(self.abs(newest)),
+            Some(newest) => at.max(self.abs(newest)),
             None => {
                 self.base = at.saturating_sub(g.window);
                 at
@@ -137,13 +137,8 @@ impl Window {
         if self.ring.len() >= g.limit as usize {
             // Full: the oldest of the last N attempts is no longer needed.
             self.ring.pop_front();
-        } else if self.ring.len() == self.ring.capacity() {
-            // Grow geometrically, but never past the limit.
-            let cap = self.ring.capacity().max(1);
-            let extra = cap.min(g.limit as usize - cap.min(g.limit as usize)).max(1);
-            self.ring.reserve_exact(extra);
         }
-        self.ring.push_back(offset);
+        self.ring.push_back(offset, g.limit as usize);
     }
 
     /// Moves the base so `at` fits. Attempts older than the window are not
@@ -151,11 +146,12 @@ impl Window {
     #[cold]
     fn rebase(&mut self, g: &Geometry, at: u64) {
         let new_base = at.saturating_sub(g.window);
-        for offset in self.ring.iter_mut() {
-            let abs = self.base + u64::from(*offset);
+        let base = self.base;
+        self.ring.for_each_mut(|offset| {
+            let abs = base + u64::from(*offset);
             // Anything before the new base is out of the window already.
             *offset = abs.saturating_sub(new_base) as u32;
-        }
+        });
         self.base = new_base;
     }
 
@@ -165,7 +161,7 @@ impl Window {
         if (self.ring.len() as u32) < g.limit {
             return 0;
         }
-        self.ring.front().map_or(0, |&o| self.abs(o) + g.window)
+        self.ring.front().map_or(0, |o| self.abs(o) + g.window)
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -174,7 +170,7 @@ impl Window {
 
     /// Heap bytes held by the ring.
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.ring.capacity() * std::mem::size_of::<u32>()
+        self.ring.heap_bytes()
     }
 }
 

@@ -1,1 +1,112 @@
-//! Benchmark helpers.
+//! Helpers shared by the benchmark binaries: a small keep-alive HTTP/1.1
+//! load generator (loopback only, bounded in time) and latency statistics.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Requests per second and latency percentiles of one load run.
+#[derive(Debug, Clone, Copy)]
+pub struct LoadResult {
+    /// Completed requests per second.
+    pub rps: f64,
+    /// Median latency.
+    pub p50: Duration,
+    /// 99th percentile latency.
+    pub p99: Duration,
+    /// Requests completed.
+    pub requests: u64,
+}
+
+/// Drives `GET path` on `addr` over `connections` keep-alive connections for
+/// `duration` (after `warmup`), stopping by itself. Loopback only.
+pub async fn load(
+    addr: SocketAddr,
+    path: &str,
+    connections: usize,
+    warmup: Duration,
+    duration: Duration,
+) -> std::io::Result<LoadResult> {
+    assert!(
+        addr.ip().is_loopback(),
+        "the load generator only targets loopback"
+    );
+    let request =
+        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nX-Caller: bench\r\n\r\n").into_bytes();
+    let start = Instant::now();
+    let measure_from = start + warmup;
+    let end = measure_from + duration;
+    let mut tasks = Vec::new();
+    for _ in 0..connections {
+        let request = request.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            let mut stream = TcpStream::connect(addr).await?;
+            stream.set_nodelay(true)?;
+            let mut buf = vec![0u8; 4096];
+            loop {
+                let t0 = Instant::now();
+                if t0 >= end {
+                    break;
+                }
+                stream.write_all(&request).await?;
+                read_response(&mut stream, &mut buf).await?;
+                if t0 >= measure_from {
+                    latencies.push(t0.elapsed());
+                }
+            }
+            Ok::<_, std::io::Error>(latencies)
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.map_err(std::io::Error::other)??);
+    }
+    all.sort_unstable();
+    let pct = |p: f64| {
+        all.get(((all.len() as f64 * p) as usize).min(all.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or_default()
+    };
+    Ok(LoadResult {
+        rps: all.len() as f64 / duration.as_secs_f64(),
+        p50: pct(0.50),
+        p99: pct(0.99),
+        requests: all.len() as u64,
+    })
+}
+
+/// Reads one response with a `Content-Length` body.
+async fn read_response(stream: &mut TcpStream, buf: &mut [u8]) -> std::io::Result<()> {
+    let mut have = 0;
+    loop {
+        let n = stream.read(&mut buf[have..]).await?;
+        if n == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "server closed",
+            ));
+        }
+        have += n;
+        let text = &buf[..have];
+        if let Some(end) = text.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = std::str::from_utf8(&text[..end]).unwrap_or("");
+            let len: usize = head
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse().ok())?
+                })
+                .unwrap_or(0);
+            if have >= end + 4 + len {
+                return Ok(());
+            }
+        }
+        if have == buf.len() {
+            return Err(std::io::Error::other("response too large"));
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! A compact ring of `u32` offsets: up to [`INLINE`] slots live inside the
+//! key's table entry (no heap pointer to chase for quiet keys), beyond that
+//! a boxed slice that grows geometrically up to the limit and shrinks after
+//! a burst.
+
+const INLINE: usize = 4;
+
+#[derive(Debug, Clone)]
+enum Slots {
+    Inline([u32; INLINE]),
+    Heap(Box<[u32]>),
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Ring {
+    head: u32,
+    len: u32,
+    slots: Slots,
+}
+
+impl Default for Ring {
+    fn default() -> Self {
+        Self {
+            head: 0,
+            len: 0,
+            slots: Slots::Inline([0; INLINE]),
+        }
+    }
+}
+
+impl Ring {
+    #[inline]
+    fn buf(&self) -> &[u32] {
+        match &self.slots {
+            Slots::Inline(a) => a,
+            Slots::Heap(b) => b,
+        }
+    }
+
+    #[inline]
+    fn buf_mut(&mut self) -> &mut [u32] {
+        match &mut self.slots {
+            Slots::Inline(a) => a,
+            Slots::Heap(b) => b,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn capacity(&self) -> usize {
+        self.buf().len()
+    }
+
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    #[inline]
+    fn index(&self, i: usize) -> usize {
+        let cap = self.capacity();
+        let j = self.head as usize + i;
+        if j >= cap { j - cap } else { j }
+    }
+
+    #[inline]
+    pub(crate) fn front(&self) -> Option<u32> {
+        (self.len > 0).then(|| self.buf()[self.head as usize])
+    }
+
+    #[inline]
+    pub(crate) fn back(&self) -> Option<u32> {
+        (self.len > 0).then(|| self.buf()[self.index(self.len as usize - 1)])
+    }
+
+    #[inline]
+    pub(crate) fn pop_front(&mut self) {
+        if self.len > 0 {
+            let next = self.index(1) as u32;
+            self.head = if self.len == 1 { 0 } else { next };
+            self.len -= 1;
+        }
+    }
+
+    /// Appends; grows (at most to `limit` slots) when full. The caller pops
+    /// first when `len == limit`.
+    #[inline]
+    pub(crate) fn push_back(&mut self, value: u32, limit: usize) {
+        if self.len() == self.capacity() {
+            let cap = self.capacity();
+            self.resize((cap * 2).clamp(INLINE, limit.max(cap + 1)));
+        }
+        let i = self.index(self.len as usize);
+        self.buf_mut()[i] = value;
+        self.len += 1;
+    }
+
+    /// Moves the contents into a buffer of `cap` slots (`cap >= len`).
+    #[cold]
+    fn resize(&mut self, cap: usize) {
+        let mut fresh = vec![0u32; cap.max(self.len())].into_boxed_slice();
+        for (k, v) in self.iter().enumerate() {
+            fresh[k] = v;
+        }
+        self.head = 0;
+        self.slots = if fresh.len() <= INLINE {
+            let mut a = [0; INLINE];
+            a[..fresh.len()].copy_from_slice(&fresh);
+            Slots::Inline(a)
+        } else {
+            Slots::Heap(fresh)
+        };
+    }
+
+    /// Gives memory back after a burst: keeps at most twice what is used.
+    #[inline]
+    pub(crate) fn maybe_shrink(&mut self) {
+        let cap = self.capacity();
+        if cap > 64 && self.len() < cap / 4 {
+            self.resize(cap / 2);
+        }
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        (0..self.len()).map(|i| self.buf()[self.index(i)])
+    }
+
+    pub(crate) fn for_each_mut(&mut self, mut f: impl FnMut(&mut u32)) {
+        for i in 0..self.len() {
+            let j = self.index(i);
+            f(&mut self.buf_mut()[j]);
+        }
+    }
+
+    /// Heap bytes held.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        match &self.slots {
+            Slots::Inline(_) => 0,
+            Slots::Heap(b) => b.len() * std::mem::size_of::<u32>(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::VecDeque;
+
+    #[test]
+    fn ring_behaves_like_a_bounded_deque() {
+        let mut ring = Ring::default();
+        let mut model = VecDeque::new();
+        let mut x = 12345u32;
+        for step in 0..20_000u32 {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            let limit = 37;
+            if x % 3 == 0 {
+                ring.pop_front();
+                model.pop_front();
+            } else {
+                if model.len() == limit {
+                    ring.pop_front();
+                    model.pop_front();
+                }
+                ring.push_back(step, limit);
+                model.push_back(step);
+            }
+            if x % 101 == 0 {
+                ring.maybe_shrink();
+            }
+            assert_eq!(ring.len(), model.len());
+            assert_eq!(ring.front(), model.front().copied());
+            assert_eq!(ring.back(), model.back().copied());
+            assert!(ring.capacity() <= limit.max(INLINE));
+        }
+        assert!(ring.iter().eq(model.iter().copied()));
+    }
+}

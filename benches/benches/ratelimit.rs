@@ -1,0 +1,143 @@
+//! ate-ratelimit beside governor, measured in the same groups: direct and
+//! keyed (1k and 100k keys), allow-heavy and deny-heavy, 1 and 2 threads.
+
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use ate_ratelimit::{KeyedLimiter, Limiter, Quota, Timestamp};
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+
+fn nz(n: u32) -> NonZeroU32 {
+    NonZeroU32::new(n).unwrap()
+}
+
+/// Allow-heavy: a limit the benchmark can never reach in its window.
+fn ate_allow() -> Quota {
+    Quota::new(nz(1_000_000), Duration::from_millis(1))
+}
+
+fn gov_allow() -> governor::Quota {
+    governor::Quota::per_second(nz(u32::MAX))
+}
+
+/// Deny-heavy: one attempt per minute; everything after the first is denied.
+fn ate_deny() -> Quota {
+    Quota::new(nz(1), Duration::from_secs(60))
+}
+
+fn gov_deny() -> governor::Quota {
+    governor::Quota::per_minute(nz(1))
+}
+
+fn direct(c: &mut Criterion) {
+    for (path, ate_q, gov_q) in [
+        ("allowed", ate_allow(), gov_allow()),
+        ("denied", ate_deny(), gov_deny()),
+    ] {
+        let mut g = c.benchmark_group(format!("ratelimit/direct_{path}"));
+        let ate = Limiter::new(ate_q);
+        let gov = governor::RateLimiter::direct(gov_q);
+        let _ = (ate.check(), gov.check());
+        g.bench_function("ate_check", |b| {
+            b.iter(|| black_box(ate.check().is_allowed()))
+        });
+        g.bench_function("governor_check", |b| {
+            b.iter(|| black_box(gov.check().is_ok()))
+        });
+        g.finish();
+    }
+    // With a caller-supplied timestamp (no clock read): steady state where
+    // every attempt is allowed (100 per second, one every 10 ms).
+    let mut g = c.benchmark_group("ratelimit/check_at");
+    let ate = Limiter::new(Quota::new(nz(100), Duration::from_secs(1)));
+    let t = AtomicU64::new(0);
+    g.bench_function("ate_check_at_allowed", |b| {
+        b.iter(|| {
+            let now = t.fetch_add(10_000_000, Ordering::Relaxed);
+            black_box(ate.check_at(Timestamp::from_nanos(now)).is_allowed())
+        })
+    });
+    let deny = Limiter::new(ate_deny());
+    let _ = deny.check_at(Timestamp::ZERO);
+    g.bench_function("ate_check_at_denied", |b| {
+        b.iter(|| {
+            black_box(
+                deny.check_at(Timestamp::from_nanos(black_box(1_000)))
+                    .is_allowed(),
+            )
+        })
+    });
+    g.finish();
+}
+
+fn keyed(c: &mut Criterion) {
+    for keys in [1_000u64, 100_000] {
+        for (path, ate_q, gov_q) in [
+            ("allowed", ate_allow(), gov_allow()),
+            ("denied", ate_deny(), gov_deny()),
+        ] {
+            let mut g = c.benchmark_group(format!("ratelimit/keyed_{path}"));
+            let ate = KeyedLimiter::new(ate_q);
+            let gov = governor::RateLimiter::keyed(gov_q);
+            for k in 0..keys {
+                let _ = (ate.check(&k), gov.check_key(&k));
+            }
+            let mut i = 0u64;
+            g.bench_with_input(BenchmarkId::new("ate", keys), &keys, |b, &n| {
+                b.iter(|| {
+                    i = (i + 7919) % n;
+                    black_box(ate.check(&i).is_allowed())
+                })
+            });
+            let mut i = 0u64;
+            g.bench_with_input(BenchmarkId::new("governor", keys), &keys, |b, &n| {
+                b.iter(|| {
+                    i = (i + 7919) % n;
+                    black_box(gov.check_key(&i).is_ok())
+                })
+            });
+            g.finish();
+        }
+    }
+}
+
+fn two_threads(c: &mut Criterion) {
+    fn run(iters: u64, f: impl Fn() + Sync) -> Duration {
+        let start = Instant::now();
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    for _ in 0..iters {
+                        f();
+                    }
+                });
+            }
+        });
+        start.elapsed()
+    }
+    for (path, ate_q, gov_q) in [
+        ("allowed", ate_allow(), gov_allow()),
+        ("denied", ate_deny(), gov_deny()),
+    ] {
+        let mut g = c.benchmark_group(format!("ratelimit/one_key_2_threads_{path}"));
+        let ate = Limiter::new(ate_q);
+        let gov = governor::RateLimiter::direct(gov_q);
+        let _ = (ate.check(), gov.check());
+        g.bench_function("ate_check", |b| {
+            b.iter_custom(|n| {
+                run(n, || {
+                    let _ = black_box(ate.check());
+                })
+            })
+        });
+        g.bench_function("governor_check", |b| {
+            b.iter_custom(|n| run(n, || drop(black_box(gov.check()))))
+        });
+        g.finish();
+    }
+}
+
+criterion_group!(benches, direct, keyed, two_threads);
+criterion_main!(benches);

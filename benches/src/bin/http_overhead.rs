@@ -1,0 +1,150 @@
+//! HTTP overhead of the ate wiring: the same trivial route served bare and
+//! with the wiring (readiness admission guard + a keyed rate-limit check
+//! that never denies), on axum and actix-web, driven over loopback
+//! keep-alive connections. Prints one JSON line per run.
+//!
+//! `cargo run --release -p ate-benches --bin http_overhead -- [SECONDS] [CONNECTIONS]`
+
+use std::net::SocketAddr;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ate_benches::load;
+use ate_ratelimit::{KeyedLimiter, Quota};
+use ate_readiness::Gate;
+
+struct Wiring {
+    gate: Gate,
+    limiter: KeyedLimiter<String>,
+}
+
+impl Wiring {
+    fn new() -> Arc<Self> {
+        Arc::new(Self {
+            gate: Gate::new(),
+            // Never denies at loopback rates, and the window stays small.
+            limiter: KeyedLimiter::new(Quota::new(NonZeroU32::MAX, Duration::from_millis(100))),
+        })
+    }
+
+    #[inline]
+    fn check(&self, caller: &str) -> (bool, bool) {
+        let guard = self.gate.admit().expect("lame duck admits");
+        let allowed = self.limiter.check(&caller.to_owned()).is_allowed();
+        (allowed, guard.should_close_connection())
+    }
+}
+
+fn axum_server(wired: bool) -> SocketAddr {
+    use axum::routing::get;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let app = if wired {
+                let w = Wiring::new();
+                axum::Router::new().route(
+                    "/hello",
+                    get(move |headers: axum::http::HeaderMap| {
+                        let w = w.clone();
+                        async move {
+                            let caller = headers
+                                .get("x-caller")
+                                .and_then(|v| v.to_str().ok())
+                                .unwrap_or("anon");
+                            let (allowed, _close) = w.check(caller);
+                            if allowed { "ok" } else { "no" }
+                        }
+                    }),
+                )
+            } else {
+                axum::Router::new().route("/hello", get(|| async { "ok" }))
+            };
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            tx.send(l.local_addr().unwrap()).unwrap();
+            axum::serve(l, app).await.unwrap();
+        });
+    });
+    rx.recv().unwrap()
+}
+
+fn actix_server(wired: bool) -> SocketAddr {
+    use actix_web::{App, HttpRequest, HttpServer, web};
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        actix_web::rt::System::new().block_on(async move {
+            let w = Wiring::new();
+            let server = HttpServer::new(move || {
+                let w = w.clone();
+                let app = App::new();
+                if wired {
+                    app.route(
+                        "/hello",
+                        web::get().to(move |req: HttpRequest| {
+                            let w = w.clone();
+                            async move {
+                                let caller = req
+                                    .headers()
+                                    .get("x-caller")
+                                    .and_then(|v| v.to_str().ok())
+                                    .unwrap_or("anon");
+                                let (allowed, _close) = w.check(caller);
+                                if allowed { "ok" } else { "no" }
+                            }
+                        }),
+                    )
+                } else {
+                    app.route("/hello", web::get().to(|| async { "ok" }))
+                }
+            })
+            .workers(1)
+            .disable_signals()
+            .bind("127.0.0.1:0")
+            .unwrap();
+            tx.send(server.addrs()[0]).unwrap();
+            server.run().await.unwrap();
+        });
+    });
+    rx.recv().unwrap()
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let secs: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(5);
+    let conns: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(16);
+    let client = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let servers = [
+        ("axum", false, axum_server(false)),
+        ("axum", true, axum_server(true)),
+        ("actix", false, actix_server(false)),
+        ("actix", true, actix_server(true)),
+    ];
+    // Two rounds, alternating, so drift on a noisy machine hits both sides.
+    for round in 0..2 {
+        for (framework, wired, addr) in servers {
+            let r = client
+                .block_on(load(
+                    addr,
+                    "/hello",
+                    conns,
+                    Duration::from_millis(500),
+                    Duration::from_secs(secs),
+                ))
+                .unwrap();
+            println!(
+                "{{\"framework\":\"{framework}\",\"wired\":{wired},\"round\":{round},\"rps\":{:.0},\"p50_us\":{:.1},\"p99_us\":{:.1},\"requests\":{}}}",
+                r.rps,
+                r.p50.as_secs_f64() * 1e6,
+                r.p99.as_secs_f64() * 1e6,
+                r.requests
+            );
+        }
+    }
+}

@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""Turns criterion results and the HTTP/memory runs into BENCHMARKS.md and SVGs.
+
+Usage: python3 benches/summarize.py TARGET_DIR OUT_MD SVG_DIR "COMMANDS"
+Standard library only.
+"""
+import datetime
+import glob
+import json
+import os
+import platform
+import statistics
+import sys
+
+target, out_md, svg_dir, commands = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+
+
+def load_criterion():
+    out = {}
+    for bj in glob.glob(os.path.join(target, "criterion", "**", "new", "benchmark.json"), recursive=True):
+        with open(bj) as f:
+            meta = json.load(f)
+        est = os.path.join(os.path.dirname(bj), "estimates.json")
+        if not os.path.exists(est):
+            continue
+        with open(est) as f:
+            e = json.load(f)
+        out[meta["full_id"]] = e["median"]["point_estimate"]
+    return out
+
+
+def load_jsonl(name):
+    path = os.path.join(target, "ate-bench", name)
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(l) for l in f if l.strip().startswith("{")]
+
+
+def fmt_ns(ns):
+    if ns is None:
+        return "–"
+    if ns >= 1e9:
+        return f"{ns / 1e9:.2f} s"
+    if ns >= 1e6:
+        return f"{ns / 1e6:.2f} ms"
+    if ns >= 1e3:
+        return f"{ns / 1e3:.2f} µs"
+    return f"{ns:.2f} ns"
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+c = load_criterion()
+
+# (row label, measured id, compared-against id or None, goal text, goal check)
+ROWS = [
+    ("readiness: state check", "readiness/state_check/ate_gate_is_serving", "readiness/state_check/floor_atomic_load_relaxed", "≤ 2x relaxed load", lambda r: r <= 2.0),
+    ("readiness: admit+drop", "readiness/admit_drop/ate_admit_drop", "readiness/admit_drop/floor_two_fetch_add", "≤ 2x two fetch_add", lambda r: r <= 2.0),
+    ("readiness: admit+drop vs mutex", "readiness/admit_drop/ate_admit_drop", "readiness/admit_drop/floor_mutex_lock_unlock", "(context)", None),
+    ("readiness: admit+drop, 2 threads", "readiness/admit_drop_2_threads/ate_admit_drop", "readiness/admit_drop_2_threads/floor_two_fetch_add", "≤ 2x two fetch_add", lambda r: r <= 2.0),
+    ("generation: observe (no-op)", "generation/latch/observe_noop", None, "", None),
+    ("generation: gate decision", "generation/latch/gate_decision", None, "", None),
+    ("generation: bump+gate+record", "generation/latch/gate_apply_record", None, "", None),
+    ("generation: shared observe, 2 threads", "generation/shared_2_threads/ate_shared_observe", "generation/shared_2_threads/floor_mutex_lock_unlock", "(context)", None),
+    ("ratelimit: direct check, allowed", "ratelimit/direct_allowed/ate_check", "ratelimit/direct_allowed/governor_check", "≤ 1.0x governor", lambda r: r <= 1.0),
+    ("ratelimit: direct check, denied", "ratelimit/direct_denied/ate_check", "ratelimit/direct_denied/governor_check", "≤ 1.0x governor", lambda r: r <= 1.0),
+    ("ratelimit: check_at (caller time), allowed", "ratelimit/check_at/ate_check_at_allowed", None, "≤ 6 ns", None),
+    ("ratelimit: check_at (caller time), denied", "ratelimit/check_at/ate_check_at_denied", None, "≤ 6 ns", None),
+    ("ratelimit: keyed 1k, allowed", "ratelimit/keyed_allowed/ate/1000", "ratelimit/keyed_allowed/governor/1000", "≤ 1.0x (1.25x floor)", lambda r: r <= 1.0),
+    ("ratelimit: keyed 1k, denied", "ratelimit/keyed_denied/ate/1000", "ratelimit/keyed_denied/governor/1000", "≤ 1.0x (1.25x floor)", lambda r: r <= 1.0),
+    ("ratelimit: keyed 100k, allowed", "ratelimit/keyed_allowed/ate/100000", "ratelimit/keyed_allowed/governor/100000", "≤ 1.0x (1.25x floor)", lambda r: r <= 1.0),
+    ("ratelimit: keyed 100k, denied", "ratelimit/keyed_denied/ate/100000", "ratelimit/keyed_denied/governor/100000", "≤ 1.0x (1.25x floor)", lambda r: r <= 1.0),
+    ("ratelimit: one key, 2 threads, allowed", "ratelimit/one_key_2_threads_allowed/ate_check", "ratelimit/one_key_2_threads_allowed/governor_check", "≤ 1.5x governor", lambda r: r <= 1.5),
+    ("ratelimit: one key, 2 threads, denied", "ratelimit/one_key_2_threads_denied/ate_check", "ratelimit/one_key_2_threads_denied/governor_check", "(reported; ours records the denial)", None),
+    ("ledger: begin→dispatch→close, memory", "ledger/begin_dispatch_close/memory", None, "", None),
+    ("ledger: begin→dispatch→close, redb (3 commits)", "ledger/begin_dispatch_close/redb_durable", "ledger/durable_transition/floor_bare_fsync", "(3 fsyncs)", None),
+    ("ledger: one durable transition (redb)", "ledger/durable_transition/redb_begin", "ledger/durable_transition/floor_bare_fsync", "bounded by fsync", None),
+]
+
+lines = []
+lines.append("# Benchmarks\n")
+lines.append(f"Latest run: {datetime.date.today().isoformat()} on {os.cpu_count()} cores, {cpu_model()}, {platform.system()} {platform.release()}.\n")
+lines.append("Produced by `benches/run.sh` (criterion medians; peers measured in the same run, same group). The machine is a shared VM: expect ±10% run to run, more for multi-threaded rows.\n")
+lines.append("Commands:\n\n```sh\n" + commands.strip() + "\n```\n")
+lines.append("## Primitives\n")
+lines.append("| benchmark | ate | compared with | peer / floor | ratio | goal | met |")
+lines.append("|---|---|---|---|---|---|---|")
+for label, mid, pid, goal, check in ROWS:
+    m = c.get(mid)
+    if m is None:
+        continue
+    p = c.get(pid) if pid else None
+    ratio = (m / p) if p else None
+    met = ""
+    if check and ratio is not None:
+        met = "yes" if check(ratio) else "no"
+    if goal == "≤ 6 ns":
+        met = "yes" if m <= 6.0 else "no"
+    peer_name = pid.split("/")[-1] if pid else "–"
+    lines.append(f"| {label} | {fmt_ns(m)} | {peer_name} | {fmt_ns(p) if p else '–'} | {f'{ratio:.2f}x' if ratio else '–'} | {goal} | {met} |")
+
+# configguard scaling
+cg = [(n, c.get(f"configguard/check/load_and_check/{n}"), c.get(f"configguard/check/check_only/{n}")) for n in (1000, 10000, 50000)]
+if any(x[1] for x in cg):
+    lines.append("\n## ate-configguard: time against input size\n")
+    lines.append("Synthetic state: N Deployments, N ConfigMaps, N Secrets (3N documents of YAML), checked against itself. Goal: 10,000 workloads under 1 s, linear growth.\n")
+    lines.append("| workloads | parse + check | check only | per workload (parse + check) | vs 1k per workload |")
+    lines.append("|---|---|---|---|---|")
+    base = cg[0][1] / cg[0][0] if cg[0][1] else None
+    for n, lc, co in cg:
+        if lc is None:
+            continue
+        per = lc / n
+        lines.append(f"| {n:,} | {fmt_ns(lc)} | {fmt_ns(co)} | {fmt_ns(per)} | {per / base:.2f}x |" if base else f"| {n} | {fmt_ns(lc)} | {fmt_ns(co)} | {fmt_ns(per)} | – |")
+
+mem = load_jsonl("memory.jsonl")
+if mem:
+    lines.append("\n## ate-ratelimit: memory per key (100k keys, counting allocator)\n")
+    gov = next((m["bytes_per_key"] for m in mem if m["limiter"] == "governor_keyed"), None)
+    lines.append("| limiter | bytes/key | vs governor | goal |")
+    lines.append("|---|---|---|---|")
+    goals = {"ate_1_rps_key": ("≤ 600 B", 600), "ate_saturated_key": ("≤ 2.5 KB", 2560)}
+    for m in mem:
+        g = goals.get(m["limiter"])
+        ok = "" if not g else (" (met)" if m["bytes_per_key"] <= g[1] else " (not met)")
+        lines.append(f"| {m['limiter']} (N = 600 / 60 s) | {m['bytes_per_key']:.0f} | {m['bytes_per_key'] / gov:.0f}x | {(g[0] + ok) if g else '–'} |" if gov else f"| {m['limiter']} | {m['bytes_per_key']:.0f} | – | – |")
+
+http = load_jsonl("http.jsonl")
+if http:
+    lines.append("\n## HTTP overhead of the wiring (readiness guard + keyed rate-limit check)\n")
+    lines.append("Same trivial route, bare and wired, one server worker, a keep-alive load generator on the other core over loopback; median of rounds. Goal: wired ≥ 97% of bare throughput.\n")
+    lines.append("| framework | bare req/s | wired req/s | wired/bare | bare p50 / p99 | wired p50 / p99 | goal met |")
+    lines.append("|---|---|---|---|---|---|---|")
+    for fw in ("axum", "actix"):
+        def med(wired, key):
+            vals = [h[key] for h in http if h["framework"] == fw and h["wired"] == wired]
+            return statistics.median(vals) if vals else None
+        b, w = med(False, "rps"), med(True, "rps")
+        if not b or not w:
+            continue
+        r = w / b
+        lines.append(f"| {fw} | {b:,.0f} | {w:,.0f} | {r:.3f} | {med(False, 'p50_us'):.0f} / {med(False, 'p99_us'):.0f} µs | {med(True, 'p50_us'):.0f} / {med(True, 'p99_us'):.0f} µs | {'yes' if r >= 0.97 else 'no'} |")
+
+
+def bar_svg(path, title, groups, series, unit):
+    """groups: list of labels; series: list of (name, color, [values])."""
+    w, h, pad, top = 640, 320, 60, 40
+    vmax = max(v for _, _, vals in series for v in vals if v) * 1.15
+    n = len(groups)
+    gw = (w - 2 * pad) / n
+    bw = gw / (len(series) + 1)
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">',
+           f'<rect width="{w}" height="{h}" fill="white"/>',
+           f'<text x="{w / 2}" y="20" text-anchor="middle" font-size="14">{title}</text>',
+           f'<line x1="{pad}" y1="{h - pad}" x2="{w - pad}" y2="{h - pad}" stroke="black"/>',
+           f'<line x1="{pad}" y1="{top}" x2="{pad}" y2="{h - pad}" stroke="black"/>']
+    for t in range(5):
+        v = vmax * t / 4
+        y = h - pad - (h - pad - top) * t / 4
+        out.append(f'<text x="{pad - 5}" y="{y + 4}" text-anchor="end">{v:.0f}</text>')
+        out.append(f'<line x1="{pad}" y1="{y}" x2="{w - pad}" y2="{y}" stroke="#ddd"/>')
+    out.append(f'<text x="15" y="{h / 2}" transform="rotate(-90 15 {h / 2})" text-anchor="middle">{unit}</text>')
+    for gi, g in enumerate(groups):
+        for si, (_, color, vals) in enumerate(series):
+            v = vals[gi] or 0
+            x = pad + gi * gw + (si + 0.5) * bw
+            bh = (h - pad - top) * v / vmax
+            out.append(f'<rect x="{x:.1f}" y="{h - pad - bh:.1f}" width="{bw * 0.9:.1f}" height="{bh:.1f}" fill="{color}"/>')
+            out.append(f'<text x="{x + bw * 0.45:.1f}" y="{h - pad - bh - 3:.1f}" text-anchor="middle" font-size="10">{v:.0f}</text>')
+        out.append(f'<text x="{pad + (gi + 0.5) * gw:.1f}" y="{h - pad + 16}" text-anchor="middle">{g}</text>')
+    for si, (name, color, _) in enumerate(series):
+        out.append(f'<rect x="{w - pad - 150}" y="{top + si * 16}" width="10" height="10" fill="{color}"/>')
+        out.append(f'<text x="{w - pad - 135}" y="{top + si * 16 + 9}">{name}</text>')
+    out.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(out))
+
+
+os.makedirs(svg_dir, exist_ok=True)
+groups, ate_v, gov_v = [], [], []
+for path in ("allowed", "denied"):
+    for keys in (1000, 100000):
+        a = c.get(f"ratelimit/keyed_{path}/ate/{keys}")
+        g = c.get(f"ratelimit/keyed_{path}/governor/{keys}")
+        if a and g:
+            groups.append(f"{path} {keys // 1000}k keys")
+            ate_v.append(a)
+            gov_v.append(g)
+if groups:
+    bar_svg(os.path.join(svg_dir, "ratelimit_keyed.svg"), "Keyed limiter: ns per check (lower is better)", groups,
+            [("ate-ratelimit", "#2b6cb0", ate_v), ("governor", "#dd6b20", gov_v)], "ns / check")
+    lines.append("\n![keyed limiter ns/op against governor](benches/ratelimit_keyed.svg)\n")
+if any(x[1] for x in cg):
+    bar_svg(os.path.join(svg_dir, "configguard_scaling.svg"), "ate-configguard: parse + check time", [f"{n // 1000}k" for n, _, _ in cg],
+            [("parse + check (ms)", "#2f855a", [(x[1] or 0) / 1e6 for x in cg]), ("check only (ms)", "#805ad5", [(x[2] or 0) / 1e6 for x in cg])], "ms")
+    lines.append("![configguard time against input size](benches/configguard_scaling.svg)\n")
+
+with open(out_md, "w") as f:
+    f.write("\n".join(lines) + "\n")
+print(f"wrote {out_md}")
