@@ -14,6 +14,9 @@
 //!   a shared bucket), denying if any denies and naming which.
 //! - [`Decision`] / [`Combined`]: allowed with `remaining`, or denied with an
 //!   exact `retry_after`.
+//! - [`ApproxKeyedLimiter`] / [`BucketQuota`]: for very large N, B
+//!   sub-window counters per key; never admits more than N in any trailing
+//!   W, may deny for at most W/B too long.
 //! - [`LimitTable`]: limits from code defaults overridden by environment
 //!   variables, with startup errors that name the variable and value.
 //! - [`Clock`], [`MonotonicClock`], [`ManualClock`], [`Timestamp`]: time is
@@ -67,6 +70,7 @@
 //!   strategies).
 #![warn(missing_docs)]
 
+mod approx;
 mod clock;
 mod config;
 mod decision;
@@ -76,6 +80,7 @@ mod ring;
 pub mod testing;
 mod window;
 
+pub use approx::{ApproxKeyedLimiter, BucketQuota};
 pub use clock::{Clock, ManualClock, MonotonicClock, Timestamp};
 pub use config::{LimitSpec, LimitTable, parse_positive};
 pub use decision::{Combined, Decision};

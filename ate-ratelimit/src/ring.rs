@@ -155,7 +155,7 @@ mod tests {
             x ^= x >> 17;
             x ^= x << 5;
             let limit = 37;
-            if x % 3 == 0 {
+            if x.is_multiple_of(3) {
                 ring.pop_front();
                 model.pop_front();
             } else {
@@ -166,7 +166,7 @@ mod tests {
                 ring.push_back(step, limit);
                 model.push_back(step);
             }
-            if x % 101 == 0 {
+            if x.is_multiple_of(101) {
                 ring.maybe_shrink();
             }
             assert_eq!(ring.len(), model.len());

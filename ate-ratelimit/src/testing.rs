@@ -65,6 +65,16 @@ impl<K: Hash + Eq + Clone> Model<K> {
         })
     }
 
+    /// Attempts by `key` in `(now - span, now]` (for checking the
+    /// approximate mode's bound with `span = W + W/B`).
+    pub fn count_within(&self, key: &K, now: Timestamp, span: Duration) -> usize {
+        self.log.get(key).map_or(0, |log| {
+            log.iter()
+                .filter(|a| **a <= now && now.duration_since(**a) < span)
+                .count()
+        })
+    }
+
     /// What an attempt at `now` gets, without recording it.
     pub fn peek(&self, key: &K, now: Timestamp) -> Decision {
         let limit = self.quota.limit().get() as usize;

@@ -1,0 +1,228 @@
+//! A memory-bounded approximate mode for very large limits: B sub-window
+//! counters per key instead of one timestamp per attempt.
+//!
+//! The window of length W is cut into B buckets of width `w = ceil(W / B)`.
+//! A decision at time t counts EVERY attempt recorded in any bucket that
+//! overlaps the window `(t - W, t]`, i.e. the B + 1 most recent buckets.
+//! That over-counts, never under-counts, so:
+//!
+//! - it never admits more than N attempts in any trailing window W (the
+//!   attempts it counts are a superset of the exact window's);
+//! - it may deny for at most `w` (= W / B, rounded up to a nanosecond) too
+//!   long: an attempt it counts but the exact rule would not is at most `w`
+//!   older than the window, so it leaves within `w`.
+//!
+//! Memory per key: B + 1 `u32` counters, whatever N is.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::hash::{BuildHasher, Hash};
+use std::num::{NonZeroU16, NonZeroU32};
+use std::time::Duration;
+
+use hashbrown::DefaultHashBuilder;
+use parking_lot::Mutex;
+
+use crate::{Clock, Decision, MonotonicClock, Policy, Timestamp};
+
+/// N attempts per trailing window W, counted in B buckets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BucketQuota {
+    limit: NonZeroU32,
+    window: Duration,
+    buckets: NonZeroU16,
+}
+
+impl BucketQuota {
+    /// `limit` attempts per `window`, counted in `buckets` buckets.
+    pub const fn new(limit: NonZeroU32, window: Duration, buckets: NonZeroU16) -> Self {
+        Self {
+            limit,
+            window,
+            buckets,
+        }
+    }
+
+    /// The bucket width `ceil(W / B)`: the most a denial can last too long.
+    pub fn bucket_width(&self) -> Duration {
+        Duration::from_nanos(self.width_nanos())
+    }
+
+    fn width_nanos(&self) -> u64 {
+        let w = u64::try_from(self.window.as_nanos()).unwrap_or(u64::MAX);
+        w.div_ceil(u64::from(self.buckets.get())).max(1)
+    }
+}
+
+/// One key's counters: a ring of B + 1 buckets ending at `newest`.
+#[derive(Debug, Clone)]
+struct Buckets {
+    newest: u64,
+    counts: Box<[u32]>,
+}
+
+impl Buckets {
+    fn new(slots: usize) -> Self {
+        Self {
+            newest: 0,
+            counts: vec![0; slots].into_boxed_slice(),
+        }
+    }
+
+    fn slot(&self, index: u64) -> usize {
+        (index % self.counts.len() as u64) as usize
+    }
+
+    /// Moves the ring forward to bucket `index`, zeroing buckets that fell
+    /// out. Earlier indices (time going backwards) are taken as `newest`.
+    fn advance(&mut self, index: u64) -> u64 {
+        if index <= self.newest {
+            return self.newest;
+        }
+        let steps = (index - self.newest).min(self.counts.len() as u64);
+        for k in 0..steps {
+            let s = self.slot(index - k);
+            self.counts[s] = 0;
+        }
+        self.newest = index;
+        index
+    }
+
+    fn total(&self) -> u64 {
+        self.counts.iter().map(|&c| u64::from(c)).sum()
+    }
+}
+
+fn decide(
+    q: &BucketQuota,
+    policy: Policy,
+    b: &mut Buckets,
+    now: Timestamp,
+    record: bool,
+) -> Decision {
+    let width = q.width_nanos();
+    let index = b.advance(now.as_nanos() / width);
+    let limit = u64::from(q.limit.get());
+    let total = b.total();
+    let allowed = total < limit;
+    let record = record && (allowed || policy == Policy::CountDenied);
+    if record {
+        let s = b.slot(index);
+        b.counts[s] = b.counts[s].saturating_add(1);
+    }
+    if allowed {
+        return Decision::Allowed {
+            remaining: (limit - total - u64::from(record)) as u32,
+        };
+    }
+    // The earliest bucket boundary after which the total drops below N.
+    let mut remaining = b.total();
+    let slots = b.counts.len() as u64;
+    let oldest = index.saturating_sub(slots - 1);
+    for j in oldest..=index {
+        remaining -= u64::from(b.counts[b.slot(j)]);
+        if remaining < limit {
+            let at = (j + slots).saturating_mul(width);
+            return Decision::Denied {
+                retry_after: Duration::from_nanos(at.saturating_sub(now.as_nanos())),
+            };
+        }
+    }
+    Decision::Denied {
+        retry_after: Duration::from_nanos(((index + slots) * width).saturating_sub(now.as_nanos())),
+    }
+}
+
+/// The approximate mode, one window per key. See the [module docs](self)
+/// for the exact bound.
+pub struct ApproxKeyedLimiter<K, C: Clock = MonotonicClock> {
+    quota: BucketQuota,
+    policy: Policy,
+    clock: C,
+    hasher: DefaultHashBuilder,
+    shards: Box<[Mutex<HashMap<K, Buckets, DefaultHashBuilder>>]>,
+}
+
+impl<K, C: Clock> fmt::Debug for ApproxKeyedLimiter<K, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ApproxKeyedLimiter")
+            .field("quota", &self.quota)
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: Hash + Eq + Clone> ApproxKeyedLimiter<K, MonotonicClock> {
+    /// With the default policy and the monotonic clock.
+    pub fn new(quota: BucketQuota) -> Self {
+        Self::with_clock(quota, Policy::default(), MonotonicClock::new())
+    }
+}
+
+impl<K: Hash + Eq + Clone, C: Clock> ApproxKeyedLimiter<K, C> {
+    /// With an explicit policy and clock.
+    pub fn with_clock(quota: BucketQuota, policy: Policy, clock: C) -> Self {
+        let shards = 16;
+        Self {
+            quota,
+            policy,
+            clock,
+            hasher: DefaultHashBuilder::default(),
+            shards: (0..shards)
+                .map(|_| Mutex::new(HashMap::default()))
+                .collect(),
+        }
+    }
+
+    /// Checks (and records) an attempt by `key` now.
+    pub fn check(&self, key: &K) -> Decision {
+        self.check_at(key, self.clock.now())
+    }
+
+    /// Checks (and records) an attempt by `key` at `now`.
+    pub fn check_at(&self, key: &K, now: Timestamp) -> Decision {
+        self.run(key, now, true)
+    }
+
+    /// What an attempt at `now` would get, without recording it.
+    pub fn peek_at(&self, key: &K, now: Timestamp) -> Decision {
+        self.run(key, now, false)
+    }
+
+    fn run(&self, key: &K, now: Timestamp, record: bool) -> Decision {
+        let hash = self.hasher.hash_one(key);
+        let mut shard = self.shards[(hash >> 32) as usize % self.shards.len()].lock();
+        let slots = usize::from(self.quota.buckets.get()) + 1;
+        match shard.get_mut(key) {
+            Some(b) => decide(&self.quota, self.policy, b, now, record),
+            None => {
+                let mut b = Buckets::new(slots);
+                let d = decide(&self.quota, self.policy, &mut b, now, record);
+                if record {
+                    shard.insert(key.clone(), b);
+                }
+                d
+            }
+        }
+    }
+
+    /// Drops keys whose buckets are all out of the window at `now`.
+    pub fn retain_recent_at(&self, now: Timestamp) {
+        let width = self.quota.width_nanos();
+        let index = now.as_nanos() / width;
+        let slots = u64::from(self.quota.buckets.get()) + 1;
+        for shard in self.shards.iter() {
+            shard.lock().retain(|_, b| b.newest + slots > index);
+        }
+    }
+
+    /// Keys in the table.
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().len()).sum()
+    }
+
+    /// Whether the table is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

@@ -1,0 +1,100 @@
+//! The approximate mode stays inside its documented bound.
+
+use std::num::{NonZeroU16, NonZeroU32};
+use std::time::Duration;
+
+use ate_ratelimit::testing::{Model, traffic};
+use ate_ratelimit::{
+    ApproxKeyedLimiter, BucketQuota, Clock, ManualClock, Policy, Quota, Timestamp,
+};
+use proptest::prelude::*;
+
+fn quotas(n: u32, window_ms: u64, b: u16) -> (BucketQuota, Quota) {
+    let n = NonZeroU32::new(n).unwrap();
+    let w = Duration::from_millis(window_ms);
+    (
+        BucketQuota::new(n, w, NonZeroU16::new(b).unwrap()),
+        Quota::new(n, w),
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn approximate_mode_never_admits_more_and_denies_at_most_w_over_b_too_long(
+        n in 1u32..8, w in 10u64..20_000, b in 1u16..12, steps in traffic(3, 100),
+    ) {
+        let (bq, q) = quotas(n, w, b);
+        let clock = ManualClock::default();
+        let approx = ApproxKeyedLimiter::with_clock(bq, Policy::CountDenied, clock.clone());
+        // Under CountDenied both record every attempt: the same history.
+        let mut exact = Model::new(q, Policy::CountDenied);
+        let slack = bq.bucket_width();
+        for step in steps {
+            clock.advance(step.advance);
+            let now = clock.now();
+            let a = approx.check(&step.key);
+            let e = exact.check(step.key, now);
+            if a.is_allowed() {
+                prop_assert!(e.is_allowed(), "approximate allowed what the exact rule denies");
+            } else {
+                // Denied: the exact count over a window W/B longer reaches N.
+                let within = exact.count_within(&step.key, now, q.window() + slack);
+                prop_assert!(within > n as usize, "denied with only {} attempts in W + W/B", within);
+                let retry = a.retry_after().unwrap();
+                prop_assert!(retry <= q.window() + slack, "retry_after {:?} beyond W + W/B", retry);
+            }
+        }
+    }
+
+    #[test]
+    fn approximate_allowed_only_never_lets_more_than_n_through_any_window(
+        n in 1u32..6, w in 10u64..5_000, b in 1u16..8, steps in traffic(1, 150),
+    ) {
+        let (bq, q) = quotas(n, w, b);
+        let clock = ManualClock::default();
+        let approx = ApproxKeyedLimiter::with_clock(bq, Policy::AllowedOnly, clock.clone());
+        let mut allowed: Vec<Timestamp> = Vec::new();
+        for step in steps {
+            clock.advance(step.advance);
+            if approx.check(&0u8).is_allowed() {
+                allowed.push(clock.now());
+            }
+        }
+        for win in allowed.windows(n as usize + 1) {
+            prop_assert!(win[n as usize].duration_since(win[0]) >= q.window());
+        }
+    }
+}
+
+#[test]
+fn memory_is_b_plus_one_counters_whatever_n_is() {
+    let (bq, _) = quotas(1_000_000, 60_000, 60);
+    let clock = ManualClock::default();
+    let l = ApproxKeyedLimiter::with_clock(bq, Policy::CountDenied, clock.clone());
+    for _ in 0..10_000 {
+        assert!(l.check(&"k").is_allowed());
+    }
+    assert_eq!(l.len(), 1);
+    assert_eq!(bq.bucket_width(), Duration::from_secs(1));
+    clock.advance(Duration::from_secs(62));
+    l.retain_recent_at(clock.now_for_model());
+    assert!(l.is_empty());
+}
+
+#[test]
+fn retry_after_is_exact_for_the_bucketed_history() {
+    let (bq, _) = quotas(2, 10_000, 10); // 1 s buckets
+    let clock = ManualClock::default();
+    let l = ApproxKeyedLimiter::with_clock(bq, Policy::AllowedOnly, clock.clone());
+    clock.advance(Duration::from_millis(500));
+    assert!(l.check(&1).is_allowed()); // bucket 0
+    clock.advance(Duration::from_millis(1_000));
+    assert!(l.check(&1).is_allowed()); // bucket 1
+    let d = l.check(&1);
+    // Bucket 0 leaves the 11 counted buckets when bucket 11 starts (t = 11 s).
+    assert_eq!(d.retry_after(), Some(Duration::from_millis(11_000 - 1_500)));
+    clock.set(Timestamp::from_millis(11_000));
+    assert!(l.check(&1).is_allowed());
+}
