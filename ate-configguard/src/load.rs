@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{
-    Container, EnvFromSource, EnvVar, EphemeralContainer, PodSpec, Volume, VolumeMount,
+    Container, EnvFromSource, EnvVar, EphemeralContainer, KeyToPath, PodSpec, Volume, VolumeMount,
 };
 use serde::de::DeserializeOwned;
 
@@ -458,6 +458,34 @@ impl Refs {
     }
 }
 
+impl Refs {
+    /// A configMap/secret volume or projection: with `items`, one key
+    /// reference per item; without, a bulk load of every key.
+    fn source(
+        &mut self,
+        site: String,
+        kind: ConfigKind,
+        name: &str,
+        items: Option<&[KeyToPath]>,
+        optional: Option<bool>,
+    ) -> Result<(), String> {
+        match items {
+            None => self.push(None, site, kind, name, None, true, optional),
+            Some(items) => items.iter().try_for_each(|i| {
+                self.push(
+                    None,
+                    format!("{site}.items"),
+                    kind,
+                    name,
+                    Some(&i.key),
+                    false,
+                    optional,
+                )
+            }),
+        }
+    }
+}
+
 fn container_refs(
     r: &mut Refs,
     c: &str,
@@ -622,113 +650,46 @@ pub fn pod_references(spec: &PodSpec) -> Result<Vec<Reference>, String> {
     for v in volumes {
         let base = format!("volumes[{}]", v.name);
         if let Some(cm) = &v.config_map {
-            match &cm.items {
-                None => r.push(
-                    None,
-                    format!("{base}.configMap"),
-                    ConfigKind::ConfigMap,
-                    &cm.name,
-                    None,
-                    true,
-                    cm.optional,
-                )?,
-                Some(items) => {
-                    for i in items {
-                        r.push(
-                            None,
-                            format!("{base}.configMap.items"),
-                            ConfigKind::ConfigMap,
-                            &cm.name,
-                            Some(&i.key),
-                            false,
-                            cm.optional,
-                        )?;
-                    }
-                }
-            }
+            let site = format!("{base}.configMap");
+            r.source(
+                site,
+                ConfigKind::ConfigMap,
+                &cm.name,
+                cm.items.as_deref(),
+                cm.optional,
+            )?;
         }
         if let Some(s) = &v.secret {
             let name = s.secret_name.as_deref().unwrap_or("");
-            match &s.items {
-                None => r.push(
-                    None,
-                    format!("{base}.secret"),
-                    ConfigKind::Secret,
-                    name,
-                    None,
-                    true,
-                    s.optional,
-                )?,
-                Some(items) => {
-                    for i in items {
-                        r.push(
-                            None,
-                            format!("{base}.secret.items"),
-                            ConfigKind::Secret,
-                            name,
-                            Some(&i.key),
-                            false,
-                            s.optional,
-                        )?;
-                    }
-                }
-            }
+            r.source(
+                format!("{base}.secret"),
+                ConfigKind::Secret,
+                name,
+                s.items.as_deref(),
+                s.optional,
+            )?;
         }
         if let Some(p) = &v.projected {
             for (n, src) in p.sources.iter().flatten().enumerate() {
                 if let Some(cm) = &src.config_map {
                     let site = format!("{base}.projected.sources[{n}].configMap");
-                    match &cm.items {
-                        None => r.push(
-                            None,
-                            site,
-                            ConfigKind::ConfigMap,
-                            &cm.name,
-                            None,
-                            true,
-                            cm.optional,
-                        )?,
-                        Some(items) => {
-                            for i in items {
-                                r.push(
-                                    None,
-                                    format!("{site}.items"),
-                                    ConfigKind::ConfigMap,
-                                    &cm.name,
-                                    Some(&i.key),
-                                    false,
-                                    cm.optional,
-                                )?;
-                            }
-                        }
-                    }
+                    r.source(
+                        site,
+                        ConfigKind::ConfigMap,
+                        &cm.name,
+                        cm.items.as_deref(),
+                        cm.optional,
+                    )?;
                 }
                 if let Some(s) = &src.secret {
                     let site = format!("{base}.projected.sources[{n}].secret");
-                    match &s.items {
-                        None => r.push(
-                            None,
-                            site,
-                            ConfigKind::Secret,
-                            &s.name,
-                            None,
-                            true,
-                            s.optional,
-                        )?,
-                        Some(items) => {
-                            for i in items {
-                                r.push(
-                                    None,
-                                    format!("{site}.items"),
-                                    ConfigKind::Secret,
-                                    &s.name,
-                                    Some(&i.key),
-                                    false,
-                                    s.optional,
-                                )?;
-                            }
-                        }
-                    }
+                    r.source(
+                        site,
+                        ConfigKind::Secret,
+                        &s.name,
+                        s.items.as_deref(),
+                        s.optional,
+                    )?;
                 }
             }
         }

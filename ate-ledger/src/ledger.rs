@@ -227,15 +227,19 @@ impl<S: Store, C: Clock> Ledger<S, C> {
         }
         t.dispatched_at = Some(now);
         record.version += 1;
-        self.store
-            .put(&record, Some(expected))
-            .map_err(|e| match e {
-                Error::VersionConflict { .. } => Error::StaleLease {
-                    key: lease.key.to_string(),
-                    token: lease.token,
-                },
-                e => e,
-            })
+        self.put_owned(&record, expected, lease)
+    }
+
+    /// Writes a record the lease owns; losing the version race means
+    /// another worker moved it, so the lease is stale.
+    fn put_owned(&self, record: &Record, expected: u64, lease: &Lease) -> Result<(), Error> {
+        self.store.put(record, Some(expected)).map_err(|e| match e {
+            Error::VersionConflict { .. } => Error::StaleLease {
+                key: lease.key.to_string(),
+                token: lease.token,
+            },
+            e => e,
+        })
     }
 
     /// Extends the lease (long provider calls).
@@ -312,15 +316,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
         record.lease = None;
         record.ended_at = Some(now);
         record.version += 1;
-        self.store
-            .put(&record, Some(expected))
-            .map_err(|e| match e {
-                Error::VersionConflict { .. } => Error::StaleLease {
-                    key: lease.key.to_string(),
-                    token: lease.token,
-                },
-                e => e,
-            })?;
+        self.put_owned(&record, expected, lease)?;
         Ok(record)
     }
 
