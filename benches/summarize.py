@@ -208,3 +208,24 @@ if any(x[1] for x in cg):
 with open(out_md, "w") as f:
     f.write("\n".join(lines) + "\n")
 print(f"wrote {out_md}")
+
+# benches/README.md: how to run, then the same tables (pictures relative to benches/).
+intro = """# ate-benches
+
+Criterion benchmarks for every `ate` crate, each measured in the same group as
+the peer crate a user would otherwise pick (`governor`) or the physical floor
+(a bare atomic, an uncontended `parking_lot::Mutex`, a bare `fsync`), so every
+row is a ratio from one run. Plus two binaries: `http_overhead` (the same route
+bare and wired, on axum and actix-web, over loopback keep-alive) and `memory`
+(bytes per key with a counting allocator).
+
+```sh
+bash benches/run.sh              # everything; rewrites BENCHMARKS.md and this file
+bash benches/run.sh ratelimit    # one group: readiness generation ratelimit configguard ledger http memory
+cargo test -p ate-benches --benches   # smoke run (each bench once), as CI does
+```
+
+"""
+body = "\n".join(lines[1:]).replace("](benches/", "](")
+with open(os.path.join(svg_dir, "README.md"), "w") as f:
+    f.write(intro + body + "\n")

@@ -8,9 +8,11 @@
 //!
 //! - it never admits more than N attempts in any trailing window W (the
 //!   attempts it counts are a superset of the exact window's);
-//! - it may deny for at most `w` (= W / B, rounded up to a nanosecond) too
-//!   long: an attempt it counts but the exact rule would not is at most `w`
-//!   older than the window, so it leaves within `w`.
+//! - it may deny for at most `(B + 1) * w - W` too long, which is `w` (=
+//!   W / B) plus fewer than B nanoseconds of rounding
+//!   ([`BucketQuota::max_extra_denial`]): an attempt at time `a` stops
+//!   counting at `(floor(a / w) + B + 1) * w <= a + (B + 1) * w`, where the
+//!   exact rule drops it at `a + W`.
 //!
 //! Memory per key: B + 1 `u32` counters, whatever N is.
 
@@ -43,9 +45,17 @@ impl BucketQuota {
         }
     }
 
-    /// The bucket width `ceil(W / B)`: the most a denial can last too long.
+    /// The bucket width `w = ceil(W / B)` (rounded up to a nanosecond).
     pub fn bucket_width(&self) -> Duration {
         Duration::from_nanos(self.width_nanos())
+    }
+
+    /// The most a denial can last beyond the exact rule's:
+    /// `(B + 1) * w - W`, which is `w` plus the nanoseconds lost rounding
+    /// `W / B` up (fewer than B).
+    pub fn max_extra_denial(&self) -> Duration {
+        let span = self.width_nanos() * (u64::from(self.buckets.get()) + 1);
+        Duration::from_nanos(span).saturating_sub(self.window)
     }
 
     fn width_nanos(&self) -> u64 {

@@ -30,7 +30,8 @@ proptest! {
         let approx = ApproxKeyedLimiter::with_clock(bq, Policy::CountDenied, clock.clone());
         // Under CountDenied both record every attempt: the same history.
         let mut exact = Model::new(q, Policy::CountDenied);
-        let slack = bq.bucket_width();
+        let slack = bq.max_extra_denial();
+        prop_assert!(slack < bq.bucket_width() + Duration::from_nanos(u64::from(b)));
         for step in steps {
             clock.advance(step.advance);
             let now = clock.now();
