@@ -291,6 +291,17 @@ fn parse_documents<W: Wrapped>(text: &str, source: &str) -> Result<Vec<Node>, In
     }
     let mut options = serde_saphyr::Options::default();
     options.with_snippet = false;
+    // The default budget (1,024 documents, 250k nodes) is meant for config
+    // files; rendered manifests of a whole cluster are far larger. Alias
+    // and depth limits stay at their defaults (alias bombs are still
+    // refused).
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_documents = 10_000_000;
+    budget.max_nodes = 200_000_000;
+    budget.max_events = 400_000_000;
+    budget.max_total_scalar_bytes = 4 << 30;
+    budget.max_reader_input_bytes = None;
+    options.budget = Some(budget);
     let docs: Vec<Option<W>> =
         serde_saphyr::from_multiple_with_options(text, options).map_err(|e| {
             let location = e

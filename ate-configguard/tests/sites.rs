@@ -204,3 +204,12 @@ fn json_manifests_are_read() {
     let m = ate_configguard::load_str(json, "x.json", &Default::default()).unwrap();
     assert_eq!(m.objects[0].id.to_string(), "ConfigMap/n/c");
 }
+
+#[test]
+fn large_multi_document_files_load() {
+    // Regression: the YAML parser's default budget refused more than 1,024
+    // documents, which a rendered cluster easily exceeds.
+    let docs: Vec<String> = (0..3_000).map(|i| cm(&format!("cm-{i}"), &["A"])).collect();
+    let m = load(&docs.join("---\n"));
+    assert_eq!(m.objects.len(), 3_000);
+}

@@ -1,20 +1,4 @@
-//! A memory-bounded approximate mode for very large limits: B sub-window
-//! counters per key instead of one timestamp per attempt.
-//!
-//! The window of length W is cut into B buckets of width `w = ceil(W / B)`.
-//! A decision at time t counts EVERY attempt recorded in any bucket that
-//! overlaps the window `(t - W, t]`, i.e. the B + 1 most recent buckets.
-//! That over-counts, never under-counts, so:
-//!
-//! - it never admits more than N attempts in any trailing window W (the
-//!   attempts it counts are a superset of the exact window's);
-//! - it may deny for at most `(B + 1) * w - W` too long, which is `w` (=
-//!   W / B) plus fewer than B nanoseconds of rounding
-//!   ([`BucketQuota::max_extra_denial`]): an attempt at time `a` stops
-//!   counting at `(floor(a / w) + B + 1) * w <= a + (B + 1) * w`, where the
-//!   exact rule drops it at `a + W`.
-//!
-//! Memory per key: B + 1 `u32` counters, whatever N is.
+//! The approximate, memory-bounded mode ([`ApproxKeyedLimiter`]).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -143,8 +127,23 @@ fn decide(
     }
 }
 
-/// The approximate mode, one window per key. See the [module docs](self)
-/// for the exact bound.
+/// A memory-bounded approximate mode for very large limits: B sub-window
+/// counters per key instead of one timestamp per attempt.
+///
+/// The window of length W is cut into B buckets of width `w = ceil(W / B)`.
+/// A decision at time t counts EVERY attempt recorded in any bucket that
+/// overlaps the window `(t - W, t]`, i.e. the B + 1 most recent buckets.
+/// That over-counts, never under-counts, so:
+///
+/// - it never admits more than N attempts in any trailing window W (the
+///   attempts it counts are a superset of the exact window's);
+/// - it may deny for at most `(B + 1) * w - W` too long, which is `w` (=
+///   W / B) plus fewer than B nanoseconds of rounding
+///   ([`BucketQuota::max_extra_denial`]): an attempt at time `a` stops
+///   counting at `(floor(a / w) + B + 1) * w <= a + (B + 1) * w`, where the
+///   exact rule drops it at `a + W`.
+///
+/// Memory per key: B + 1 `u32` counters, whatever N is.
 pub struct ApproxKeyedLimiter<K, C: Clock = MonotonicClock> {
     quota: BucketQuota,
     policy: Policy,
