@@ -1,39 +1,45 @@
 #!/usr/bin/env bash
-# Runs the benchmark suite (or one group) and writes BENCHMARKS.md plus SVGs.
-#   bash benches/run.sh                # everything
-#   bash benches/run.sh ratelimit      # readiness|generation|ratelimit|configguard|ledger|http|memory
-# Measurement settings: MEASURE_SECS (default 3), WARMUP_SECS (default 1),
+# Runs the benchmark suite (or some groups) and writes BENCHMARKS.md,
+# benches/README.md and the SVGs from every result found in target/.
+#   bash benches/run.sh                     # everything
+#   bash benches/run.sh ratelimit memory    # groups: readiness generation ratelimit configguard ledger memory http
+# Settings: MEASURE_SECS (default 3), WARMUP_SECS (default 1),
 # HTTP_SECS (default 5), HTTP_CONNECTIONS (default 16).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export K8S_OPENAPI_ENABLED_VERSION="${K8S_OPENAPI_ENABLED_VERSION:-1.37}"
-group="${1:-all}"
 measure="${MEASURE_SECS:-3}"
 warmup="${WARMUP_SECS:-1}"
 target="${CARGO_TARGET_DIR:-target}"
 mkdir -p "$target/ate-bench"
+out="$(cd "$target/ate-bench" && pwd)"
 # The durable ledger bench fsyncs: run it on the project's disk, not tmpfs.
-export ATE_BENCH_DIR="$target/ate-bench"
-commands=""
+export ATE_BENCH_DIR="$out"
+groups=("$@")
+[[ ${#groups[@]} -eq 0 ]] && groups=(readiness generation ratelimit configguard ledger memory http)
 
-run() {
-  commands+="$*"$'\n'
-  "$@"
-}
-
-for b in readiness generation ratelimit configguard ledger; do
-  if [[ "$group" == all || "$group" == "$b" ]]; then
-    run cargo bench -p ate-benches --bench "$b" -- --warm-up-time "$warmup" --measurement-time "$measure"
-  fi
+for g in "${groups[@]}"; do
+  case "$g" in
+    readiness|generation|ratelimit|configguard|ledger)
+      cmd="cargo bench -p ate-benches --bench $g -- --warm-up-time $warmup --measurement-time $measure"
+      $cmd
+      ;;
+    memory)
+      cargo build --release -p ate-benches --bin memory
+      cmd="cargo run --release -p ate-benches --bin memory"
+      "$target/release/memory" | tee "$out/memory.jsonl"
+      ;;
+    http)
+      cargo build --release -p ate-benches --bin http_overhead
+      cmd="cargo run --release -p ate-benches --bin http_overhead -- ${HTTP_SECS:-5} ${HTTP_CONNECTIONS:-16}"
+      "$target/release/http_overhead" "${HTTP_SECS:-5}" "${HTTP_CONNECTIONS:-16}" | tee "$out/http.jsonl"
+      ;;
+    *)
+      echo "unknown group $g (readiness generation ratelimit configguard ledger memory http)" >&2
+      exit 2
+      ;;
+  esac
+  echo "$cmd" > "$out/cmd-$g.txt"
 done
-if [[ "$group" == all || "$group" == memory ]]; then
-  run cargo build --release -p ate-benches --bin memory
-  commands+="$target/release/memory > $target/ate-bench/memory.jsonl"$'\n'
-  "$target/release/memory" | tee "$target/ate-bench/memory.jsonl"
-fi
-if [[ "$group" == all || "$group" == http ]]; then
-  run cargo build --release -p ate-benches --bin http_overhead
-  commands+="$target/release/http_overhead ${HTTP_SECS:-5} ${HTTP_CONNECTIONS:-16} > $target/ate-bench/http.jsonl"$'\n'
-  "$target/release/http_overhead" "${HTTP_SECS:-5}" "${HTTP_CONNECTIONS:-16}" | tee "$target/ate-bench/http.jsonl"
-fi
+commands="$(cat "$out"/cmd-*.txt 2>/dev/null || true)"
 python3 benches/summarize.py "$target" BENCHMARKS.md benches "$commands"

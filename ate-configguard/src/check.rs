@@ -1,7 +1,8 @@
 //! The rule: every workload serving during or after the transition must
 //! have each non-optional reference resolve in the PROPOSED config state.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::cell::OnceCell;
+use std::collections::{BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
@@ -104,13 +105,13 @@ pub fn parse_object_id(s: &str) -> Result<ObjectId, InputError> {
     })
 }
 
-fn index(
-    objects: &[ConfigObject],
-    at: &str,
-) -> Result<BTreeMap<ObjectId, ConfigObject>, InputError> {
-    let mut map = BTreeMap::new();
+type Index<'a> = HashMap<&'a ObjectId, &'a ConfigObject>;
+
+/// Objects by identity, borrowed (no copies of key sets).
+fn index<'a>(objects: &'a [ConfigObject], at: &str) -> Result<Index<'a>, InputError> {
+    let mut map = HashMap::with_capacity(objects.len());
     for o in objects {
-        if map.insert(o.id.clone(), o.clone()).is_some() {
+        if map.insert(&o.id, o).is_some() {
             return Err(InputError::Invalid {
                 at: at.into(),
                 message: format!("{} appears twice", o.id),
@@ -121,11 +122,34 @@ fn index(
 }
 
 struct Ctx<'a> {
-    current: &'a BTreeMap<ObjectId, ConfigObject>,
-    proposed: &'a BTreeMap<ObjectId, ConfigObject>,
+    current: &'a Index<'a>,
+    proposed: &'a Index<'a>,
     inventory: HashMap<&'a ObjectId, &'a BTreeSet<String>>,
-    /// (namespace, key) -> objects holding that key in the proposed state.
-    holders: HashMap<(&'a str, &'a str), Vec<&'a ObjectId>>,
+    /// (namespace, key) -> objects holding that key in the proposed state;
+    /// built on the first missing key (it only feeds the message).
+    holders: OnceCell<HashMap<(&'a str, &'a str), Vec<&'a ObjectId>>>,
+}
+
+impl<'a> Ctx<'a> {
+    fn holders(&self, namespace: &str, key: &str) -> Vec<String> {
+        let holders = self.holders.get_or_init(|| {
+            let mut map: HashMap<(&str, &str), Vec<&ObjectId>> = HashMap::new();
+            for (id, o) in self.proposed {
+                for k in &o.keys {
+                    map.entry((id.namespace.as_str(), k.as_str()))
+                        .or_default()
+                        .push(id);
+                }
+            }
+            map
+        });
+        let mut found: Vec<String> = holders
+            .get(&(namespace, key))
+            .map(|ids| ids.iter().map(|i| i.to_string()).collect())
+            .unwrap_or_default();
+        found.sort();
+        found
+    }
 }
 
 /// Runs the check.
@@ -134,7 +158,7 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
     let proposed_in = index(&input.proposed.objects, "proposed state")?;
     let mut proposed = current.clone();
     if input.deletion == Deletion::Prune {
-        proposed.retain(|id, _| proposed_in.contains_key(id));
+        proposed.retain(|id, _| proposed_in.contains_key(*id));
     }
     for id in &input.delete {
         if proposed_in.contains_key(id) {
@@ -146,16 +170,6 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
         proposed.remove(id);
     }
     proposed.extend(proposed_in);
-
-    let mut holders: HashMap<(&str, &str), Vec<&ObjectId>> = HashMap::new();
-    for (id, o) in &proposed {
-        for k in &o.keys {
-            holders
-                .entry((id.namespace.as_str(), k.as_str()))
-                .or_default()
-                .push(id);
-        }
-    }
     let ctx = Ctx {
         current: &current,
         proposed: &proposed,
@@ -164,7 +178,7 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
             .iter()
             .flat_map(|inv| inv.objects.iter().map(|o| (&o.id, &o.keys)))
             .collect(),
-        holders,
+        holders: OnceCell::new(),
     };
 
     let mut findings: BTreeSet<Finding> = BTreeSet::new();
@@ -279,11 +293,7 @@ fn check_reference(
     }
     match &r.key {
         Some(key) if !object.keys.contains(key) => {
-            let moved: Vec<String> = ctx
-                .holders
-                .get(&(target.namespace.as_str(), key.as_str()))
-                .map(|ids| ids.iter().map(|i| i.to_string()).collect())
-                .unwrap_or_default();
+            let moved = ctx.holders(&target.namespace, key);
             let was_there = current.is_some_and(|c| c.keys.contains(key));
             let mut msg = if was_there {
                 "the proposed state removes this key while it is still referenced".to_owned()

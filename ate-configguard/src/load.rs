@@ -96,9 +96,52 @@ fn load_str_into(
     options: &LoadOptions,
     out: &mut Manifests,
 ) -> Result<(), InputError> {
-    for (i, doc) in documents(text, source)?.into_iter().enumerate() {
-        let at = format!("{source} document {}", i + 1);
-        load_doc(doc, &at, options, out)?;
+    let mut docs = documents(text, source)?;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+    if threads < 2 || docs.len() < 512 {
+        for (i, doc) in docs.into_iter().enumerate() {
+            load_doc(doc, &format!("{source} document {}", i + 1), options, out)?;
+        }
+        return Ok(());
+    }
+    // Decoding workloads into k8s-openapi types is most of the time for a
+    // big input: split the documents into ordered chunks, one per core.
+    let chunk = docs.len().div_ceil(threads);
+    let mut parts = Vec::with_capacity(threads);
+    while docs.len() > chunk {
+        let tail = docs.split_off(docs.len() - chunk);
+        parts.push((docs.len(), tail));
+    }
+    parts.push((0, docs));
+    parts.reverse();
+    let results: Vec<Result<Manifests, InputError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = parts
+            .into_iter()
+            .map(|(first, part)| {
+                scope.spawn(move || {
+                    let mut m = Manifests::default();
+                    for (j, doc) in part.into_iter().enumerate() {
+                        let at = format!("{source} document {}", first + j + 1);
+                        load_doc(doc, &at, options, &mut m)?;
+                    }
+                    Ok(m)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(bad(source, "internal error while decoding")))
+            })
+            .collect()
+    });
+    // Merged in document order; the first error in document order wins.
+    for part in results {
+        let m = part?;
+        out.objects.extend(m.objects);
+        out.workloads.extend(m.workloads);
+        out.notes.extend(m.notes);
     }
     Ok(())
 }
@@ -147,7 +190,7 @@ fn key_names(doc: &Node, field: &str, at: &str) -> Result<BTreeSet<String>, Inpu
 }
 
 fn load_doc(
-    doc: Node,
+    mut doc: Node,
     at: &str,
     options: &LoadOptions,
     out: &mut Manifests,
@@ -183,7 +226,7 @@ fn load_doc(
     match kind.as_str() {
         "List" | "ConfigMapList" | "SecretList" | "DeploymentList" | "PodList" => {
             expect_api(&["v1", "apps/v1"])?;
-            let Some(Node::Seq(items)) = doc.get("items").cloned() else {
+            let Some(Node::Seq(items)) = doc.take_path(&["items"]) else {
                 return Err(bad(at, format!("{kind} without an items list")));
             };
             for (i, item) in items.into_iter().enumerate() {
@@ -229,8 +272,7 @@ fn load_doc(
             expect_api(&["v1"])?;
             let (ns, name) = meta_names(&doc, at, options)?;
             let spec = doc
-                .get("spec")
-                .cloned()
+                .take_path(&["spec"])
                 .ok_or_else(|| bad(at, "Pod without spec"))?;
             push_workload(
                 out,
@@ -255,18 +297,14 @@ fn load_doc(
                 _ => expect_api(&["apps/v1"])?,
             }
             let (ns, name) = meta_names(&doc, at, options)?;
-            let template = match kind.as_str() {
-                "PodTemplate" => doc.get("template"),
-                "CronJob" => doc
-                    .get("spec")
-                    .and_then(|s| s.get("jobTemplate"))
-                    .and_then(|j| j.get("spec"))
-                    .and_then(|s| s.get("template")),
-                _ => doc.get("spec").and_then(|s| s.get("template")),
+            let path: &[&str] = match kind.as_str() {
+                "PodTemplate" => &["template", "spec"],
+                "CronJob" => &["spec", "jobTemplate", "spec", "template", "spec"],
+                _ => &["spec", "template", "spec"],
             };
-            let spec = template
-                .and_then(|t| t.get("spec"))
-                .cloned()
+            // Taken, not cloned: the document is not needed afterwards.
+            let spec = doc
+                .take_path(path)
                 .ok_or_else(|| bad(at, format!("{kind} {name} without a pod template spec")))?;
             push_workload(
                 out,

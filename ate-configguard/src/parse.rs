@@ -38,6 +38,18 @@ impl Node {
         }
     }
 
+    /// Moves the node at `path` out (leaving `Null`), without copying it.
+    pub(crate) fn take_path(&mut self, path: &[&str]) -> Option<Node> {
+        let mut node = self;
+        for key in path {
+            let Node::Map(entries) = node else {
+                return None;
+            };
+            node = entries.iter_mut().find(|(k, _)| k == key).map(|(_, v)| v)?;
+        }
+        Some(std::mem::replace(node, Node::Null))
+    }
+
     pub(crate) fn as_str(&self) -> Option<&str> {
         match self {
             Node::String(s) => Some(s),
@@ -289,6 +301,83 @@ fn parse_documents<W: Wrapped>(text: &str, source: &str) -> Result<Vec<Node>, In
             other => vec![other],
         });
     }
+    let chunks = split_stream(
+        text,
+        std::thread::available_parallelism().map_or(1, |n| n.get().min(8)),
+    );
+    if chunks.len() == 1 {
+        return parse_yaml::<W>(text, source, 0);
+    }
+    // A big stream: its documents are parsed in parallel, one chunk of
+    // whole documents per core, and concatenated in order.
+    let results: Vec<Result<Vec<Node>, InputError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = chunks
+            .iter()
+            .map(|&(line, chunk)| scope.spawn(move || parse_yaml::<W>(chunk, source, line)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(InputError::Invalid {
+                        at: source.into(),
+                        message: "internal error while parsing".into(),
+                    })
+                })
+            })
+            .collect()
+    });
+    let mut out = Vec::new();
+    for r in results {
+        out.extend(r?);
+    }
+    Ok(out)
+}
+
+/// Below this size a stream is parsed on one thread.
+const PARALLEL_PARSE_BYTES: usize = 512 * 1024;
+
+/// Cuts a YAML stream into about `parts` pieces at document-start lines
+/// (`---` at column 0, which can only be a document marker: YAML forbids it
+/// inside scalars), returning each piece with the number of lines before it.
+fn split_stream(text: &str, parts: usize) -> Vec<(usize, &str)> {
+    if parts < 2 || text.len() < PARALLEL_PARSE_BYTES || text.starts_with('%') {
+        return vec![(0, text)];
+    }
+    let bytes = text.as_bytes();
+    let mut cuts = vec![0usize];
+    for k in 1..parts {
+        let mut pos = (text.len() * k / parts).max(*cuts.last().unwrap_or(&0));
+        let found = loop {
+            let Some(off) = text[pos..].find("\n---") else {
+                break None;
+            };
+            let start = pos + off + 1;
+            match bytes.get(start + 3) {
+                None | Some(b' ' | b'\n' | b'\r' | b'\t') => break Some(start),
+                _ => pos = start,
+            }
+        };
+        match found {
+            Some(start) if start > *cuts.last().unwrap_or(&0) => cuts.push(start),
+            _ => break,
+        }
+    }
+    cuts.push(text.len());
+    let mut line = 0;
+    let mut out = Vec::with_capacity(cuts.len() - 1);
+    for w in cuts.windows(2) {
+        out.push((line, &text[w[0]..w[1]]));
+        line += text[w[0]..w[1]].bytes().filter(|&b| b == b'\n').count();
+    }
+    out
+}
+
+fn parse_yaml<W: Wrapped>(
+    text: &str,
+    source: &str,
+    line_offset: usize,
+) -> Result<Vec<Node>, InputError> {
     let mut options = serde_saphyr::Options::default();
     options.with_snippet = false;
     // The default budget (1,024 documents, 250k nodes) is meant for config
@@ -306,7 +395,13 @@ fn parse_documents<W: Wrapped>(text: &str, source: &str) -> Result<Vec<Node>, In
         serde_saphyr::from_multiple_with_options(text, options).map_err(|e| {
             let location = e
                 .location()
-                .map(|l| format!("line {} column {}", l.line(), l.column()))
+                .map(|l| {
+                    format!(
+                        "line {} column {}",
+                        l.line() as usize + line_offset,
+                        l.column()
+                    )
+                })
                 .unwrap_or_else(|| "unknown location".into());
             InputError::Parse {
                 file: source.into(),
@@ -347,6 +442,37 @@ mod tests {
         assert!(documents("a:\n  b: 1\n  b: 2\n", "x.yaml").is_err());
         assert!(documents(r#"{"a": {"b": 1, "b": 2}}"#, "x.json").is_err());
         assert!(documents("data:\n  k: 1\n  k: 2\n", "x.yaml").is_err());
+    }
+
+    #[test]
+    fn streams_split_only_at_document_markers() {
+        let doc = "a: |\n  ---not a marker\nb: 1\n";
+        let text = format!("{}---\n", doc).repeat(40_000);
+        let chunks = split_stream(&text, 4);
+        assert!(chunks.len() > 1);
+        let mut joined = String::new();
+        let mut line = 0;
+        for (first_line, chunk) in &chunks {
+            assert_eq!(*first_line, line);
+            assert!(
+                *first_line == 0 || chunk.starts_with("---"),
+                "{:?}",
+                &chunk[..10]
+            );
+            line += chunk.matches('\n').count();
+            joined.push_str(chunk);
+        }
+        assert_eq!(joined, text);
+        let parsed = documents(&text, "big.yaml").unwrap();
+        assert_eq!(parsed.len(), 40_000);
+    }
+
+    #[test]
+    fn parse_errors_in_later_chunks_report_the_stream_line() {
+        let mut text = "a: 1\n---\n".repeat(100_000);
+        text.push_str("bad: [\n");
+        let err = documents(&text, "big.yaml").unwrap_err().to_string();
+        assert!(err.contains("line 200001"), "{err}");
     }
 
     #[test]

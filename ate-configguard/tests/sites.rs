@@ -213,3 +213,17 @@ fn large_multi_document_files_load() {
     let m = load(&docs.join("---\n"));
     assert_eq!(m.objects.len(), 3_000);
 }
+
+#[test]
+fn parallel_decoding_keeps_document_order_and_reports_the_first_error() {
+    let docs: Vec<String> = (0..2_000).map(|i| cm(&format!("cm-{i}"), &["A"])).collect();
+    let m = load(&docs.join("---\n"));
+    let names: Vec<String> = m.objects.iter().map(|o| o.id.name.clone()).collect();
+    let want: Vec<String> = (0..2_000).map(|i| format!("cm-{i}")).collect();
+    assert_eq!(names, want);
+    let mut broken = docs.clone();
+    broken[1500] = "apiVersion: v1\nkind: ConfigMap\nmetadata: {}\n".into();
+    broken[1900] = "apiVersion: v1\nkind: ConfigMap\nmetadata: {}\n".into();
+    let err = load_err(&broken.join("---\n")).to_string();
+    assert!(err.contains("document 1501"), "{err}");
+}

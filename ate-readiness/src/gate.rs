@@ -129,7 +129,7 @@ impl Snapshot {
 #[must_use]
 pub enum SessionAdmission {
     /// Serving: open the session; it stays counted until the guard drops.
-    Open(Guard),
+    Open(OwnedGuard),
     /// Draining: ACCEPT the upgrade, then close with `close_code` (1001).
     /// Refusing before the upgrade is a failed HTTP upgrade, which client
     /// circuit breakers count as a server failure.
@@ -314,14 +314,16 @@ impl Gate {
 
     /// Admits one piece of work, counted in flight until the guard drops.
     ///
-    /// Lock-free: one atomic read-modify-write. While draining, the default
-    /// policy still admits (the guard says so); [`AdmissionPolicy::Strict`]
-    /// refuses with [`Error::Draining`].
+    /// Lock-free: one atomic read-modify-write (and one to release). The
+    /// guard borrows the gate; use [`admit_owned`](Self::admit_owned) to
+    /// move it into a spawned task. While draining, the default policy still
+    /// admits (the guard says so); [`AdmissionPolicy::Strict`] refuses with
+    /// [`Error::Draining`].
     #[inline]
-    pub fn admit(&self) -> Result<Guard, Error> {
+    pub fn admit(&self) -> Result<Guard<'_>, Error> {
         let before = self.inner.word.fetch_add(1, Ordering::AcqRel);
         let guard = Guard {
-            gate: self.clone(),
+            gate: self,
             admitted_while_draining: before & DRAINING != 0,
         };
         if guard.admitted_while_draining
@@ -333,13 +335,19 @@ impl Gate {
         Ok(guard)
     }
 
+    /// Like [`admit`](Self::admit), with a `'static` guard that owns a
+    /// handle to the gate (one more reference-count update).
+    pub fn admit_owned(&self) -> Result<OwnedGuard, Error> {
+        self.admit().map(Guard::into_owned)
+    }
+
     /// Admits a long-lived session (a WebSocket). While serving it is counted
     /// like [`admit`](Self::admit); while draining the caller must accept
     /// the upgrade and close with 1001, whatever the policy.
     pub fn admit_session(&self) -> SessionAdmission {
         let before = self.inner.word.fetch_add(1, Ordering::AcqRel);
         let guard = Guard {
-            gate: self.clone(),
+            gate: self,
             admitted_while_draining: before & DRAINING != 0,
         };
         if guard.admitted_while_draining {
@@ -348,7 +356,16 @@ impl Gate {
                 close_code: CLOSE_GOING_AWAY,
             }
         } else {
-            SessionAdmission::Open(guard)
+            SessionAdmission::Open(guard.into_owned())
+        }
+    }
+
+    /// Ends one piece of admitted work.
+    #[inline]
+    fn release(&self) {
+        let before = self.inner.word.fetch_sub(1, Ordering::AcqRel);
+        if before & COUNT_MASK == 1 && before & WAITERS != 0 {
+            self.wake_waiters();
         }
     }
 
@@ -510,50 +527,85 @@ impl Gate {
     }
 }
 
-/// Work in flight. Dropping it ends the work.
+/// Work in flight, borrowing the gate. Dropping it ends the work.
 #[must_use = "work is counted in flight only while the guard lives"]
-pub struct Guard {
+pub struct Guard<'a> {
+    gate: &'a Gate,
+    admitted_while_draining: bool,
+}
+
+/// Work in flight, owning a handle to the gate (`'static`: move it into a
+/// spawned task). Dropping it ends the work.
+#[must_use = "work is counted in flight only while the guard lives"]
+pub struct OwnedGuard {
     gate: Gate,
     admitted_while_draining: bool,
 }
 
-impl fmt::Debug for Guard {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Guard")
-            .field("admitted_while_draining", &self.admitted_while_draining)
-            .finish()
+impl<'a> Guard<'a> {
+    /// Turns this guard into an [`OwnedGuard`]; the work stays counted.
+    pub fn into_owned(self) -> OwnedGuard {
+        let owned = OwnedGuard {
+            gate: self.gate.clone(),
+            admitted_while_draining: self.admitted_while_draining,
+        };
+        // The count moves to the owned guard: do not release it here.
+        std::mem::forget(self);
+        owned
+    }
+
+    /// The gate this guard belongs to.
+    pub fn gate(&self) -> &'a Gate {
+        self.gate
     }
 }
 
-impl Guard {
-    /// Whether the gate was already draining when this work was admitted.
-    pub fn admitted_while_draining(&self) -> bool {
-        self.admitted_while_draining
-    }
-
-    /// Whether the response should carry `Connection: close`: the gate is
-    /// draining now (one atomic load), so a keep-alive client should
-    /// reconnect elsewhere.
-    #[inline]
-    pub fn should_close_connection(&self) -> bool {
-        !self.gate.is_serving()
-    }
-
+impl OwnedGuard {
     /// The gate this guard belongs to.
     pub fn gate(&self) -> &Gate {
         &self.gate
     }
 }
 
-impl Drop for Guard {
-    #[inline]
-    fn drop(&mut self) {
-        let before = self.gate.inner.word.fetch_sub(1, Ordering::AcqRel);
-        if before & COUNT_MASK == 1 && before & WAITERS != 0 {
-            self.gate.wake_waiters();
+/// What both guards share: the lame-duck question, `Debug`, and the
+/// release on drop.
+macro_rules! guard_common {
+    ($ty:ty, $name:literal) => {
+        impl $ty {
+            /// Whether the gate was already draining when this work was
+            /// admitted.
+            pub fn admitted_while_draining(&self) -> bool {
+                self.admitted_while_draining
+            }
+
+            /// Whether the response should carry `Connection: close`: the
+            /// gate is draining now (one atomic load), so a keep-alive
+            /// client should reconnect elsewhere.
+            #[inline]
+            pub fn should_close_connection(&self) -> bool {
+                !self.gate.is_serving()
+            }
         }
-    }
+
+        impl fmt::Debug for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_struct($name)
+                    .field("admitted_while_draining", &self.admitted_while_draining)
+                    .finish()
+            }
+        }
+
+        impl Drop for $ty {
+            #[inline]
+            fn drop(&mut self) {
+                self.gate.release();
+            }
+        }
+    };
 }
+
+guard_common!(Guard<'_>, "Guard");
+guard_common!(OwnedGuard, "OwnedGuard");
 
 /// Waits for SIGTERM (Unix) or Ctrl-C, then begins the drain.
 ///

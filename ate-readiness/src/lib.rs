@@ -6,7 +6,8 @@
 //!
 //! - [`Gate`]: `Serving` → `Draining`, never back. Cheap to clone and share.
 //! - [`Gate::begin_drain`]: idempotent, reports whether THIS call started it.
-//! - [`Gate::admit`] → [`Guard`]: counts work in flight until dropped.
+//! - [`Gate::admit`] → [`Guard`] (or [`Gate::admit_owned`] →
+//!   [`OwnedGuard`] for spawned tasks): counts work in flight until dropped.
 //! - [`Gate::admit_session`] → [`SessionAdmission`]: for WebSockets, which
 //!   while draining must be accepted and then closed with code 1001.
 //! - [`Gate::wait_idle`] (blocking) and, with the `tokio` feature,
@@ -92,8 +93,8 @@ pub use clock::{Clock, SystemClock};
 #[cfg(feature = "tokio")]
 pub use gate::drain_on_signal;
 pub use gate::{
-    AdmissionPolicy, BeginDrain, Gate, GateBuilder, Guard, SessionAdmission, Snapshot, State,
-    WaitOutcome,
+    AdmissionPolicy, BeginDrain, Gate, GateBuilder, Guard, OwnedGuard, SessionAdmission, Snapshot,
+    State, WaitOutcome,
 };
 pub use peer::is_loopback_peer;
 

@@ -18,7 +18,7 @@
 //!         // Drive YOUR handler here instead; this drives the gate directly.
 //!         model.apply(&op, clock.now_for_model());
 //!         match op {
-//!             Op::Admit => guards.push(gate.admit().unwrap()),
+//!             Op::Admit => guards.push(gate.admit_owned().unwrap()),
 //!             Op::AdmitSession => {
 //!                 if let ate_readiness::SessionAdmission::Open(g) = gate.admit_session() {
 //!                     guards.push(g);

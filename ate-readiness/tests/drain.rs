@@ -248,3 +248,19 @@ fn gate_is_send_sync_and_clones_share_state() {
     let _ = clone.begin_drain();
     assert_eq!(gate.state(), State::Draining);
 }
+
+#[test]
+fn owned_guards_move_into_threads_and_count_until_dropped() {
+    fn assert_static_send<T: Send + 'static>(_: &T) {}
+    let gate = Gate::new();
+    let borrowed = gate.admit().unwrap();
+    let owned = borrowed.into_owned();
+    assert_static_send(&owned);
+    assert_eq!(gate.in_flight(), 1, "into_owned keeps the count, once");
+    let second = gate.admit_owned().unwrap();
+    assert_eq!(gate.in_flight(), 2);
+    std::thread::spawn(move || drop((owned, second)))
+        .join()
+        .unwrap();
+    assert_eq!(gate.in_flight(), 0);
+}

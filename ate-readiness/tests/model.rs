@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use ate_readiness::testing::{Expect, Model, Op, ops};
-use ate_readiness::{Gate, Guard, ManualClock, SessionAdmission, State, WaitOutcome};
+use ate_readiness::{Gate, ManualClock, OwnedGuard, SessionAdmission, State, WaitOutcome};
 use chrono::TimeDelta;
 use proptest::prelude::*;
 
@@ -19,12 +19,12 @@ proptest! {
         let c = callbacks.clone();
         gate.on_drain(move || { c.fetch_add(1, std::sync::atomic::Ordering::SeqCst); });
         let mut model = Model::default();
-        let mut guards: Vec<Guard> = Vec::new();
+        let mut guards: Vec<OwnedGuard> = Vec::new();
         for op in seq {
             let expect = model.apply(&op, clock.now_for_model());
             match op {
                 Op::Admit => {
-                    let guard = gate.admit().unwrap();
+                    let guard = gate.admit_owned().unwrap();
                     prop_assert_eq!(expect, Expect::Admitted(guard.admitted_while_draining()));
                     guards.push(guard);
                 }

@@ -126,8 +126,8 @@ fn main() {
         ("actix", false, actix_server(false)),
         ("actix", true, actix_server(true)),
     ];
-    // Two rounds, alternating, so drift on a noisy machine hits both sides.
-    for round in 0..2 {
+    // Three rounds, alternating, so drift on a noisy machine hits both sides.
+    for round in 0..3 {
         for (framework, wired, addr) in servers {
             let r = client
                 .block_on(load(
