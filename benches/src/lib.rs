@@ -2,10 +2,47 @@
 //! load generator (loopback only, bounded in time) and latency statistics.
 
 use std::net::SocketAddr;
+use std::num::NonZeroU32;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+/// The per-request work the example services add to a route: a readiness
+/// admission guard and a keyed rate-limit check that never denies.
+#[derive(Debug)]
+pub struct Wiring {
+    gate: ate_readiness::Gate,
+    limiter: ate_ratelimit::KeyedLimiter<String>,
+}
+
+impl Wiring {
+    /// A serving gate and a limit no loopback run can reach.
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self {
+            gate: ate_readiness::Gate::new(),
+            // The window stays small, so the ring does too.
+            limiter: ate_ratelimit::KeyedLimiter::new(ate_ratelimit::Quota::new(
+                NonZeroU32::MAX,
+                Duration::from_millis(100),
+            )),
+        })
+    }
+
+    /// What a wired handler does per request: admit, check the caller's
+    /// limit, and ask whether to close the connection.
+    #[inline]
+    pub fn check(&self, caller: &str) -> (bool, bool) {
+        match self.gate.admit() {
+            Ok(guard) => {
+                let allowed = self.limiter.check(&caller.to_owned()).is_allowed();
+                (allowed, guard.should_close_connection())
+            }
+            Err(_) => (false, true),
+        }
+    }
+}
 
 /// Requests per second and latency percentiles of one load run.
 #[derive(Debug, Clone, Copy)]

@@ -6,35 +6,9 @@
 //! `cargo run --release -p ate-benches --bin http_overhead -- [SECONDS] [CONNECTIONS]`
 
 use std::net::SocketAddr;
-use std::num::NonZeroU32;
-use std::sync::Arc;
 use std::time::Duration;
 
-use ate_benches::load;
-use ate_ratelimit::{KeyedLimiter, Quota};
-use ate_readiness::Gate;
-
-struct Wiring {
-    gate: Gate,
-    limiter: KeyedLimiter<String>,
-}
-
-impl Wiring {
-    fn new() -> Arc<Self> {
-        Arc::new(Self {
-            gate: Gate::new(),
-            // Never denies at loopback rates, and the window stays small.
-            limiter: KeyedLimiter::new(Quota::new(NonZeroU32::MAX, Duration::from_millis(100))),
-        })
-    }
-
-    #[inline]
-    fn check(&self, caller: &str) -> (bool, bool) {
-        let guard = self.gate.admit().expect("lame duck admits");
-        let allowed = self.limiter.check(&caller.to_owned()).is_allowed();
-        (allowed, guard.should_close_connection())
-    }
-}
+use ate_benches::{Wiring, load};
 
 fn axum_server(wired: bool) -> SocketAddr {
     use axum::routing::get;
