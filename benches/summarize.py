@@ -124,6 +124,19 @@ if any(x[1] for x in cg):
         per = lc / n
         lines.append(f"| {n:,} | {fmt_ns(lc)} | {fmt_ns(co)} | {fmt_ns(per)} | {per / base:.2f}x |" if base else f"| {n} | {fmt_ns(lc)} | {fmt_ns(co)} | {fmt_ns(per)} | – |")
 
+lat = load_jsonl("ledger_latency.jsonl")
+if lat:
+    by = {l["what"]: l for l in lat}
+    f, r, cyc = by.get("bare_fsync"), by.get("redb_durable_transition"), by.get("cycles_per_sec")
+    if f and r:
+        lines.append("\n## ate-ledger: durable transition latency (300 samples)\n")
+        lines.append("| what | p50 | p99 | p50 vs bare fsync |")
+        lines.append("|---|---|---|---|")
+        lines.append(f"| bare fsync of a small file (floor) | {f['p50_us']:.0f} µs | {f['p99_us']:.0f} µs | 1.00x |")
+        lines.append(f"| one durable ledger transition (redb commit) | {r['p50_us']:.0f} µs | {r['p99_us']:.0f} µs | {r['p50_us'] / f['p50_us']:.2f}x |")
+    if cyc:
+        lines.append(f"\nbegin → dispatch → close throughput: {cyc['memory']:,.0f} attempts/s in memory, {cyc['redb']:,.0f} attempts/s durable (3 fsynced commits each).\n")
+
 mem = load_jsonl("memory.jsonl")
 if mem:
     lines.append("\n## ate-ratelimit: memory per key (100k keys, counting allocator)\n")

@@ -1,0 +1,75 @@
+//! Latency distribution of one durable ledger transition (a redb commit
+//! with fsync) beside a bare fsync of a small file on the same disk, and
+//! the begin→dispatch→close throughput of both stores. Prints JSON lines.
+//!
+//! `cargo run --release -p ate-benches --bin ledger_latency -- [N] [DIR]`
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use ate_ledger::{Begin, Close, Fingerprint, Key, Ledger, MemoryStore, RedbStore, Store};
+
+fn pct(mut v: Vec<Duration>, p: f64) -> f64 {
+    v.sort_unstable();
+    v[((v.len() as f64 * p) as usize).min(v.len() - 1)].as_secs_f64() * 1e6
+}
+
+fn report(name: &str, samples: Vec<Duration>) {
+    println!(
+        "{{\"what\":\"{name}\",\"n\":{},\"p50_us\":{:.1},\"p99_us\":{:.1}}}",
+        samples.len(),
+        pct(samples.clone(), 0.50),
+        pct(samples, 0.99)
+    );
+}
+
+fn cycles<S: Store>(ledger: &Ledger<S>, prefix: &str, n: usize) -> f64 {
+    let fp = Fingerprint("fp".into());
+    let start = Instant::now();
+    for i in 0..n {
+        let key = Key::new("bench", format!("{prefix}{i}"));
+        if let Ok(Begin::Started(lease)) = ledger.begin(&key, &fp, "bench") {
+            ledger.mark_dispatched(&lease).expect("dispatch");
+            ledger
+                .close(&lease, Close::Succeeded("ok".into()))
+                .expect("close");
+        }
+    }
+    n as f64 / start.elapsed().as_secs_f64()
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(300);
+    let dir = args.next().unwrap_or_else(|| ".".into());
+    let tmp = tempfile::tempdir_in(&dir).expect("temp dir");
+
+    let mut file = std::fs::File::create(tmp.path().join("fsync.bin")).expect("file");
+    let fsyncs: Vec<Duration> = (0..n)
+        .map(|_| {
+            let t = Instant::now();
+            file.write_all(b"0123456789abcdef").expect("write");
+            file.sync_all().expect("fsync");
+            t.elapsed()
+        })
+        .collect();
+    report("bare_fsync", fsyncs);
+
+    let durable = Ledger::new(RedbStore::open(tmp.path().join("l.redb")).expect("redb"));
+    let fp = Fingerprint("fp".into());
+    let begins: Vec<Duration> = (0..n)
+        .map(|i| {
+            let t = Instant::now();
+            let _ = durable
+                .begin(&Key::new("bench", format!("b{i}")), &fp, "bench")
+                .expect("begin");
+            t.elapsed()
+        })
+        .collect();
+    report("redb_durable_transition", begins);
+
+    let redb_rate = cycles(&durable, "c", n / 3);
+    let memory = Ledger::new(MemoryStore::new());
+    let mem_rate = cycles(&memory, "m", 100_000);
+    println!("{{\"what\":\"cycles_per_sec\",\"redb\":{redb_rate:.0},\"memory\":{mem_rate:.0}}}");
+}
