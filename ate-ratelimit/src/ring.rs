@@ -15,6 +15,8 @@ enum Slots {
 pub(crate) struct Ring {
     head: u32,
     len: u32,
+    /// `slots`' length, kept here so the hot path needs no `match`.
+    cap: u32,
     slots: Slots,
 }
 
@@ -23,6 +25,7 @@ impl Default for Ring {
         Self {
             head: 0,
             len: 0,
+            cap: INLINE as u32,
             slots: Slots::Inline([0; INLINE]),
         }
     }
@@ -47,7 +50,7 @@ impl Ring {
 
     #[inline]
     pub(crate) fn capacity(&self) -> usize {
-        self.buf().len()
+        self.cap as usize
     }
 
     #[inline]
@@ -102,6 +105,7 @@ impl Ring {
             fresh[k] = v;
         }
         self.head = 0;
+        self.cap = fresh.len().max(INLINE) as u32;
         self.slots = if fresh.len() <= INLINE {
             let mut a = [0; INLINE];
             a[..fresh.len()].copy_from_slice(&fresh);

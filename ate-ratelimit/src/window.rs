@@ -85,13 +85,16 @@ impl Window {
         let Some(edge) = now.checked_sub(g.window) else {
             return;
         };
+        let before = self.ring.len();
         while let Some(oldest) = self.ring.front() {
             if self.abs(oldest) > edge {
                 break;
             }
             self.ring.pop_front();
         }
-        self.ring.maybe_shrink();
+        if self.ring.len() != before {
+            self.ring.maybe_shrink();
+        }
     }
 
     /// Whether the window holds no attempt at `now`.
