@@ -76,6 +76,8 @@ enum Mode {
     OnlyIfAllowed,
     /// Record nothing.
     Peek,
+    /// Record whatever the decision (an audit-trail record).
+    Record,
 }
 
 fn should_record(policy: Policy, mode: Mode, allowed: bool) -> bool {
@@ -83,6 +85,7 @@ fn should_record(policy: Policy, mode: Mode, allowed: bool) -> bool {
         Mode::Policy => allowed || policy == Policy::CountDenied,
         Mode::OnlyIfAllowed => allowed,
         Mode::Peek => false,
+        Mode::Record => true,
     }
 }
 
@@ -503,36 +506,14 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
 
     /// Seeds windows from an audit trail of `(key, time)` records, so a
     /// restart does not hand every caller a fresh burst. Records are sorted
-    /// by time first; each counts as an attempt (as under
-    /// [`Policy::CountDenied`]), and only the last N per key are kept.
+    /// by time first; each counts as an attempt whatever the policy, and
+    /// only the last N per key are kept. With [`KeyedBuilder::max_keys`],
+    /// the cap holds here too.
     pub fn seed(&self, records: impl IntoIterator<Item = (K, Timestamp)>) {
         let mut records: Vec<_> = records.into_iter().collect();
         records.sort_by_key(|(_, t)| *t);
-        let g = &self.geometry;
         for (key, at) in records {
-            let hash = self.hasher.hash_one(&key);
-            let mut shard = self.shard(hash).lock();
-            let _ = decide(
-                g,
-                Policy::CountDenied,
-                Mode::Policy,
-                {
-                    match shard.table.find_mut(hash, |(k, _)| *k == key) {
-                        Some((_, w)) => w,
-                        None => {
-                            let hasher = &self.hasher;
-                            &mut shard
-                                .table
-                                .insert_unique(hash, (key.clone(), Window::default()), |(k, _)| {
-                                    hasher.hash_one(k)
-                                })
-                                .into_mut()
-                                .1
-                        }
-                    }
-                },
-                at,
-            );
+            let _ = self.run(&key, at, Mode::Record);
         }
     }
 
