@@ -2,8 +2,8 @@
 //! threads, beside an uncontended mutex.
 
 use std::hint::black_box;
-use std::time::Instant;
 
+use ate_benches::threaded;
 use ate_generation::{Decision, Latch, SharedLatch, Writer};
 use criterion::{Criterion, criterion_group, criterion_main};
 
@@ -32,34 +32,14 @@ fn bench(c: &mut Criterion) {
     g.bench_function("ate_shared_observe", |b| {
         let shared = SharedLatch::new(Latch::backfilled(u64::MAX / 2));
         b.iter_custom(|iters| {
-            let start = Instant::now();
-            std::thread::scope(|s| {
-                for _ in 0..2 {
-                    s.spawn(|| {
-                        for _ in 0..iters {
-                            let _ = black_box(shared.observe(Writer::ControlPlane, u64::MAX / 2));
-                        }
-                    });
-                }
-            });
-            start.elapsed()
+            threaded(2, iters, || {
+                let _ = black_box(shared.observe(Writer::ControlPlane, u64::MAX / 2));
+            })
         })
     });
     g.bench_function("floor_mutex_lock_unlock", |b| {
         let m = parking_lot::Mutex::new(0u64);
-        b.iter_custom(|iters| {
-            let start = Instant::now();
-            std::thread::scope(|s| {
-                for _ in 0..2 {
-                    s.spawn(|| {
-                        for _ in 0..iters {
-                            *black_box(&m).lock() += 1;
-                        }
-                    });
-                }
-            });
-            start.elapsed()
-        })
+        b.iter_custom(|iters| threaded(2, iters, || *black_box(&m).lock() += 1))
     });
     g.finish();
 }

@@ -4,8 +4,9 @@
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use ate_benches::threaded;
 use ate_ratelimit::{KeyedLimiter, Limiter, Quota, Timestamp};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 
@@ -110,19 +111,6 @@ fn keyed(c: &mut Criterion) {
 }
 
 fn two_threads(c: &mut Criterion) {
-    fn run(iters: u64, f: impl Fn() + Sync) -> Duration {
-        let start = Instant::now();
-        std::thread::scope(|s| {
-            for _ in 0..2 {
-                s.spawn(|| {
-                    for _ in 0..iters {
-                        f();
-                    }
-                });
-            }
-        });
-        start.elapsed()
-    }
     for (path, ate_q, gov_q) in [
         ("allowed", ate_allow(), gov_allow()),
         ("denied", ate_deny(), gov_deny()),
@@ -133,13 +121,13 @@ fn two_threads(c: &mut Criterion) {
         let _ = (ate.check(), gov.check());
         g.bench_function("ate_check", |b| {
             b.iter_custom(|n| {
-                run(n, || {
+                threaded(2, n, || {
                     let _ = black_box(ate.check());
                 })
             })
         });
         g.bench_function("governor_check", |b| {
-            b.iter_custom(|n| run(n, || drop(black_box(gov.check()))))
+            b.iter_custom(|n| threaded(2, n, || drop(black_box(gov.check()))))
         });
         g.finish();
     }

@@ -3,26 +3,10 @@
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
 
+use ate_benches::threaded;
 use ate_readiness::Gate;
 use criterion::{Criterion, criterion_group, criterion_main};
-
-/// Runs `f` `iters` times on each of `threads` threads; returns the mean
-/// wall time per operation per thread.
-fn threaded(threads: usize, iters: u64, f: impl Fn() + Sync) -> Duration {
-    let start = Instant::now();
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| {
-                for _ in 0..iters {
-                    f();
-                }
-            });
-        }
-    });
-    start.elapsed()
-}
 
 fn bench(c: &mut Criterion) {
     let gate = Gate::new();

@@ -44,6 +44,23 @@ impl Wiring {
     }
 }
 
+/// Runs `f` `iters` times on each of `threads` threads at once; returns
+/// the wall time (criterion's `iter_custom` divides it by `iters`, giving
+/// the time per operation per thread).
+pub fn threaded(threads: usize, iters: u64, f: impl Fn() + Sync) -> Duration {
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                for _ in 0..iters {
+                    f();
+                }
+            });
+        }
+    });
+    start.elapsed()
+}
+
 /// Requests per second and latency percentiles of one load run.
 #[derive(Debug, Clone, Copy)]
 pub struct LoadResult {
