@@ -107,22 +107,7 @@ async fn sigterm_drains_waits_for_in_flight_work_and_exits_zero() {
             })
             .collect();
         // Wait until all four are in flight.
-        let metrics_url = s.url("/metrics");
-        eventually(Duration::from_secs(5), || {
-            let c = c.clone();
-            let url = metrics_url.clone();
-            async move {
-                c.get(url)
-                    .send()
-                    .await
-                    .unwrap()
-                    .text()
-                    .await
-                    .unwrap()
-                    .contains("ate_in_flight 4")
-            }
-        })
-        .await;
+        s.wait_for_metric("ate_in_flight 4").await;
         let started = Instant::now();
         s.sigterm();
         let ready_url = s.url("/ready");
@@ -170,22 +155,7 @@ async fn sigterm_wait_that_outlasts_the_bound_still_exits_reporting_the_timeout(
         let c = client();
         let url = s.url("/work?ms=20000");
         let _long = tokio::spawn(async move { c.get(url).send().await.map(|r| r.status()) });
-        let metrics_url = s.url("/metrics");
-        eventually(Duration::from_secs(5), || {
-            let url = metrics_url.clone();
-            async move {
-                client()
-                    .get(url)
-                    .send()
-                    .await
-                    .unwrap()
-                    .text()
-                    .await
-                    .unwrap()
-                    .contains("ate_in_flight 1")
-            }
-        })
-        .await;
+        s.wait_for_metric("ate_in_flight 1").await;
         let started = Instant::now();
         s.sigterm();
         let (st, s) =

@@ -92,6 +92,26 @@ impl Service {
         format!("{}{}", self.base, path)
     }
 
+    /// Polls `/metrics` until it contains `line` (at most 5 s).
+    pub async fn wait_for_metric(&self, line: &str) {
+        let url = self.url("/metrics");
+        eventually(Duration::from_secs(5), || {
+            let url = url.clone();
+            async move {
+                let text = client()
+                    .get(url)
+                    .send()
+                    .await
+                    .unwrap()
+                    .text()
+                    .await
+                    .unwrap();
+                text.contains(line)
+            }
+        })
+        .await;
+    }
+
     pub fn stderr(&self) -> String {
         self.stderr.lock().unwrap().clone()
     }
