@@ -7,13 +7,14 @@ use std::hash::{BuildHasher, Hash};
 use std::num::NonZeroU32;
 use std::time::Duration;
 
+use crate::lock::{Lock as Mutex, LockGuard as MutexGuard};
 use hashbrown::DefaultHashBuilder;
 use hashbrown::HashTable;
-use parking_lot::{Mutex, MutexGuard};
 
 use crate::clock::{Clock, MonotonicClock, Timestamp};
 use crate::decision::{Combined, Decision};
-use crate::window::{Geometry, Window};
+use crate::ring::Record;
+use crate::window::{Geometry, Outcome, Window};
 
 /// N attempts per trailing window W.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -80,37 +81,59 @@ enum Mode {
     Record,
 }
 
-fn should_record(policy: Policy, mode: Mode, allowed: bool) -> bool {
-    match mode {
-        Mode::Policy => allowed || policy == Policy::CountDenied,
-        Mode::OnlyIfAllowed => allowed,
-        Mode::Peek => false,
-        Mode::Record => true,
+impl Mode {
+    /// Which verdicts record the attempt under `policy`.
+    #[inline]
+    fn record(self, policy: Policy) -> Record {
+        match self {
+            Self::Policy => Record {
+                allowed: true,
+                denied: policy == Policy::CountDenied,
+            },
+            Self::OnlyIfAllowed => Record {
+                allowed: true,
+                denied: false,
+            },
+            Self::Peek => Record::NONE,
+            Self::Record => Record::ALL,
+        }
     }
 }
 
-/// When `window` (after recording) would allow again, as a wait from `now`.
-fn wait_from(g: &Geometry, window: &Window, now: Timestamp) -> Duration {
-    let at = window.allowed_at_tick(g).saturating_mul(g.tick_nanos);
-    Duration::from_nanos(at.saturating_sub(now.as_nanos()))
-}
-
-/// The core step shared by every limiter.
+/// The core step shared by every limiter: the time is converted to ticks
+/// before the lock is taken and the decision is built after it is released,
+/// so the critical section is only the window step.
 #[inline]
-fn decide(g: &Geometry, policy: Policy, mode: Mode, w: &mut Window, now: Timestamp) -> Decision {
-    let (now_tick, record_tick) = g.ticks(now.as_nanos());
-    let verdict = w.verdict(g, now_tick);
-    let record = should_record(policy, mode, verdict.allowed);
-    if record {
-        w.record(g, record_tick);
-    }
-    if verdict.allowed {
+fn decide(
+    g: &Geometry,
+    policy: Policy,
+    mode: Mode,
+    lock: &Mutex<Window>,
+    now: Timestamp,
+) -> Decision {
+    let (now_tick, at_tick) = g.ticks(now.as_nanos());
+    let outcome = lock.lock().step(g, now_tick, at_tick, mode.record(policy));
+    outcome_to_decision(g, outcome, now)
+}
+
+/// [`decide`] on a window whose lock the caller holds.
+#[inline]
+fn decide_in(g: &Geometry, policy: Policy, mode: Mode, w: &mut Window, now: Timestamp) -> Decision {
+    let (now_tick, at_tick) = g.ticks(now.as_nanos());
+    let outcome = w.step(g, now_tick, at_tick, mode.record(policy));
+    outcome_to_decision(g, outcome, now)
+}
+
+#[inline]
+fn outcome_to_decision(g: &Geometry, outcome: Outcome, now: Timestamp) -> Decision {
+    if outcome.allowed {
         Decision::Allowed {
-            remaining: g.limit - verdict.count - u32::from(record),
+            remaining: g.limit - outcome.count - u32::from(outcome.recorded),
         }
     } else {
+        let at = outcome.allowed_at.saturating_mul(g.tick_nanos);
         Decision::Denied {
-            retry_after: wait_from(g, w, now),
+            retry_after: Duration::from_nanos(at.saturating_sub(now.as_nanos())),
         }
     }
 }
@@ -175,13 +198,7 @@ impl<C: Clock> Limiter<C> {
     /// as the latest recorded time.
     #[inline]
     pub fn check_at(&self, now: Timestamp) -> Decision {
-        decide(
-            &self.geometry,
-            self.policy,
-            Mode::Policy,
-            &mut self.window.lock(),
-            now,
-        )
+        decide(&self.geometry, self.policy, Mode::Policy, &self.window, now)
     }
 
     /// What an attempt now would get, without recording it.
@@ -191,13 +208,7 @@ impl<C: Clock> Limiter<C> {
 
     /// What an attempt at `now` would get, without recording it.
     pub fn peek_at(&self, now: Timestamp) -> Decision {
-        decide(
-            &self.geometry,
-            self.policy,
-            Mode::Peek,
-            &mut self.window.lock(),
-            now,
-        )
+        decide(&self.geometry, self.policy, Mode::Peek, &self.window, now)
     }
 
     /// Records an attempt only if it is allowed at `now`.
@@ -206,7 +217,7 @@ impl<C: Clock> Limiter<C> {
             &self.geometry,
             self.policy,
             Mode::OnlyIfAllowed,
-            &mut self.window.lock(),
+            &self.window,
             now,
         )
     }
@@ -416,7 +427,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     ) -> Decision {
         let g = &self.geometry;
         if let Some((_, window)) = shard.table.find_mut(hash, |(k, _)| k == key) {
-            return decide(g, self.policy, mode, window, now);
+            return decide_in(g, self.policy, mode, window, now);
         }
         self.run_new_key(shard, hash, key, now, mode)
     }
@@ -432,7 +443,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     ) -> Decision {
         let g = &self.geometry;
         let mut window = Window::default();
-        let decision = decide(g, self.policy, mode, &mut window, now);
+        let decision = decide_in(g, self.policy, mode, &mut window, now);
         if window.len() == 0 {
             // Nothing recorded (a peek): the key stays out of the table.
             return decision;

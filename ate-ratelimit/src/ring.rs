@@ -11,6 +11,37 @@ enum Slots {
     Heap(Box<[u32]>),
 }
 
+/// Which verdicts record the attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Record {
+    pub(crate) allowed: bool,
+    pub(crate) denied: bool,
+}
+
+impl Record {
+    /// Record whatever the verdict.
+    pub(crate) const ALL: Self = Self {
+        allowed: true,
+        denied: true,
+    };
+    /// Record nothing (a peek).
+    pub(crate) const NONE: Self = Self {
+        allowed: false,
+        denied: false,
+    };
+}
+
+/// What [`Ring::step`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Step {
+    pub(crate) allowed: bool,
+    /// Offsets inside the window before this attempt.
+    pub(crate) count: u32,
+    pub(crate) recorded: bool,
+    /// The oldest offset after recording.
+    pub(crate) front: Option<u32>,
+}
+
 #[derive(Debug, Clone)]
 pub(crate) struct Ring {
     head: u32,
@@ -75,7 +106,7 @@ impl Ring {
         (self.len > 0).then(|| self.buf()[self.index(self.len as usize - 1)])
     }
 
-    #[inline]
+    #[cfg(test)]
     pub(crate) fn pop_front(&mut self) {
         if self.len > 0 {
             let next = self.index(1) as u32;
@@ -95,6 +126,92 @@ impl Ring {
         let i = self.index(self.len as usize);
         self.buf_mut()[i] = value;
         self.len += 1;
+    }
+
+    /// One check, in offset space, with the slots borrowed once:
+    ///
+    /// 1. drops every offset `<= edge` (attempts that left the window);
+    /// 2. the attempt is allowed iff fewer than `limit` remain;
+    /// 3. if `record` says so for that verdict, appends `offset` (raised to
+    ///    the newest offset, so the ring stays sorted), dropping the oldest
+    ///    when the ring already holds `limit`.
+    ///
+    /// Returns the verdict, the count before recording and the oldest
+    /// offset after recording.
+    #[inline]
+    pub(crate) fn step(
+        &mut self,
+        edge: Option<u64>,
+        limit: u32,
+        offset: u32,
+        record: Record,
+    ) -> Step {
+        let cap = self.cap;
+        let mut head = self.head;
+        let mut len = self.len;
+        let buf: &mut [u32] = match &mut self.slots {
+            Slots::Inline(a) => a,
+            Slots::Heap(b) => b,
+        };
+        let wrap = |i: u32| if i >= cap { i - cap } else { i };
+        let mut expired = false;
+        if let Some(edge) = edge {
+            while len > 0 && u64::from(buf[head as usize]) <= edge {
+                head = wrap(head + 1);
+                len -= 1;
+                expired = true;
+            }
+        }
+        let count = len;
+        let allowed = count < limit;
+        let recorded = if allowed {
+            record.allowed
+        } else {
+            record.denied
+        };
+        let mut grow = false;
+        if recorded {
+            let offset = if len > 0 {
+                offset.max(buf[wrap(head + len - 1) as usize])
+            } else {
+                offset
+            };
+            if len >= limit {
+                // Full: the oldest of the last N attempts is no longer
+                // needed. Drop it and append (when the ring is exactly
+                // full, that overwrites the oldest slot in place).
+                buf[wrap(head + len) as usize] = offset;
+                head = wrap(head + 1);
+            } else if len < cap {
+                buf[wrap(head + len) as usize] = offset;
+                len += 1;
+            } else {
+                grow = true;
+            }
+            if grow {
+                self.head = head;
+                self.len = len;
+                self.push_back(offset, limit as usize);
+                return Step {
+                    allowed,
+                    count,
+                    recorded,
+                    front: self.front(),
+                };
+            }
+        }
+        let front = (len > 0).then(|| buf[head as usize]);
+        self.head = if len == 0 { 0 } else { head };
+        self.len = len;
+        if expired {
+            self.maybe_shrink();
+        }
+        Step {
+            allowed,
+            count,
+            recorded,
+            front,
+        }
     }
 
     /// Moves the contents into a buffer of `cap` slots (`cap >= len`).

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use crate::ring::Ring;
+use crate::ring::{Record, Ring};
 
 /// Timing parameters shared by every window of one limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,12 +58,17 @@ impl Geometry {
     }
 }
 
-/// What a window says about an attempt, before recording.
+/// What one check of a window decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Verdict {
+pub(crate) struct Outcome {
     pub(crate) allowed: bool,
     /// Attempts inside the window before this one.
     pub(crate) count: u32,
+    /// Whether this attempt was recorded.
+    pub(crate) recorded: bool,
+    /// For a denial: the tick from which an attempt would be allowed (when
+    /// the oldest counted attempt leaves the window).
+    pub(crate) allowed_at: u64,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -76,25 +81,6 @@ impl Window {
     #[inline]
     fn abs(&self, offset: u32) -> u64 {
         self.base + u64::from(offset)
-    }
-
-    /// Drops attempts that left the window at `now` (in ticks).
-    #[inline]
-    fn expire(&mut self, g: &Geometry, now: u64) {
-        // An attempt at tick `a` counts at `now` iff a > now - window.
-        let Some(edge) = now.checked_sub(g.window) else {
-            return;
-        };
-        let before = self.ring.len();
-        while let Some(oldest) = self.ring.front() {
-            if self.abs(oldest) > edge {
-                break;
-            }
-            self.ring.pop_front();
-        }
-        if self.ring.len() != before {
-            self.ring.maybe_shrink();
-        }
     }
 
     /// Whether the window holds no attempt at `now`.
@@ -110,38 +96,45 @@ impl Window {
         self.ring.back().map_or(0, |n| self.abs(n) + g.window)
     }
 
-    /// The decision for an attempt at `now`, without recording it.
+    /// One check at `now` (ticks, rounded down): drops attempts that left
+    /// the window, decides, and records the attempt at `at` (ticks, rounded
+    /// up) if `record` says so for the verdict. An `at` earlier than the
+    /// newest recorded attempt is taken as the newest (time never goes
+    /// backwards within a key).
     #[inline]
-    pub(crate) fn verdict(&mut self, g: &Geometry, now: u64) -> Verdict {
-        self.expire(g, now);
-        let count = self.ring.len() as u32;
-        Verdict {
-            allowed: count < g.limit,
-            count,
+    pub(crate) fn step(&mut self, g: &Geometry, now: u64, at: u64, record: Record) -> Outcome {
+        if self.ring.len() == 0 {
+            self.base = at.saturating_sub(g.window);
+        } else if at.saturating_sub(self.base) > u64::from(u32::MAX) {
+            self.expire_and_rebase(g, now, at);
+        }
+        // An attempt at tick `a` counts at `now` iff a > now - window.
+        let edge = now
+            .checked_sub(g.window)
+            .and_then(|e| e.checked_sub(self.base));
+        let offset = at.saturating_sub(self.base) as u32;
+        let step = self.ring.step(edge, g.limit, offset, record);
+        Outcome {
+            allowed: step.allowed,
+            count: step.count,
+            recorded: step.recorded,
+            allowed_at: match step.front {
+                Some(front) if !step.allowed => self.abs(front) + g.window,
+                _ => 0,
+            },
         }
     }
 
-    /// Records an attempt at `at` (ticks, rounded up). Call after
-    /// [`verdict`](Self::verdict) at the same time.
-    #[inline]
-    pub(crate) fn record(&mut self, g: &Geometry, at: u64) {
-        // Time never goes backwards within a key: clamp to the newest.
-        let at = match self.ring.back() {
-            Some(newest) => at.max(self.abs(newest)),
-            None => {
-                self.base = at.saturating_sub(g.window);
-                at
-            }
-        };
-        if at - self.base > u64::from(u32::MAX) {
-            self.rebase(g, at);
-        }
-        let offset = (at - self.base) as u32;
-        if self.ring.len() >= g.limit as usize {
-            // Full: the oldest of the last N attempts is no longer needed.
-            self.ring.pop_front();
-        }
-        self.ring.push_back(offset, g.limit as usize);
+    /// Makes room for `at`: drops what left the window at `now`, then moves
+    /// the base so `at` fits a `u32` offset. What is left is inside the
+    /// window, so every offset stays representable.
+    #[cold]
+    fn expire_and_rebase(&mut self, g: &Geometry, now: u64, at: u64) {
+        let edge = now
+            .checked_sub(g.window)
+            .and_then(|e| e.checked_sub(self.base));
+        let _ = self.ring.step(edge, g.limit, 0, Record::NONE);
+        self.rebase(g, at);
     }
 
     /// Moves the base so `at` fits. Attempts older than the window are not
@@ -156,15 +149,6 @@ impl Window {
             *offset = abs.saturating_sub(new_base) as u32;
         });
         self.base = new_base;
-    }
-
-    /// The tick from which an attempt would be allowed (0 if it would be
-    /// now): when the oldest of a full window leaves it.
-    pub(crate) fn allowed_at_tick(&self, g: &Geometry) -> u64 {
-        if (self.ring.len() as u32) < g.limit {
-            return 0;
-        }
-        self.ring.front().map_or(0, |o| self.abs(o) + g.window)
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -204,8 +188,7 @@ mod tests {
         // Walk far past u32::MAX ticks in steps inside the window.
         for _ in 0..200 {
             t += 30_000_000;
-            let v = w.verdict(&g, t);
-            w.record(&g, t);
+            let v = w.step(&g, t, t, Record::ALL);
             assert!(v.count <= 2, "{v:?}");
         }
         assert!(t > u64::from(u32::MAX) && w.base > 0, "no rebase happened");
@@ -217,8 +200,7 @@ mod tests {
         let g = Geometry::new(600, Duration::from_secs(60));
         let mut w = Window::default();
         for t in 0..5000u64 {
-            let _ = w.verdict(&g, t);
-            w.record(&g, t);
+            let _ = w.step(&g, t, t, Record::ALL);
         }
         assert_eq!(w.len(), 600);
         assert!(w.ring.capacity() <= 600 + 8, "{}", w.ring.capacity());

@@ -4,7 +4,7 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use ate_ratelimit::testing::{Model, traffic};
-use ate_ratelimit::{Clock, Decision, KeyedLimiter, LimitSet, ManualClock, Policy, Quota};
+use ate_ratelimit::{Clock, Decision, KeyedLimiter, LimitSet, Limiter, ManualClock, Policy, Quota};
 use proptest::prelude::*;
 
 fn quota(n: u32, window_ms: u64) -> Quota {
@@ -43,8 +43,88 @@ fn run(
     Ok(())
 }
 
+/// What the direct limiter is asked at each step.
+#[derive(Debug, Clone, Copy)]
+enum Ask {
+    Check,
+    Peek,
+    TryAcquire,
+}
+
+fn ask() -> impl Strategy<Value = Ask> {
+    prop_oneof![6 => Just(Ask::Check), 1 => Just(Ask::Peek), 1 => Just(Ask::TryAcquire)]
+}
+
+/// The single-window [`Limiter`] against the model, through every entry
+/// point (check, peek, try-acquire).
+fn run_direct(
+    policy: Policy,
+    n: u32,
+    window_ms: u64,
+    steps: Vec<(Duration, Ask)>,
+) -> Result<(), TestCaseError> {
+    let q = quota(n, window_ms);
+    let clock = ManualClock::default();
+    let limiter = Limiter::with_policy(q, policy, clock.clone());
+    let mut model = Model::new(q, policy);
+    for (advance, ask) in steps {
+        clock.advance(advance);
+        let now = clock.now();
+        let (got, want) = match ask {
+            Ask::Check => (limiter.check(), model.check((), now)),
+            Ask::Peek => (limiter.peek(), model.peek(&(), now)),
+            Ask::TryAcquire => {
+                // Recorded only if allowed, whatever the policy.
+                let want = if model.peek(&(), now).is_allowed() {
+                    model.check((), now)
+                } else {
+                    model.peek(&(), now)
+                };
+                (limiter.try_acquire_at(now), want)
+            }
+        };
+        prop_assert_eq!(got, want, "{:?} at {:?}", ask, now);
+    }
+    Ok(())
+}
+
+/// Bursts and gaps sized so windows of up to a few hundred attempts fill,
+/// drain and refill (the ring grows past its inline slots and shrinks).
+fn bursty(max_len: usize) -> impl Strategy<Value = Vec<(Duration, Ask)>> {
+    let advance = prop_oneof![
+        8 => Just(0u64),
+        4 => 1u64..50,
+        1 => 50u64..3_000,
+    ];
+    proptest::collection::vec(
+        (advance, ask()).prop_map(|(ms, a)| (Duration::from_millis(ms), a)),
+        0..=max_len,
+    )
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn direct_limiter_matches_full_log_model(
+        policy in prop_oneof![Just(Policy::CountDenied), Just(Policy::AllowedOnly)],
+        n in 1u32..6, w in 1u64..20_000,
+        steps in traffic(1, 80).prop_flat_map(|t| {
+            let len = t.len();
+            (Just(t), proptest::collection::vec(ask(), len))
+        }).prop_map(|(t, asks)| t.into_iter().map(|s| s.advance).zip(asks).collect()),
+    ) {
+        run_direct(policy, n, w, steps)?;
+    }
+
+    #[test]
+    fn large_windows_match_full_log_model(
+        policy in prop_oneof![Just(Policy::CountDenied), Just(Policy::AllowedOnly)],
+        n in 1u32..300, w in 100u64..2_000,
+        steps in bursty(1_500),
+    ) {
+        run_direct(policy, n, w, steps)?;
+    }
 
     #[test]
     fn count_denied_matches_full_log_model(n in 1u32..6, w in 1u64..20_000, steps in traffic(4, 80)) {
