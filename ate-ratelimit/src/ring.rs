@@ -1,15 +1,17 @@
-//! A compact ring of `u32` offsets: up to [`INLINE`] slots live inside the
-//! key's table entry (no heap pointer to chase for quiet keys), beyond that
-//! a boxed slice that grows geometrically up to the limit and shrinks after
-//! a burst.
+//! The storage of one key's window: a ring of `u32` offsets from a per-key
+//! base, oldest first, in one of two shapes chosen to keep the key's table
+//! entry small (24 bytes, so a `u64` key and its window fill half a cache
+//! line; at 100k keys the table's size decides how many lookups miss):
+//!
+//! - [`Inline`]: up to three offsets inside the entry, no heap pointer to
+//!   chase (most keys, most of the time);
+//! - [`HeapRing`]: one boxed slice holding the base, the ring's head and
+//!   length, then the slots, so a busy key costs one pointer chase. It grows
+//!   geometrically up to the limit, shrinks after a burst, and goes back
+//!   inline once the window is nearly empty.
 
-const INLINE: usize = 4;
-
-#[derive(Debug, Clone)]
-enum Slots {
-    Inline([u32; INLINE]),
-    Heap(Box<[u32]>),
-}
+/// Slots held inline.
+const INLINE: u32 = 3;
 
 /// Which verdicts record the attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,7 +33,7 @@ impl Record {
     };
 }
 
-/// What [`Ring::step`] found.
+/// What one step of a ring found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Step {
     pub(crate) allowed: bool,
@@ -42,102 +44,278 @@ pub(crate) struct Step {
     pub(crate) front: Option<u32>,
 }
 
-#[derive(Debug, Clone)]
-pub(crate) struct Ring {
+/// A ring's position: the index of the oldest slot and the slot count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Cursor {
     head: u32,
     len: u32,
-    /// `slots`' length, kept here so the hot path needs no `match`.
-    cap: u32,
-    slots: Slots,
+}
+
+/// What [`step`] leaves for the caller.
+#[derive(Debug, Clone, Copy)]
+struct Stepped {
+    step: Step,
+    cursor: Cursor,
+    /// Offsets dropped from the front.
+    expired: u32,
+    /// The ring was full below the limit: `offset` (already raised to the
+    /// newest) must be appended after growing.
+    grow: Option<u32>,
+}
+
+/// One check over a ring held in `buf` (capacity `buf.len()`):
+///
+/// 1. drops every offset `<= edge` (attempts that left the window);
+/// 2. the attempt is allowed iff fewer than `limit` remain;
+/// 3. if `record` says so for that verdict, appends `offset` (raised to the
+///    newest offset, so the ring stays sorted), dropping the oldest when the
+///    ring already holds `limit`.
+///
+/// Always inlined: it is the whole hot path, and a call costs more than
+/// the work (measured).
+#[inline(always)]
+fn step(
+    buf: &mut [u32],
+    mut at: Cursor,
+    edge: Option<u64>,
+    limit: u32,
+    offset: u32,
+    record: Record,
+) -> Stepped {
+    let cap = buf.len() as u32;
+    let wrap = |i: u32| if i >= cap { i - cap } else { i };
+    let mut expired = 0;
+    if let Some(edge) = edge {
+        while at.len > 0 && u64::from(buf[at.head as usize]) <= edge {
+            at.head = wrap(at.head + 1);
+            at.len -= 1;
+            expired += 1;
+        }
+    }
+    let count = at.len;
+    let allowed = count < limit;
+    let recorded = if allowed {
+        record.allowed
+    } else {
+        record.denied
+    };
+    let mut grow = None;
+    if recorded {
+        let offset = if at.len > 0 {
+            offset.max(buf[wrap(at.head + at.len - 1) as usize])
+        } else {
+            offset
+        };
+        if at.len >= limit {
+            // Full: the oldest of the last N attempts is no longer needed.
+            // Drop it and append (in place when the ring is exactly full).
+            buf[wrap(at.head + at.len) as usize] = offset;
+            at.head = wrap(at.head + 1);
+        } else if at.len < cap {
+            buf[wrap(at.head + at.len) as usize] = offset;
+            at.len += 1;
+        } else {
+            grow = Some(offset);
+        }
+    }
+    if at.len == 0 {
+        at.head = 0;
+    }
+    let front = (at.len > 0).then(|| buf[at.head as usize]);
+    Stepped {
+        step: Step {
+            allowed,
+            count,
+            recorded,
+            front,
+        },
+        cursor: at,
+        expired,
+        grow,
+    }
+}
+
+/// Inline length; a `u8` enum so its unused values give [`Ring`] a niche
+/// and the two shapes share 24 bytes without a separate tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(u8)]
+enum Len {
+    #[default]
+    Zero,
+    One,
+    Two,
+    Three,
+}
+
+impl Len {
+    #[inline]
+    fn get(self) -> u32 {
+        self as u32
+    }
+
+    #[inline]
+    fn new(len: u32) -> Self {
+        match len {
+            0 => Self::Zero,
+            1 => Self::One,
+            2 => Self::Two,
+            _ => Self::Three,
+        }
+    }
+}
+
+/// Up to three offsets inside the table entry.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Inline {
+    base: u64,
+    slots: [u32; INLINE as usize],
+    head: u8,
+    len: Len,
+}
+
+/// Header words of a [`HeapRing`] before its slots.
+const BASE_LO: usize = 0;
+const BASE_HI: usize = 1;
+const HEAD: usize = 2;
+const LEN: usize = 3;
+const HEADER: usize = 4;
+
+/// Base, head, length and slots in one allocation: one pointer to chase.
+#[derive(Debug, Clone)]
+pub(crate) struct HeapRing(Box<[u32]>);
+
+impl HeapRing {
+    /// A ring of `cap` slots holding `items` (oldest first), from `base`.
+    fn new(base: u64, items: impl ExactSizeIterator<Item = u32>, cap: u32) -> Self {
+        let len = items.len() as u32;
+        let mut words = vec![0u32; HEADER + cap.max(len) as usize].into_boxed_slice();
+        for (slot, v) in words[HEADER..].iter_mut().zip(items) {
+            *slot = v;
+        }
+        let mut ring = Self(words);
+        ring.set_base(base);
+        ring.set_cursor(Cursor { head: 0, len });
+        ring
+    }
+
+    #[inline]
+    fn base(&self) -> u64 {
+        u64::from(self.0[BASE_LO]) | (u64::from(self.0[BASE_HI]) << 32)
+    }
+
+    #[inline]
+    fn set_base(&mut self, base: u64) {
+        self.0[BASE_LO] = base as u32;
+        self.0[BASE_HI] = (base >> 32) as u32;
+    }
+
+    #[inline]
+    fn cursor(&self) -> Cursor {
+        Cursor {
+            head: self.0[HEAD],
+            len: self.0[LEN],
+        }
+    }
+
+    #[inline]
+    fn set_cursor(&mut self, at: Cursor) {
+        self.0[HEAD] = at.head;
+        self.0[LEN] = at.len;
+    }
+
+    #[inline]
+    fn cap(&self) -> u32 {
+        (self.0.len() - HEADER) as u32
+    }
+
+    fn iter(&self) -> impl ExactSizeIterator<Item = u32> + '_ {
+        let Cursor { head, len } = self.cursor();
+        let cap = self.cap();
+        (0..len).map(move |i| {
+            let j = head + i;
+            self.0[HEADER + (if j >= cap { j - cap } else { j }) as usize]
+        })
+    }
+
+    /// The same contents in a ring of `cap` slots.
+    fn resized(&self, cap: u32) -> Self {
+        Self::new(self.base(), self.iter(), cap)
+    }
+}
+
+/// One key's offsets, inline or on the heap.
+#[derive(Debug, Clone)]
+pub(crate) enum Ring {
+    Inline(Inline),
+    Heap(HeapRing),
 }
 
 impl Default for Ring {
     fn default() -> Self {
-        Self {
-            head: 0,
-            len: 0,
-            cap: INLINE as u32,
-            slots: Slots::Inline([0; INLINE]),
-        }
+        Self::Inline(Inline::default())
     }
 }
 
 impl Ring {
     #[inline]
-    fn buf(&self) -> &[u32] {
-        match &self.slots {
-            Slots::Inline(a) => a,
-            Slots::Heap(b) => b,
+    pub(crate) fn base(&self) -> u64 {
+        match self {
+            Self::Inline(i) => i.base,
+            Self::Heap(h) => h.base(),
         }
     }
 
     #[inline]
-    fn buf_mut(&mut self) -> &mut [u32] {
-        match &mut self.slots {
-            Slots::Inline(a) => a,
-            Slots::Heap(b) => b,
+    pub(crate) fn set_base(&mut self, base: u64) {
+        match self {
+            Self::Inline(i) => i.base = base,
+            Self::Heap(h) => h.set_base(base),
         }
-    }
-
-    #[inline]
-    pub(crate) fn capacity(&self) -> usize {
-        self.cap as usize
     }
 
     #[inline]
     pub(crate) fn len(&self) -> usize {
-        self.len as usize
-    }
-
-    #[inline]
-    fn index(&self, i: usize) -> usize {
-        let cap = self.capacity();
-        let j = self.head as usize + i;
-        if j >= cap { j - cap } else { j }
-    }
-
-    #[inline]
-    pub(crate) fn front(&self) -> Option<u32> {
-        (self.len > 0).then(|| self.buf()[self.head as usize])
-    }
-
-    #[inline]
-    pub(crate) fn back(&self) -> Option<u32> {
-        (self.len > 0).then(|| self.buf()[self.index(self.len as usize - 1)])
+        match self {
+            Self::Inline(i) => i.len.get() as usize,
+            Self::Heap(h) => h.0[LEN] as usize,
+        }
     }
 
     #[cfg(test)]
-    pub(crate) fn pop_front(&mut self) {
-        if self.len > 0 {
-            let next = self.index(1) as u32;
-            self.head = if self.len == 1 { 0 } else { next };
-            self.len -= 1;
+    pub(crate) fn capacity(&self) -> usize {
+        match self {
+            Self::Inline(_) => INLINE as usize,
+            Self::Heap(h) => h.cap() as usize,
         }
     }
 
-    /// Appends; grows (at most to `limit` slots) when full. The caller pops
-    /// first when `len == limit`.
+    /// The `k`-th offset from the oldest (`k < len`).
     #[inline]
-    pub(crate) fn push_back(&mut self, value: u32, limit: usize) {
-        if self.len() == self.capacity() {
-            let cap = self.capacity();
-            self.resize((cap * 2).clamp(INLINE, limit.max(cap + 1)));
+    fn get(&self, k: u32) -> u32 {
+        match self {
+            Self::Inline(i) => i.slots[((u32::from(i.head) + k) % INLINE) as usize],
+            Self::Heap(h) => {
+                let (head, cap) = (h.cursor().head, h.cap());
+                let j = head + k;
+                h.0[HEADER + (if j >= cap { j - cap } else { j }) as usize]
+            }
         }
-        let i = self.index(self.len as usize);
-        self.buf_mut()[i] = value;
-        self.len += 1;
     }
 
-    /// One check, in offset space, with the slots borrowed once:
-    ///
-    /// 1. drops every offset `<= edge` (attempts that left the window);
-    /// 2. the attempt is allowed iff fewer than `limit` remain;
-    /// 3. if `record` says so for that verdict, appends `offset` (raised to
-    ///    the newest offset, so the ring stays sorted), dropping the oldest
-    ///    when the ring already holds `limit`.
-    ///
-    /// Returns the verdict, the count before recording and the oldest
-    /// offset after recording.
+    /// The offsets, oldest first.
+    pub(crate) fn iter(&self) -> impl ExactSizeIterator<Item = u32> + '_ {
+        (0..self.len() as u32).map(|k| self.get(k))
+    }
+
+    /// The newest offset.
+    pub(crate) fn back(&self) -> Option<u32> {
+        let len = self.len() as u32;
+        (len > 0).then(|| self.get(len - 1))
+    }
+
+    /// See [`step`]. Grows (inline to heap, or a bigger heap ring) when an
+    /// attempt must be kept and every slot is in use; shrinks after
+    /// expiring.
     #[inline]
     pub(crate) fn step(
         &mut self,
@@ -146,155 +324,168 @@ impl Ring {
         offset: u32,
         record: Record,
     ) -> Step {
-        let cap = self.cap;
-        let mut head = self.head;
-        let mut len = self.len;
-        let buf: &mut [u32] = match &mut self.slots {
-            Slots::Inline(a) => a,
-            Slots::Heap(b) => b,
-        };
-        let wrap = |i: u32| if i >= cap { i - cap } else { i };
-        let mut expired = false;
-        if let Some(edge) = edge {
-            while len > 0 && u64::from(buf[head as usize]) <= edge {
-                head = wrap(head + 1);
-                len -= 1;
-                expired = true;
-            }
-        }
-        let count = len;
-        let allowed = count < limit;
-        let recorded = if allowed {
-            record.allowed
-        } else {
-            record.denied
-        };
-        let mut grow = false;
-        if recorded {
-            let offset = if len > 0 {
-                offset.max(buf[wrap(head + len - 1) as usize])
-            } else {
-                offset
-            };
-            if len >= limit {
-                // Full: the oldest of the last N attempts is no longer
-                // needed. Drop it and append (when the ring is exactly
-                // full, that overwrites the oldest slot in place).
-                buf[wrap(head + len) as usize] = offset;
-                head = wrap(head + 1);
-            } else if len < cap {
-                buf[wrap(head + len) as usize] = offset;
-                len += 1;
-            } else {
-                grow = true;
-            }
-            if grow {
-                self.head = head;
-                self.len = len;
-                self.push_back(offset, limit as usize);
-                return Step {
-                    allowed,
-                    count,
-                    recorded,
-                    front: self.front(),
+        let stepped = match self {
+            Self::Inline(i) => {
+                let at = Cursor {
+                    head: u32::from(i.head),
+                    len: i.len.get(),
                 };
+                let s = step(&mut i.slots, at, edge, limit, offset, record);
+                i.head = s.cursor.head as u8;
+                i.len = Len::new(s.cursor.len);
+                s
             }
+            Self::Heap(h) => {
+                let at = h.cursor();
+                let s = step(&mut h.0[HEADER..], at, edge, limit, offset, record);
+                h.set_cursor(s.cursor);
+                s
+            }
+        };
+        if let Some(offset) = stepped.grow {
+            self.grow_and_push(offset, limit);
+            let mut step = stepped.step;
+            step.front = self.iter().next();
+            return step;
         }
-        let front = (len > 0).then(|| buf[head as usize]);
-        self.head = if len == 0 { 0 } else { head };
-        self.len = len;
-        if expired {
+        if stepped.expired > 0 {
             self.maybe_shrink();
         }
-        Step {
-            allowed,
-            count,
-            recorded,
-            front,
-        }
+        stepped.step
     }
 
-    /// Moves the contents into a buffer of `cap` slots (`cap >= len`).
+    /// Appends `offset` to a full ring, moving to a bigger one (at most
+    /// `limit` slots).
     #[cold]
-    fn resize(&mut self, cap: usize) {
-        let mut fresh = vec![0u32; cap.max(self.len())].into_boxed_slice();
-        for (k, v) in self.iter().enumerate() {
-            fresh[k] = v;
-        }
-        self.head = 0;
-        self.cap = fresh.len().max(INLINE) as u32;
-        self.slots = if fresh.len() <= INLINE {
-            let mut a = [0; INLINE];
-            a[..fresh.len()].copy_from_slice(&fresh);
-            Slots::Inline(a)
-        } else {
-            Slots::Heap(fresh)
+    fn grow_and_push(&mut self, offset: u32, limit: u32) {
+        let (base, cap) = match self {
+            Self::Inline(i) => (i.base, 8),
+            Self::Heap(h) => (h.base(), h.cap() * 2),
         };
+        let cap = cap.clamp(INLINE + 1, limit.max(INLINE + 1));
+        let items: Vec<u32> = self.iter().chain(std::iter::once(offset)).collect();
+        *self = Self::Heap(HeapRing::new(base, items.into_iter(), cap));
     }
 
-    /// Gives memory back after a burst: keeps at most twice what is used.
+    /// Gives memory back: back inline once at most one offset is left (a
+    /// key that calmed down), and a heap ring at most a quarter used is
+    /// halved.
     #[inline]
-    pub(crate) fn maybe_shrink(&mut self) {
-        let cap = self.capacity();
-        if cap > 64 && self.len() < cap / 4 {
-            self.resize(cap / 2);
+    fn maybe_shrink(&mut self) {
+        let Self::Heap(h) = self else { return };
+        let Cursor { len, .. } = h.cursor();
+        if len <= 1 {
+            self.go_inline();
+        } else if h.cap() > 64 && len < h.cap() / 4 {
+            *h = h.resized(h.cap() / 2);
         }
     }
 
-    pub(crate) fn iter(&self) -> impl Iterator<Item = u32> + '_ {
-        (0..self.len()).map(|i| self.buf()[self.index(i)])
+    #[cold]
+    fn go_inline(&mut self) {
+        let mut inline = Inline {
+            base: self.base(),
+            ..Inline::default()
+        };
+        let items: Vec<u32> = self.iter().collect();
+        inline.slots[..items.len()].copy_from_slice(&items);
+        inline.len = Len::new(items.len() as u32);
+        *self = Self::Inline(inline);
     }
 
+    /// Applies `f` to every offset.
     pub(crate) fn for_each_mut(&mut self, mut f: impl FnMut(&mut u32)) {
-        for i in 0..self.len() {
-            let j = self.index(i);
-            f(&mut self.buf_mut()[j]);
+        match self {
+            Self::Inline(i) => {
+                for k in 0..i.len.get() {
+                    f(&mut i.slots[((u32::from(i.head) + k) % INLINE) as usize]);
+                }
+            }
+            Self::Heap(h) => {
+                let Cursor { head, len } = h.cursor();
+                let cap = h.cap();
+                for k in 0..len {
+                    let j = head + k;
+                    f(&mut h.0[HEADER + (if j >= cap { j - cap } else { j }) as usize]);
+                }
+            }
         }
     }
 
     /// Heap bytes held.
     pub(crate) fn heap_bytes(&self) -> usize {
-        match &self.slots {
-            Slots::Inline(_) => 0,
-            Slots::Heap(b) => b.len() * std::mem::size_of::<u32>(),
+        match self {
+            Self::Inline(_) => 0,
+            Self::Heap(h) => std::mem::size_of_val(&*h.0),
         }
     }
 }
+
+// The point of the two shapes: 24 bytes, no separate tag.
+const _: () = assert!(std::mem::size_of::<Ring>() == 24);
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::collections::VecDeque;
 
+    /// The ring against a deque, through growth, rotation, expiry, shrinking
+    /// and the move back inline.
     #[test]
-    fn ring_behaves_like_a_bounded_deque() {
-        let mut ring = Ring::default();
-        let mut model = VecDeque::new();
-        let mut x = 12345u32;
-        for step in 0..20_000u32 {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            let limit = 37;
-            if x.is_multiple_of(3) {
-                ring.pop_front();
-                model.pop_front();
-            } else {
-                if model.len() == limit {
-                    ring.pop_front();
-                    model.pop_front();
+    fn ring_behaves_like_a_bounded_sorted_deque() {
+        for limit in [1u32, 2, 3, 4, 5, 37, 300] {
+            let mut ring = Ring::default();
+            let mut model: VecDeque<u32> = VecDeque::new();
+            let mut x = 12345u32;
+            let mut now = 0u32;
+            for _ in 0..20_000u32 {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                now += x % 7;
+                // Expire everything at or before `edge`.
+                let edge = if x.is_multiple_of(11) {
+                    Some(u64::from(now.saturating_sub(x % 200)))
+                } else {
+                    None
+                };
+                let record = if x.is_multiple_of(5) {
+                    Record::NONE
+                } else {
+                    Record::ALL
+                };
+                let step = ring.step(edge, limit, now, record);
+                if let Some(edge) = edge {
+                    while model.front().is_some_and(|&v| u64::from(v) <= edge) {
+                        model.pop_front();
+                    }
                 }
-                ring.push_back(step, limit);
-                model.push_back(step);
+                assert_eq!(step.count as usize, model.len());
+                assert_eq!(step.allowed, (model.len() as u32) < limit);
+                if record == Record::ALL {
+                    if model.len() as u32 >= limit {
+                        model.pop_front();
+                    }
+                    model.push_back(now);
+                }
+                assert_eq!(step.front, model.front().copied());
+                assert!(ring.iter().eq(model.iter().copied()), "limit {limit}");
+                assert!(ring.capacity() <= (limit as usize).max(INLINE as usize + 1));
             }
-            if x.is_multiple_of(101) {
-                ring.maybe_shrink();
-            }
-            assert_eq!(ring.len(), model.len());
-            assert_eq!(ring.front(), model.front().copied());
-            assert_eq!(ring.back(), model.back().copied());
-            assert!(ring.capacity() <= limit.max(INLINE));
         }
-        assert!(ring.iter().eq(model.iter().copied()));
+    }
+
+    #[test]
+    fn a_calm_key_goes_back_inline() {
+        let mut ring = Ring::default();
+        for t in 0..10 {
+            let _ = ring.step(None, 100, t, Record::ALL);
+        }
+        assert!(matches!(ring, Ring::Heap(_)));
+        assert!(ring.heap_bytes() > 0);
+        let _ = ring.step(Some(8), 100, 10, Record::NONE);
+        assert!(matches!(ring, Ring::Inline(_)), "{ring:?}");
+        assert_eq!(ring.heap_bytes(), 0);
+        assert!(ring.iter().eq([9]));
     }
 }

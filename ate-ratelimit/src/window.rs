@@ -71,16 +71,16 @@ pub(crate) struct Outcome {
     pub(crate) allowed_at: u64,
 }
 
+/// One key's window: the ring holds the base and the offsets.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Window {
-    base: u64,
     ring: Ring,
 }
 
 impl Window {
     #[inline]
     fn abs(&self, offset: u32) -> u64 {
-        self.base + u64::from(offset)
+        self.ring.base() + u64::from(offset)
     }
 
     /// Whether the window holds no attempt at `now`.
@@ -103,16 +103,16 @@ impl Window {
     /// backwards within a key).
     #[inline]
     pub(crate) fn step(&mut self, g: &Geometry, now: u64, at: u64, record: Record) -> Outcome {
+        let mut base = self.ring.base();
         if self.ring.len() == 0 {
-            self.base = at.saturating_sub(g.window);
-        } else if at.saturating_sub(self.base) > u64::from(u32::MAX) {
-            self.expire_and_rebase(g, now, at);
+            base = at.saturating_sub(g.window);
+            self.ring.set_base(base);
+        } else if at.saturating_sub(base) > u64::from(u32::MAX) {
+            base = self.expire_and_rebase(g, now, at);
         }
         // An attempt at tick `a` counts at `now` iff a > now - window.
-        let edge = now
-            .checked_sub(g.window)
-            .and_then(|e| e.checked_sub(self.base));
-        let offset = at.saturating_sub(self.base) as u32;
+        let edge = now.checked_sub(g.window).and_then(|e| e.checked_sub(base));
+        let offset = at.saturating_sub(base) as u32;
         let step = self.ring.step(edge, g.limit, offset, record);
         Outcome {
             allowed: step.allowed,
@@ -129,12 +129,13 @@ impl Window {
     /// the base so `at` fits a `u32` offset. What is left is inside the
     /// window, so every offset stays representable.
     #[cold]
-    fn expire_and_rebase(&mut self, g: &Geometry, now: u64, at: u64) {
+    fn expire_and_rebase(&mut self, g: &Geometry, now: u64, at: u64) -> u64 {
         let edge = now
             .checked_sub(g.window)
-            .and_then(|e| e.checked_sub(self.base));
+            .and_then(|e| e.checked_sub(self.ring.base()));
         let _ = self.ring.step(edge, g.limit, 0, Record::NONE);
         self.rebase(g, at);
+        self.ring.base()
     }
 
     /// Moves the base so `at` fits. Attempts older than the window are not
@@ -142,13 +143,13 @@ impl Window {
     #[cold]
     fn rebase(&mut self, g: &Geometry, at: u64) {
         let new_base = at.saturating_sub(g.window);
-        let base = self.base;
+        let base = self.ring.base();
         self.ring.for_each_mut(|offset| {
             let abs = base + u64::from(*offset);
             // Anything before the new base is out of the window already.
             *offset = abs.saturating_sub(new_base) as u32;
         });
-        self.base = new_base;
+        self.ring.set_base(new_base);
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -191,7 +192,10 @@ mod tests {
             let v = w.step(&g, t, t, Record::ALL);
             assert!(v.count <= 2, "{v:?}");
         }
-        assert!(t > u64::from(u32::MAX) && w.base > 0, "no rebase happened");
+        assert!(
+            t > u64::from(u32::MAX) && w.ring.base() > 0,
+            "no rebase happened"
+        );
         assert_eq!(w.len(), 2);
     }
 
