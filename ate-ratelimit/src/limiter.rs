@@ -13,7 +13,7 @@ use parking_lot::{Mutex, MutexGuard};
 
 use crate::clock::{Clock, MonotonicClock, Timestamp};
 use crate::decision::{Combined, Decision};
-use crate::ring::Record;
+use crate::ring::{Record, Timeline};
 use crate::window::{Geometry, Outcome, Window};
 
 /// N attempts per trailing window W.
@@ -100,23 +100,7 @@ impl Mode {
     }
 }
 
-/// The core step shared by every limiter: the time is converted to ticks
-/// before the lock is taken and the decision is built after it is released,
-/// so the critical section is only the window step.
-#[inline]
-fn decide(
-    g: &Geometry,
-    policy: Policy,
-    mode: Mode,
-    lock: &Mutex<Window>,
-    now: Timestamp,
-) -> Decision {
-    let (now_tick, at_tick) = g.ticks(now.as_nanos());
-    let outcome = lock.lock().step(g, now_tick, at_tick, mode.record(policy));
-    outcome_to_decision(g, outcome, now)
-}
-
-/// [`decide`] on a window whose lock the caller holds.
+/// One check of a key's window, whose shard lock the caller holds.
 #[inline]
 fn decide_in(g: &Geometry, policy: Policy, mode: Mode, w: &mut Window, now: Timestamp) -> Decision {
     let (now_tick, at_tick) = g.ticks(now.as_nanos());
@@ -140,12 +124,17 @@ fn outcome_to_decision(g: &Geometry, outcome: Outcome, now: Timestamp) -> Decisi
 
 /// One trailing window, for a limit with no key (a whole process, one
 /// upstream).
+///
+/// Times are exact to the nanosecond. The window keeps the attempts inside
+/// it (at most N) as `u64` nanoseconds in a ring that grows and shrinks
+/// with them; a check holds a short lock around that ring. `Send + Sync`.
 pub struct Limiter<C: Clock = MonotonicClock> {
-    geometry: Geometry,
     quota: Quota,
     policy: Policy,
     clock: C,
-    window: Mutex<Window>,
+    /// The window in nanoseconds (at least 1).
+    window: u64,
+    timeline: Mutex<Timeline>,
 }
 
 impl<C: Clock> fmt::Debug for Limiter<C> {
@@ -153,7 +142,7 @@ impl<C: Clock> fmt::Debug for Limiter<C> {
         f.debug_struct("Limiter")
             .field("quota", &self.quota)
             .field("policy", &self.policy)
-            .field("in_window", &self.window.lock().len())
+            .field("in_window", &self.timeline.lock().len())
             .finish()
     }
 }
@@ -174,11 +163,13 @@ impl<C: Clock> Limiter<C> {
     /// A limiter with an explicit policy.
     pub fn with_policy(quota: Quota, policy: Policy, clock: C) -> Self {
         Self {
-            geometry: Geometry::new(quota.limit.get(), quota.window),
             quota,
             policy,
             clock,
-            window: Mutex::new(Window::default()),
+            window: u64::try_from(quota.window.as_nanos())
+                .unwrap_or(u64::MAX)
+                .max(1),
+            timeline: Mutex::new(Timeline::default()),
         }
     }
 
@@ -187,18 +178,23 @@ impl<C: Clock> Limiter<C> {
         self.quota
     }
 
+    /// The policy.
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+
     /// Checks (and records, per the policy) an attempt now.
     #[inline]
     pub fn check(&self) -> Decision {
         self.check_at(self.clock.now())
     }
 
-    /// Checks (and records) an attempt at `now`, a time read from the same
-    /// clock by the caller. Earlier times than already recorded are taken
-    /// as the latest recorded time.
+    /// Checks (and records, per the policy) an attempt at `now`, a time
+    /// read from the same clock by the caller. Earlier times than already
+    /// recorded are taken as the latest recorded time.
     #[inline]
     pub fn check_at(&self, now: Timestamp) -> Decision {
-        decide(&self.geometry, self.policy, Mode::Policy, &self.window, now)
+        self.run(now, Mode::Policy)
     }
 
     /// What an attempt now would get, without recording it.
@@ -208,23 +204,37 @@ impl<C: Clock> Limiter<C> {
 
     /// What an attempt at `now` would get, without recording it.
     pub fn peek_at(&self, now: Timestamp) -> Decision {
-        decide(&self.geometry, self.policy, Mode::Peek, &self.window, now)
+        self.run(now, Mode::Peek)
     }
 
     /// Records an attempt only if it is allowed at `now`.
     pub fn try_acquire_at(&self, now: Timestamp) -> Decision {
-        decide(
-            &self.geometry,
-            self.policy,
-            Mode::OnlyIfAllowed,
-            &self.window,
-            now,
-        )
+        self.run(now, Mode::OnlyIfAllowed)
     }
 
     /// The limiter's clock.
     pub fn clock(&self) -> &C {
         &self.clock
+    }
+
+    #[inline(always)]
+    fn run(&self, now: Timestamp, mode: Mode) -> Decision {
+        let nanos = now.as_nanos();
+        let limit = self.quota.limit.get();
+        let record = mode.record(self.policy);
+        let step = self.timeline.lock().step(limit, self.window, nanos, record);
+        if step.allowed {
+            Decision::Allowed {
+                remaining: limit - step.count - u32::from(step.recorded),
+            }
+        } else {
+            // Denied: the window holds N, so it has a front; allowed again
+            // once that oldest counted attempt leaves.
+            let at = step.front.unwrap_or(nanos).saturating_add(self.window);
+            Decision::Denied {
+                retry_after: Duration::from_nanos(at.saturating_sub(nanos)),
+            }
+        }
     }
 }
 

@@ -35,58 +35,78 @@ impl Record {
 
 /// What one step of a ring found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Step {
+pub(crate) struct Step<T = u32> {
     pub(crate) allowed: bool,
-    /// Offsets inside the window before this attempt.
+    /// Slots inside the window before this attempt.
     pub(crate) count: u32,
     pub(crate) recorded: bool,
-    /// The oldest offset after recording.
-    pub(crate) front: Option<u32>,
+    /// The oldest slot after recording.
+    pub(crate) front: Option<T>,
 }
 
 /// A ring's position: the index of the oldest slot and the slot count.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Cursor {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Cursor {
     head: u32,
     len: u32,
 }
 
 /// What [`step`] leaves for the caller.
 #[derive(Debug, Clone, Copy)]
-struct Stepped {
-    step: Step,
+pub(crate) struct Stepped<T> {
+    pub(crate) step: Step<T>,
     cursor: Cursor,
-    /// Offsets dropped from the front.
+    /// Slots dropped from the front.
     expired: u32,
-    /// The ring was full below the limit: `offset` (already raised to the
-    /// newest) must be appended after growing.
-    grow: Option<u32>,
+    /// The ring was full below the limit: this value (already raised to
+    /// the newest) must be appended after growing.
+    grow: Option<T>,
+}
+
+/// A time in a ring slot: a `u32` offset from a key's base (keyed
+/// windows) or plain `u64` nanoseconds (the single window).
+pub(crate) trait Slot: Copy + Ord + Default {
+    fn get(self) -> u64;
+}
+
+impl Slot for u32 {
+    #[inline(always)]
+    fn get(self) -> u64 {
+        u64::from(self)
+    }
+}
+
+impl Slot for u64 {
+    #[inline(always)]
+    fn get(self) -> u64 {
+        self
+    }
 }
 
 /// One check over a ring held in `buf` (capacity `buf.len()`):
 ///
-/// 1. drops every offset `<= edge` (attempts that left the window);
+/// 1. drops every slot `<= edge` (attempts that left the window);
 /// 2. the attempt is allowed iff fewer than `limit` remain;
-/// 3. if `record` says so for that verdict, appends `offset` (raised to the
-///    newest offset, so the ring stays sorted), dropping the oldest when the
-///    ring already holds `limit`.
+/// 3. if `record` says so for that verdict, appends `value` (raised to the
+///    newest, so the ring stays sorted), dropping the oldest when the ring
+///    already holds `limit`.
 ///
 /// Always inlined: it is the whole hot path, and a call costs more than
 /// the work (measured).
 #[inline(always)]
-fn step(
-    buf: &mut [u32],
+fn step<T: Slot>(
+    buf: &mut [T],
     mut at: Cursor,
     edge: Option<u64>,
     limit: u32,
-    offset: u32,
+    value: T,
     record: Record,
-) -> Stepped {
+) -> Stepped<T> {
     let cap = buf.len() as u32;
     let wrap = |i: u32| if i >= cap { i - cap } else { i };
     let mut expired = 0;
     if let Some(edge) = edge {
-        while at.len > 0 && u64::from(buf[at.head as usize]) <= edge {
+        while at.len > 0 && buf[at.head as usize].get() <= edge {
             at.head = wrap(at.head + 1);
             at.len -= 1;
             expired += 1;
@@ -101,21 +121,21 @@ fn step(
     };
     let mut grow = None;
     if recorded {
-        let offset = if at.len > 0 {
-            offset.max(buf[wrap(at.head + at.len - 1) as usize])
+        let value = if at.len > 0 {
+            value.max(buf[wrap(at.head + at.len - 1) as usize])
         } else {
-            offset
+            value
         };
         if at.len >= limit {
             // Full: the oldest of the last N attempts is no longer needed.
             // Drop it and append (in place when the ring is exactly full).
-            buf[wrap(at.head + at.len) as usize] = offset;
+            buf[wrap(at.head + at.len) as usize] = value;
             at.head = wrap(at.head + 1);
         } else if at.len < cap {
-            buf[wrap(at.head + at.len) as usize] = offset;
+            buf[wrap(at.head + at.len) as usize] = value;
             at.len += 1;
         } else {
-            grow = Some(offset);
+            grow = Some(value);
         }
     }
     if at.len == 0 {
@@ -132,6 +152,59 @@ fn step(
         cursor: at,
         expired,
         grow,
+    }
+}
+
+/// The single window's ring: plain `u64` nanoseconds in a boxed slice that
+/// grows (doubling, at most to the limit) and shrinks after a burst. A
+/// process has one such window per limit, so exactness to the nanosecond
+/// and speed win over the compactness keyed windows need.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Timeline {
+    at: Cursor,
+    slots: Box<[u64]>,
+}
+
+impl Timeline {
+    /// [`step`] at `now` (nanoseconds) for a window of `window` nanoseconds.
+    #[inline(always)]
+    pub(crate) fn step(&mut self, limit: u32, window: u64, now: u64, record: Record) -> Step<u64> {
+        // An attempt at `a` counts at `now` iff a > now - window.
+        let edge = now.checked_sub(window);
+        let s = step(&mut self.slots, self.at, edge, limit, now, record);
+        self.at = s.cursor;
+        if let Some(value) = s.grow {
+            self.resize(limit, (self.slots.len() * 2).max(4));
+            let s2 = step(&mut self.slots, self.at, None, limit, value, Record::ALL);
+            self.at = s2.cursor;
+            let mut out = s.step;
+            out.front = s2.step.front;
+            return out;
+        }
+        if s.expired > 0 && self.slots.len() > 64 && (self.at.len as usize) < self.slots.len() / 4 {
+            self.resize(limit, self.slots.len() / 2);
+        }
+        s.step
+    }
+
+    /// Moves the contents into `cap` slots (at most `limit`, at least the
+    /// contents).
+    #[cold]
+    fn resize(&mut self, limit: u32, cap: usize) {
+        let cap = cap.min(limit as usize).max(self.at.len as usize);
+        let mut fresh = vec![0u64; cap].into_boxed_slice();
+        let old_cap = self.slots.len() as u32;
+        for k in 0..self.at.len {
+            let j = self.at.head + k;
+            fresh[k as usize] = self.slots[(if j >= old_cap { j - old_cap } else { j }) as usize];
+        }
+        self.slots = fresh;
+        self.at.head = 0;
+    }
+
+    /// Attempts held.
+    pub(crate) fn len(&self) -> usize {
+        self.at.len as usize
     }
 }
 

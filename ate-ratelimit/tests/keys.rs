@@ -87,29 +87,42 @@ fn memory_per_key_stays_within_the_window() {
     assert!(bytes <= 600, "{bytes} bytes for a 1 rps key");
 }
 
+/// Threads hammer shared keys inside each step of a stepping clock (a
+/// barrier between steps, so no caller logs a time from before a step that
+/// the limiter would record as the newest). Any N+1 allowed attempts per
+/// key span at least W.
 #[test]
 fn concurrent_callers_never_get_more_than_n_in_any_window() {
     const N: u32 = 50;
+    const THREADS: usize = 4;
     let clock = ManualClock::default();
     let l = KeyedLimiter::with_clock(quota(N, 1), clock.clone());
     let allowed_at = Mutex::new(Vec::new());
+    let barrier = std::sync::Barrier::new(THREADS);
     std::thread::scope(|s| {
-        for t in 0..4u64 {
-            let (l, clock, allowed_at) = (&l, &clock, &allowed_at);
+        for t in 0..THREADS {
+            let (l, clock, allowed_at, barrier) = (&l, &clock, &allowed_at, &barrier);
             s.spawn(move || {
-                for i in 0..5_000u64 {
-                    if t == 0 && i % 10 == 0 {
-                        clock.advance(Duration::from_millis(7));
-                    }
+                let mut mine = Vec::new();
+                for step in 0..1_000u64 {
                     let now = clock.now_for_model();
-                    if l.check_at(&(i % 3), now).is_allowed() {
-                        allowed_at.lock().unwrap().push((i % 3, now));
+                    for i in 0..15u64 {
+                        if l.check_at(&(i % 3), now).is_allowed() {
+                            mine.push((i % 3, now));
+                        }
                     }
+                    barrier.wait();
+                    if t == 0 {
+                        let ms = if step % 200 == 0 { 1_500 } else { 7 };
+                        clock.advance(Duration::from_millis(ms));
+                    }
+                    barrier.wait();
                 }
+                allowed_at.lock().unwrap().extend(mine);
             });
         }
     });
-    let mut all = allowed_at.into_inner().unwrap();
+    let all = allowed_at.into_inner().unwrap();
     for key in 0..3u64 {
         let mut times: Vec<u64> = all
             .iter()
@@ -117,6 +130,7 @@ fn concurrent_callers_never_get_more_than_n_in_any_window() {
             .map(|(_, t)| t.as_nanos())
             .collect();
         times.sort_unstable();
+        assert!(times.len() > N as usize, "the test must reach the limit");
         // Any N+1 consecutive allowed attempts must span at least W.
         for w in times.windows(N as usize + 1) {
             assert!(
@@ -125,7 +139,6 @@ fn concurrent_callers_never_get_more_than_n_in_any_window() {
             );
         }
     }
-    all.clear();
 }
 
 #[test]
