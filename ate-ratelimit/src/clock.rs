@@ -59,6 +59,11 @@ impl Timestamp {
 }
 
 /// A source of monotonic time for a limiter.
+///
+/// Limiters call [`now`](Self::now) while holding the lock of the window
+/// being checked (so attempts are timestamped in the order they take it):
+/// it must be cheap, must not block, and must not call back into the
+/// limiter.
 pub trait Clock: Send + Sync + fmt::Debug + 'static {
     /// The current time. Must never go backwards.
     fn now(&self) -> Timestamp;

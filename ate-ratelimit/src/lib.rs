@@ -75,6 +75,7 @@ mod clock;
 mod config;
 mod decision;
 mod limiter;
+mod lock;
 mod ring;
 #[cfg(feature = "test-util")]
 pub mod testing;

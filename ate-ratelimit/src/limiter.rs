@@ -13,6 +13,7 @@ use parking_lot::{Mutex, MutexGuard};
 
 use crate::clock::{Clock, MonotonicClock, Timestamp};
 use crate::decision::{Combined, Decision};
+use crate::lock::Lock;
 use crate::ring::{Record, Timeline};
 use crate::window::{Geometry, Outcome, Window};
 
@@ -134,7 +135,7 @@ pub struct Limiter<C: Clock = MonotonicClock> {
     clock: C,
     /// The window in nanoseconds (at least 1).
     window: u64,
-    timeline: Mutex<Timeline>,
+    timeline: Lock<Timeline>,
 }
 
 impl<C: Clock> fmt::Debug for Limiter<C> {
@@ -169,7 +170,7 @@ impl<C: Clock> Limiter<C> {
             window: u64::try_from(quota.window.as_nanos())
                 .unwrap_or(u64::MAX)
                 .max(1),
-            timeline: Mutex::new(Timeline::default()),
+            timeline: Lock::new(Timeline::default()),
         }
     }
 
@@ -186,7 +187,7 @@ impl<C: Clock> Limiter<C> {
     /// Checks (and records, per the policy) an attempt now.
     #[inline]
     pub fn check(&self) -> Decision {
-        self.check_at(self.clock.now())
+        self.run(None, Mode::Policy)
     }
 
     /// Checks (and records, per the policy) an attempt at `now`, a time
@@ -194,22 +195,22 @@ impl<C: Clock> Limiter<C> {
     /// recorded are taken as the latest recorded time.
     #[inline]
     pub fn check_at(&self, now: Timestamp) -> Decision {
-        self.run(now, Mode::Policy)
+        self.run(Some(now), Mode::Policy)
     }
 
     /// What an attempt now would get, without recording it.
     pub fn peek(&self) -> Decision {
-        self.peek_at(self.clock.now())
+        self.run(None, Mode::Peek)
     }
 
     /// What an attempt at `now` would get, without recording it.
     pub fn peek_at(&self, now: Timestamp) -> Decision {
-        self.run(now, Mode::Peek)
+        self.run(Some(now), Mode::Peek)
     }
 
     /// Records an attempt only if it is allowed at `now`.
     pub fn try_acquire_at(&self, now: Timestamp) -> Decision {
-        self.run(now, Mode::OnlyIfAllowed)
+        self.run(Some(now), Mode::OnlyIfAllowed)
     }
 
     /// The limiter's clock.
@@ -217,12 +218,19 @@ impl<C: Clock> Limiter<C> {
         &self.clock
     }
 
+    /// One check. With `now: None` the clock is read under the lock:
+    /// attempts are then timestamped in the order they take it, and under
+    /// contention the holder keeps the lock's cache line for the whole
+    /// check (measured: two threads on one limiter, 55 ns a check instead
+    /// of 84 allowed, 34 instead of 105 denied).
     #[inline(always)]
-    fn run(&self, now: Timestamp, mode: Mode) -> Decision {
-        let nanos = now.as_nanos();
+    fn run(&self, now: Option<Timestamp>, mode: Mode) -> Decision {
         let limit = self.quota.limit.get();
         let record = mode.record(self.policy);
-        let step = self.timeline.lock().step(limit, self.window, nanos, record);
+        let mut timeline = self.timeline.lock();
+        let nanos = now.unwrap_or_else(|| self.clock.now()).as_nanos();
+        let step = timeline.step(limit, self.window, nanos, record);
+        drop(timeline);
         if step.allowed {
             Decision::Allowed {
                 remaining: limit - step.count - u32::from(step.recorded),

@@ -181,7 +181,8 @@ impl Timeline {
             out.front = s2.step.front;
             return out;
         }
-        if s.expired > 0 && self.slots.len() > 64 && (self.at.len as usize) < self.slots.len() / 4 {
+        // (The jitter-dependent `expired` test last: it is rarely reached.)
+        if self.slots.len() > 64 && (self.at.len as usize) < self.slots.len() / 4 && s.expired > 0 {
             self.resize(limit, self.slots.len() / 2);
         }
         s.step
