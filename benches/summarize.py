@@ -110,6 +110,9 @@ for label, mid, pid, goal, check in ROWS:
     peer_name = (parts[-2] if parts[-1].isdigit() else parts[-1]) if parts else "–"
     lines.append(f"| {label} | {fmt_ns(m)} | {peer_name} | {fmt_ns(p) if p else '–'} | {f'{ratio:.2f}x' if ratio else '–'} | {goal} | {met} |")
 
+if c.get("ratelimit/direct_allowed/ate_check"):
+    lines.append("\nNotes on the rate-limit rows. Direct, allowed: the bench's quota (10^6 per 1 ms, never reached) keeps tens of thousands of attempts in the window, and each check drops the one or two that just left it, at a point set by clock jitter; that loop exit mispredicts about once a check, a cost governor's one-word GCRA state does not have (with caller-supplied, evenly spaced times, the `check_at` rows, the same check takes about 6 ns). Keyed, 100k keys: bound by cache misses on tables larger than this VM's share of L3; these rows vary by up to ±40% between runs here, so read them across several runs. Two threads, denied: every denial is recorded (it counts), so it writes under the lock where governor's denial writes nothing.\n")
+
 # configguard scaling
 cg = [(n, c.get(f"configguard/check/load_and_check/{n}"), c.get(f"configguard/check/check_only/{n}")) for n in (1000, 10000, 50000)]
 if any(x[1] for x in cg):

@@ -47,19 +47,32 @@
 //! # Boundary convention
 //!
 //! An attempt at time `a` counts at time `t` iff `t - W < a <= t`: an
-//! attempt exactly W after another no longer counts it. Times are kept in
-//! ticks of 1 µs (1 ms for windows over ~35 min, 1 s over ~24 days); a
+//! attempt exactly W after another no longer counts it. [`Limiter`] keeps
+//! whole nanoseconds and is exact at the clock's resolution. Keyed limiters
+//! keep ticks of 1 µs (1 ms for windows over ~35 min, 1 s over ~24 days); a
 //! recorded attempt rounds UP and "now" rounds DOWN, so rounding can only
-//! make the limit stricter, never looser. With times on whole ticks the
-//! limiter is exact.
+//! make the limit stricter, never looser. With times on whole ticks they
+//! are exact.
 //!
 //! # Memory
 //!
 //! A key holds the timestamps of the attempts inside its window, at most N,
 //! as 4-byte offsets from a per-key base: a key at 1 request/s with W = 60 s
-//! holds 60 slots. A key whose newest attempt is a window old holds no
-//! information and can be evicted ([`KeyedLimiter::retain_recent`]) without
-//! changing any decision; [`KeyedBuilder::max_keys`] bounds the table.
+//! holds 60 slots. Its table entry is 24 bytes plus the key: up to three
+//! attempts live in the entry itself, more in one heap block that grows
+//! with the window and shrinks (and goes back inline) as it empties. A key
+//! whose newest attempt is a window old holds no information and can be
+//! evicted ([`KeyedLimiter::retain_recent`]) without changing any decision;
+//! [`KeyedBuilder::max_keys`] bounds the table. [`Limiter`] (one window per
+//! process) keeps its attempts as 8-byte nanoseconds.
+//!
+//! # Concurrency
+//!
+//! Every check is atomic: it decides and records under the lock of its
+//! window (a spin lock for [`Limiter`], whose check holds it for a few
+//! nanoseconds; `parking_lot` mutexes over key shards for keyed limiters).
+//! The clock is read under that lock, so a window's attempts are recorded
+//! in the order they take it.
 //!
 //! # Feature flags
 //!

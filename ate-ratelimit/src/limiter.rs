@@ -37,7 +37,8 @@ impl Quota {
     }
 
     /// `limit` attempts per trailing `window`. A zero window is taken as the
-    /// smallest the limiter can represent (1 µs).
+    /// smallest the limiter can represent (1 ns for [`Limiter`], one 1 µs
+    /// tick for keyed limiters).
     pub const fn new(limit: NonZeroU32, window: Duration) -> Self {
         Self { limit, window }
     }
