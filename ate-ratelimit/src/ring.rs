@@ -40,7 +40,7 @@ pub(crate) struct Step<T = u32> {
     /// Slots inside the window before this attempt.
     pub(crate) count: u32,
     pub(crate) recorded: bool,
-    /// The oldest slot after recording.
+    /// For a denial, the oldest slot after recording (`None` if allowed).
     pub(crate) front: Option<T>,
 }
 
@@ -138,10 +138,8 @@ fn step<T: Slot>(
             grow = Some(value);
         }
     }
-    if at.len == 0 {
-        at.head = 0;
-    }
-    let front = (at.len > 0).then(|| buf[at.head as usize]);
+    // Only a denial needs the front (its retry time).
+    let front = (!allowed && at.len > 0).then(|| buf[at.head as usize]);
     Stepped {
         step: Step {
             allowed,
@@ -175,11 +173,9 @@ impl Timeline {
         self.at = s.cursor;
         if let Some(value) = s.grow {
             self.resize(limit, (self.slots.len() * 2).max(4));
-            let s2 = step(&mut self.slots, self.at, None, limit, value, Record::ALL);
-            self.at = s2.cursor;
-            let mut out = s.step;
-            out.front = s2.step.front;
-            return out;
+            // Growing happens only below the limit: allowed, no front.
+            self.at = step(&mut self.slots, self.at, None, limit, value, Record::ALL).cursor;
+            return s.step;
         }
         // (The jitter-dependent `expired` test last: it is rarely reached.)
         if self.slots.len() > 64 && (self.at.len as usize) < self.slots.len() / 4 && s.expired > 0 {
@@ -417,10 +413,9 @@ impl Ring {
             }
         };
         if let Some(offset) = stepped.grow {
+            // Growing happens only below the limit: allowed, no front.
             self.grow_and_push(offset, limit);
-            let mut step = stepped.step;
-            step.front = self.iter().next();
-            return step;
+            return stepped.step;
         }
         if stepped.expired > 0 {
             self.maybe_shrink();
@@ -542,7 +537,12 @@ mod tests {
                     }
                     model.push_back(now);
                 }
-                assert_eq!(step.front, model.front().copied());
+                let front = if step.allowed {
+                    None
+                } else {
+                    model.front().copied()
+                };
+                assert_eq!(step.front, front);
                 assert!(ring.iter().eq(model.iter().copied()), "limit {limit}");
                 assert!(ring.capacity() <= (limit as usize).max(INLINE as usize + 1));
             }
