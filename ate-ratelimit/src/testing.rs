@@ -168,3 +168,32 @@ impl ManualClock {
         Clock::now(self)
     }
 }
+
+/// The most of `times` (in any order) that fall inside one trailing window
+/// `(t - window, t]`: the number a limit of N must never exceed, for
+/// checking the times your callers were allowed at.
+///
+/// ```
+/// use std::time::Duration;
+/// use ate_ratelimit::Timestamp;
+/// use ate_ratelimit::testing::max_in_any_window;
+///
+/// let at = |s| Timestamp::from_secs(s);
+/// // 0 s and 60 s are a whole window apart: never counted together.
+/// let times = [at(0), at(30), at(60), at(61)];
+/// assert_eq!(max_in_any_window(&times, Duration::from_secs(60)), 3);
+/// ```
+pub fn max_in_any_window(times: &[Timestamp], window: Duration) -> usize {
+    let mut sorted = times.to_vec();
+    sorted.sort_unstable();
+    let mut oldest = 0;
+    let mut most = 0;
+    for (newest, t) in sorted.iter().enumerate() {
+        // Drop what is a whole window (or more) before `t`.
+        while t.duration_since(sorted[oldest]) >= window {
+            oldest += 1;
+        }
+        most = most.max(newest + 1 - oldest);
+    }
+    most
+}
