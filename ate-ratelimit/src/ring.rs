@@ -177,8 +177,9 @@ impl Timeline {
             self.at = step(&mut self.slots, self.at, None, limit, value, Record::ALL).cursor;
             return s.step;
         }
-        // (The jitter-dependent `expired` test last: it is rarely reached.)
-        if self.slots.len() > 64 && (self.at.len as usize) < self.slots.len() / 4 && s.expired > 0 {
+        // Shrink once at most a quarter is used (the jitter-dependent
+        // `expired` test last: it is rarely reached).
+        if (self.at.len as usize) * 4 < self.slots.len() && self.slots.len() > 64 && s.expired > 0 {
             self.resize(limit, self.slots.len() / 2);
         }
         s.step
