@@ -14,7 +14,7 @@ use parking_lot::{Mutex, MutexGuard};
 use crate::clock::{Clock, MonotonicClock, Timestamp};
 use crate::decision::{Combined, Decision};
 use crate::lock::Lock;
-use crate::ring::{Record, Timeline};
+use crate::ring::{MAX_HELD, Record, Timeline};
 use crate::window::{Geometry, Outcome, Window};
 
 /// N attempts per trailing window W.
@@ -129,7 +129,9 @@ fn outcome_to_decision(g: &Geometry, outcome: Outcome, now: Timestamp) -> Decisi
 ///
 /// Times are exact to the nanosecond. The window keeps the attempts inside
 /// it (at most N) as `u64` nanoseconds in a ring that grows and shrinks
-/// with them; a check holds a short lock around that ring. `Send + Sync`.
+/// with them; a check holds a short lock around that ring. A window holds
+/// at most 2^31 attempts (16 GiB of times): a larger limit acts as 2^31.
+/// `Send + Sync`.
 pub struct Limiter<C: Clock = MonotonicClock> {
     quota: Quota,
     policy: Policy,
@@ -226,7 +228,7 @@ impl<C: Clock> Limiter<C> {
     /// of 84 allowed, 34 instead of 105 denied).
     #[inline(always)]
     fn run(&self, now: Option<Timestamp>, mode: Mode) -> Decision {
-        let limit = self.quota.limit.get();
+        let limit = self.quota.limit.get().min(MAX_HELD);
         let record = mode.record(self.policy);
         let mut timeline = self.timeline.lock();
         let nanos = now.unwrap_or_else(|| self.clock.now()).as_nanos();

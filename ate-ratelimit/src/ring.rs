@@ -94,7 +94,7 @@ impl Slot for u64 {
 /// Always inlined: it is the whole hot path, and a call costs more than
 /// the work (measured).
 #[inline(always)]
-fn step<T: Slot>(
+fn step<T: Slot, const POW2: bool>(
     buf: &mut [T],
     mut at: Cursor,
     edge: Option<u64>,
@@ -103,7 +103,16 @@ fn step<T: Slot>(
     record: Record,
 ) -> Stepped<T> {
     let cap = buf.len() as u32;
-    let wrap = |i: u32| if i >= cap { i - cap } else { i };
+    // With a power-of-two capacity (`POW2`), wrapping is a mask.
+    let wrap = |i: u32| {
+        if POW2 {
+            i & (cap - 1)
+        } else if i >= cap {
+            i - cap
+        } else {
+            i
+        }
+    };
     let mut expired = 0;
     if let Some(edge) = edge {
         while at.len > 0 && buf[at.head as usize].get() <= edge {
@@ -153,6 +162,10 @@ fn step<T: Slot>(
     }
 }
 
+/// The most attempts a [`Timeline`] holds (`u32` indices, a power-of-two
+/// capacity): 2^31, 16 GiB of times. A larger limit acts as this one.
+pub(crate) const MAX_HELD: u32 = 1 << 31;
+
 /// The single window's ring: plain `u64` nanoseconds in a boxed slice that
 /// grows (doubling, at most to the limit) and shrinks after a burst. A
 /// process has one such window per limit, so exactness to the nanosecond
@@ -169,12 +182,13 @@ impl Timeline {
     pub(crate) fn step(&mut self, limit: u32, window: u64, now: u64, record: Record) -> Step<u64> {
         // An attempt at `a` counts at `now` iff a > now - window.
         let edge = now.checked_sub(window);
-        let s = step(&mut self.slots, self.at, edge, limit, now, record);
+        let s = step::<u64, true>(&mut self.slots, self.at, edge, limit, now, record);
         self.at = s.cursor;
         if let Some(value) = s.grow {
             self.resize(limit, (self.slots.len() * 2).max(4));
             // Growing happens only below the limit: allowed, no front.
-            self.at = step(&mut self.slots, self.at, None, limit, value, Record::ALL).cursor;
+            self.at =
+                step::<u64, true>(&mut self.slots, self.at, None, limit, value, Record::ALL).cursor;
             return s.step;
         }
         // Shrink once at most a quarter is used (the jitter-dependent
@@ -189,7 +203,9 @@ impl Timeline {
     /// contents).
     #[cold]
     fn resize(&mut self, limit: u32, cap: usize) {
-        let cap = cap.min(limit as usize).max(self.at.len as usize);
+        // A power of two (wrapping is a mask), at most the limit's.
+        let most = (limit.min(MAX_HELD) as usize).next_power_of_two();
+        let cap = cap.min(most).max(self.at.len as usize).next_power_of_two();
         let mut fresh = vec![0u64; cap].into_boxed_slice();
         let old_cap = self.slots.len() as u32;
         for k in 0..self.at.len {
@@ -401,14 +417,14 @@ impl Ring {
                     head: u32::from(i.head),
                     len: i.len.get(),
                 };
-                let s = step(&mut i.slots, at, edge, limit, offset, record);
+                let s = step::<u32, false>(&mut i.slots, at, edge, limit, offset, record);
                 i.head = s.cursor.head as u8;
                 i.len = Len::new(s.cursor.len);
                 s
             }
             Self::Heap(h) => {
                 let at = h.cursor();
-                let s = step(&mut h.0[HEADER..], at, edge, limit, offset, record);
+                let s = step::<u32, false>(&mut h.0[HEADER..], at, edge, limit, offset, record);
                 h.set_cursor(s.cursor);
                 s
             }

@@ -194,3 +194,42 @@ fn long_runs_past_the_offset_range_stay_exact() {
         }
     }
 }
+
+#[test]
+fn a_single_window_holds_at_most_two_to_the_31_attempts() {
+    // A larger limit acts as 2^31 (documented on `Limiter`); keyed windows
+    // take any limit.
+    let l = Limiter::with_clock(quota(u32::MAX, 60), ManualClock::default());
+    assert_eq!(
+        l.check(),
+        Decision::Allowed {
+            remaining: (1 << 31) - 1
+        }
+    );
+    let k = KeyedLimiter::with_clock(quota(u32::MAX, 60), ManualClock::default());
+    assert_eq!(
+        k.check(&1),
+        Decision::Allowed {
+            remaining: u32::MAX - 1
+        }
+    );
+}
+
+#[test]
+fn a_nanosecond_window_is_exact_for_the_single_window() {
+    // The single window keeps whole nanoseconds: 1 per 1500 ns allows again
+    // exactly 1500 ns later, not at the next microsecond.
+    let clock = ManualClock::default();
+    let l = Limiter::with_clock(
+        Quota::new(NonZeroU32::new(1).unwrap(), Duration::from_nanos(1_500)),
+        clock.clone(),
+    );
+    assert!(l.check().is_allowed());
+    clock.advance(Duration::from_nanos(1_499));
+    assert_eq!(
+        l.check_at(Timestamp::from_nanos(1_499)).retry_after(),
+        Some(Duration::from_nanos(1_500))
+    );
+    clock.set(Timestamp::from_nanos(1_499 + 1_500));
+    assert!(l.check().is_allowed());
+}
