@@ -166,8 +166,9 @@ fn step<T: Slot, const POW2: bool>(
 /// capacity): 2^31, 16 GiB of times. A larger limit acts as this one.
 pub(crate) const MAX_HELD: u32 = 1 << 31;
 
-/// The single window's ring: plain `u64` nanoseconds in a boxed slice that
-/// grows (doubling, at most to the limit) and shrinks after a burst. A
+/// The single window's ring: plain `u64` nanoseconds in a boxed slice of a
+/// power-of-two length that grows (doubling, at most to the limit rounded
+/// up to a power of two) and shrinks after a burst. A
 /// process has one such window per limit, so exactness to the nanosecond
 /// and speed win over the compactness keyed windows need.
 #[derive(Debug, Clone, Default)]
@@ -199,8 +200,8 @@ impl Timeline {
         s.step
     }
 
-    /// Moves the contents into `cap` slots (at most `limit`, at least the
-    /// contents).
+    /// Moves the contents into `cap` slots, rounded up to a power of two
+    /// and kept between the contents and the limit's power of two.
     #[cold]
     fn resize(&mut self, limit: u32, cap: usize) {
         // A power of two (wrapping is a mask), at most the limit's.
