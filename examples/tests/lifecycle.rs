@@ -37,14 +37,7 @@ async fn drain_flips_ready_but_not_health_and_is_idempotent() {
         assert_eq!(first["draining_since"], second["draining_since"]);
         assert_eq!(c.get(s.url("/ready")).send().await.unwrap().status(), 503);
         assert_eq!(c.get(s.url("/health")).send().await.unwrap().status(), 200);
-        let metrics = c
-            .get(s.url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let metrics = s.metrics().await;
         assert!(
             metrics.contains("ate_ready 0") && metrics.contains("ate_drain_in_progress 1"),
             "{metrics}"

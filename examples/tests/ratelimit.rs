@@ -77,14 +77,7 @@ async fn denied_calls_keep_a_caller_throttled() {
                 .unwrap();
             assert!((60..=61).contains(&retry), "{bin}: Retry-After {retry}");
         }
-        let metrics = c
-            .get(s.url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let metrics = s.metrics().await;
         assert!(
             metrics.contains(
                 r#"ate_ratelimit_decisions_total{limit="notifications",result="denied"} 2"#

@@ -92,22 +92,22 @@ impl Service {
         format!("{}{}", self.base, path)
     }
 
+    /// The `/metrics` text.
+    pub async fn metrics(&self) -> String {
+        client()
+            .get(self.url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     /// Polls `/metrics` until it contains `line` (at most 5 s).
     pub async fn wait_for_metric(&self, line: &str) {
-        let url = self.url("/metrics");
-        eventually(Duration::from_secs(5), || {
-            let url = url.clone();
-            async move {
-                let text = client()
-                    .get(url)
-                    .send()
-                    .await
-                    .unwrap()
-                    .text()
-                    .await
-                    .unwrap();
-                text.contains(line)
-            }
+        eventually(Duration::from_secs(5), || async {
+            self.metrics().await.contains(line)
         })
         .await;
     }
