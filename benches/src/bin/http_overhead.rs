@@ -25,14 +25,7 @@ fn axum_server(wired: bool) -> SocketAddr {
                     "/hello",
                     get(move |headers: axum::http::HeaderMap| {
                         let w = w.clone();
-                        async move {
-                            let caller = headers
-                                .get("x-caller")
-                                .and_then(|v| v.to_str().ok())
-                                .unwrap_or("anon");
-                            let (allowed, _close) = w.check(caller);
-                            if allowed { "ok" } else { "no" }
-                        }
+                        async move { w.body(headers.get("x-caller").and_then(|v| v.to_str().ok())) }
                     }),
                 )
             } else {
@@ -61,13 +54,7 @@ fn actix_server(wired: bool) -> SocketAddr {
                         web::get().to(move |req: HttpRequest| {
                             let w = w.clone();
                             async move {
-                                let caller = req
-                                    .headers()
-                                    .get("x-caller")
-                                    .and_then(|v| v.to_str().ok())
-                                    .unwrap_or("anon");
-                                let (allowed, _close) = w.check(caller);
-                                if allowed { "ok" } else { "no" }
+                                w.body(req.headers().get("x-caller").and_then(|v| v.to_str().ok()))
                             }
                         }),
                     )
