@@ -14,8 +14,8 @@ use parking_lot::{Mutex, MutexGuard};
 use crate::clock::{Clock, MonotonicClock, Timestamp};
 use crate::decision::{Combined, Decision};
 use crate::lock::Lock;
-use crate::ring::{MAX_HELD, Record, Timeline};
-use crate::window::{Geometry, Outcome, Window};
+use crate::ring::{MAX_HELD, Record, Step, Timeline};
+use crate::window::{Geometry, Window};
 
 /// N attempts per trailing window W.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -106,18 +106,25 @@ impl Mode {
 #[inline]
 fn decide_in(g: &Geometry, policy: Policy, mode: Mode, w: &mut Window, now: Timestamp) -> Decision {
     let (now_tick, at_tick) = g.ticks(now.as_nanos());
-    let outcome = w.step(g, now_tick, at_tick, mode.record(policy));
-    outcome_to_decision(g, outcome, now)
+    let step = w.step(g, now_tick, at_tick, mode.record(policy));
+    decision(g.limit, step, g.window, g.tick_nanos, now)
 }
 
+/// The decision for a window's step, whose front and `window` are in units
+/// of `unit` nanoseconds (ticks, or 1 for the single window).
 #[inline]
-fn outcome_to_decision(g: &Geometry, outcome: Outcome, now: Timestamp) -> Decision {
-    if outcome.allowed {
+fn decision(limit: u32, step: Step<u64>, window: u64, unit: u64, now: Timestamp) -> Decision {
+    if step.allowed {
         Decision::Allowed {
-            remaining: g.limit - outcome.count - u32::from(outcome.recorded),
+            remaining: limit - step.count - u32::from(step.recorded),
         }
     } else {
-        let at = outcome.allowed_at.saturating_mul(g.tick_nanos);
+        // Denied: the window holds N, so it has a front; allowed again once
+        // that oldest counted attempt leaves.
+        let at = step
+            .front
+            .map_or(0, |front| front.saturating_add(window))
+            .saturating_mul(unit);
         Decision::Denied {
             retry_after: Duration::from_nanos(at.saturating_sub(now.as_nanos())),
         }
@@ -231,21 +238,10 @@ impl<C: Clock> Limiter<C> {
         let limit = self.quota.limit.get().min(MAX_HELD);
         let record = mode.record(self.policy);
         let mut timeline = self.timeline.lock();
-        let nanos = now.unwrap_or_else(|| self.clock.now()).as_nanos();
-        let step = timeline.step(limit, self.window, nanos, record);
+        let now = now.unwrap_or_else(|| self.clock.now());
+        let step = timeline.step(limit, self.window, now.as_nanos(), record);
         drop(timeline);
-        if step.allowed {
-            Decision::Allowed {
-                remaining: limit - step.count - u32::from(step.recorded),
-            }
-        } else {
-            // Denied: the window holds N, so it has a front; allowed again
-            // once that oldest counted attempt leaves.
-            let at = step.front.unwrap_or(nanos).saturating_add(self.window);
-            Decision::Denied {
-                retry_after: Duration::from_nanos(at.saturating_sub(nanos)),
-            }
-        }
+        decision(limit, step, self.window, 1, now)
     }
 }
 

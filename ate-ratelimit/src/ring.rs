@@ -51,6 +51,14 @@ pub(crate) struct Cursor {
     len: u32,
 }
 
+/// Where the `k`-th slot from the oldest sits in a ring of `cap` slots
+/// whose oldest is at `head` (`head < cap`, `k < cap`).
+#[inline]
+fn slot_of(head: u32, k: u32, cap: u32) -> usize {
+    let j = head + k;
+    (if j >= cap { j - cap } else { j }) as usize
+}
+
 /// What [`step`] leaves for the caller.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Stepped<T> {
@@ -210,8 +218,7 @@ impl Timeline {
         let mut fresh = vec![0u64; cap].into_boxed_slice();
         let old_cap = self.slots.len() as u32;
         for k in 0..self.at.len {
-            let j = self.at.head + k;
-            fresh[k as usize] = self.slots[(if j >= old_cap { j - old_cap } else { j }) as usize];
+            fresh[k as usize] = self.slots[slot_of(self.at.head, k, old_cap)];
         }
         self.slots = fresh;
         self.at.head = 0;
@@ -315,19 +322,15 @@ impl HeapRing {
     fn cap(&self) -> u32 {
         (self.0.len() - HEADER) as u32
     }
+}
 
-    fn iter(&self) -> impl ExactSizeIterator<Item = u32> + '_ {
-        let Cursor { head, len } = self.cursor();
-        let cap = self.cap();
-        (0..len).map(move |i| {
-            let j = head + i;
-            self.0[HEADER + (if j >= cap { j - cap } else { j }) as usize]
-        })
-    }
-
-    /// The same contents in a ring of `cap` slots.
-    fn resized(&self, cap: u32) -> Self {
-        Self::new(self.base(), self.iter(), cap)
+impl Inline {
+    #[inline]
+    fn cursor(&self) -> Cursor {
+        Cursor {
+            head: u32::from(self.head),
+            len: self.len.get(),
+        }
     }
 }
 
@@ -377,17 +380,20 @@ impl Ring {
         }
     }
 
+    /// The slots and the cursor over them.
+    #[inline]
+    fn view(&self) -> (&[u32], Cursor) {
+        match self {
+            Self::Inline(i) => (&i.slots, i.cursor()),
+            Self::Heap(h) => (&h.0[HEADER..], h.cursor()),
+        }
+    }
+
     /// The `k`-th offset from the oldest (`k < len`).
     #[inline]
     fn get(&self, k: u32) -> u32 {
-        match self {
-            Self::Inline(i) => i.slots[((u32::from(i.head) + k) % INLINE) as usize],
-            Self::Heap(h) => {
-                let (head, cap) = (h.cursor().head, h.cap());
-                let j = head + k;
-                h.0[HEADER + (if j >= cap { j - cap } else { j }) as usize]
-            }
-        }
+        let (slots, at) = self.view();
+        slots[slot_of(at.head, k, slots.len() as u32)]
     }
 
     /// The offsets, oldest first.
@@ -414,10 +420,7 @@ impl Ring {
     ) -> Step {
         let stepped = match self {
             Self::Inline(i) => {
-                let at = Cursor {
-                    head: u32::from(i.head),
-                    len: i.len.get(),
-                };
+                let at = i.cursor();
                 let s = step::<u32, false>(&mut i.slots, at, edge, limit, offset, record);
                 i.head = s.cursor.head as u8;
                 i.len = Len::new(s.cursor.len);
@@ -460,11 +463,12 @@ impl Ring {
     #[inline]
     fn maybe_shrink(&mut self) {
         let Self::Heap(h) = self else { return };
-        let Cursor { len, .. } = h.cursor();
+        let (base, cap, len) = (h.base(), h.cap(), h.cursor().len);
         if len <= 1 {
             self.go_inline();
-        } else if h.cap() > 64 && len < h.cap() / 4 {
-            *h = h.resized(h.cap() / 2);
+        } else if cap > 64 && len < cap / 4 {
+            let items: Vec<u32> = self.iter().collect();
+            *self = Self::Heap(HeapRing::new(base, items.into_iter(), cap / 2));
         }
     }
 
@@ -482,20 +486,19 @@ impl Ring {
 
     /// Applies `f` to every offset.
     pub(crate) fn for_each_mut(&mut self, mut f: impl FnMut(&mut u32)) {
-        match self {
+        let (slots, at) = match self {
             Self::Inline(i) => {
-                for k in 0..i.len.get() {
-                    f(&mut i.slots[((u32::from(i.head) + k) % INLINE) as usize]);
-                }
+                let at = i.cursor();
+                (&mut i.slots[..], at)
             }
             Self::Heap(h) => {
-                let Cursor { head, len } = h.cursor();
-                let cap = h.cap();
-                for k in 0..len {
-                    let j = head + k;
-                    f(&mut h.0[HEADER + (if j >= cap { j - cap } else { j }) as usize]);
-                }
+                let at = h.cursor();
+                (&mut h.0[HEADER..], at)
             }
+        };
+        let cap = slots.len() as u32;
+        for k in 0..at.len {
+            f(&mut slots[slot_of(at.head, k, cap)]);
         }
     }
 

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use crate::ring::{Record, Ring};
+use crate::ring::{Record, Ring, Step};
 
 /// Timing parameters shared by every window of one limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,19 +58,6 @@ impl Geometry {
     }
 }
 
-/// What one check of a window decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Outcome {
-    pub(crate) allowed: bool,
-    /// Attempts inside the window before this one.
-    pub(crate) count: u32,
-    /// Whether this attempt was recorded.
-    pub(crate) recorded: bool,
-    /// For a denial: the tick from which an attempt would be allowed (when
-    /// the oldest counted attempt leaves the window).
-    pub(crate) allowed_at: u64,
-}
-
 /// One key's window: the ring holds the base and the offsets.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Window {
@@ -100,9 +87,9 @@ impl Window {
     /// the window, decides, and records the attempt at `at` (ticks, rounded
     /// up) if `record` says so for the verdict. An `at` earlier than the
     /// newest recorded attempt is taken as the newest (time never goes
-    /// backwards within a key).
+    /// backwards within a key). A denial's front is in ticks.
     #[inline]
-    pub(crate) fn step(&mut self, g: &Geometry, now: u64, at: u64, record: Record) -> Outcome {
+    pub(crate) fn step(&mut self, g: &Geometry, now: u64, at: u64, record: Record) -> Step<u64> {
         let mut base = self.ring.base();
         if self.ring.len() == 0 {
             base = at.saturating_sub(g.window);
@@ -114,14 +101,11 @@ impl Window {
         let edge = now.checked_sub(g.window).and_then(|e| e.checked_sub(base));
         let offset = at.saturating_sub(base) as u32;
         let step = self.ring.step(edge, g.limit, offset, record);
-        Outcome {
+        Step {
             allowed: step.allowed,
             count: step.count,
             recorded: step.recorded,
-            allowed_at: match step.front {
-                Some(front) if !step.allowed => self.abs(front) + g.window,
-                _ => 0,
-            },
+            front: step.front.map(|f| self.abs(f)),
         }
     }
 
