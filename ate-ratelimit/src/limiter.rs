@@ -180,7 +180,7 @@ impl<C: Clock> Limiter<C> {
             window: u64::try_from(quota.window.as_nanos())
                 .unwrap_or(u64::MAX)
                 .max(1),
-            timeline: Lock::new(Timeline::default()),
+            timeline: Lock::new(Timeline::new(quota.limit.get())),
         }
     }
 
