@@ -168,7 +168,7 @@ pub(crate) struct Timeline {
 /// Where counter `i` falls in a power-of-two ring of `cap` slots (which
 /// divides 2^32, so the counters may wrap).
 #[inline(always)]
-fn end_slot(i: u32, cap: usize) -> usize {
+fn counter_slot(i: u32, cap: usize) -> usize {
     i as usize & (cap - 1)
 }
 
@@ -201,9 +201,7 @@ impl Timeline {
         let (mut start, mut end) = (self.start, self.end);
         let slots = &mut *self.slots;
         let cap = slots.len() as u32;
-        // The capacity is a power of two that divides 2^32, so the
-        // counters may wrap.
-        let at = |i: u32| (i & (cap - 1)) as usize;
+        let at = |i: u32| counter_slot(i, cap as usize);
         // An attempt at `a` counts at `now` iff a > now - window; none has
         // left before `now` reaches `window`.
         if let Some(edge) = now.checked_sub(window) {
@@ -251,7 +249,7 @@ impl Timeline {
                 // Growing happens only below the limit: allowed, no front.
                 self.start = start;
                 self.resize(limit, cap as usize * 2);
-                self.slots[end_slot(self.end, self.slots.len())] = value;
+                self.slots[counter_slot(self.end, self.slots.len())] = value;
                 self.end = self.end.wrapping_add(1);
                 return Step {
                     allowed,
@@ -276,7 +274,7 @@ impl Timeline {
         // gets a window there. Testing "did this check drop any" too would
         // put a branch on the clock's jitter back on the hot path.)
         let held = end.wrapping_sub(start);
-        if held * 4 < cap && cap > 64 {
+        if cap > 64 && held < cap / 4 {
             self.resize(limit, cap as usize / 2);
         }
         Step {
@@ -297,7 +295,8 @@ impl Timeline {
         let cap = cap.min(most).max(held as usize).next_power_of_two();
         let mut fresh = vec![0u64; cap].into_boxed_slice();
         for k in 0..held {
-            fresh[k as usize] = self.slots[end_slot(self.start.wrapping_add(k), self.slots.len())];
+            fresh[k as usize] =
+                self.slots[counter_slot(self.start.wrapping_add(k), self.slots.len())];
         }
         self.slots = fresh;
         self.start = 0;
@@ -714,7 +713,7 @@ mod tests {
                     assert_eq!(step.front, front);
                     assert_eq!(line.len(), model.len());
                     let held = (0..line.end.wrapping_sub(line.start)).map(|k| {
-                        line.slots[end_slot(line.start.wrapping_add(k), line.slots.len())]
+                        line.slots[counter_slot(line.start.wrapping_add(k), line.slots.len())]
                     });
                     assert!(held.eq(model.iter().copied()), "limit {limit}");
                     assert!(line.slots.len() <= (limit as usize).next_power_of_two());
