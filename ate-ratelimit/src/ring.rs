@@ -162,6 +162,8 @@ pub(crate) const MAX_HELD: u32 = 1 << 31;
 pub(crate) struct Timeline {
     start: u32,
     end: u32,
+    /// The newest attempt recorded (zero before the first).
+    newest: u64,
     slots: Box<[u64]>,
 }
 
@@ -182,6 +184,7 @@ impl Timeline {
         Self {
             start: 0,
             end: 0,
+            newest: 0,
             slots: vec![0; cap].into_boxed_slice(),
         }
     }
@@ -241,10 +244,8 @@ impl Timeline {
             record.denied
         };
         if recorded {
-            // The slot before `end` holds the newest attempt, or, in an
-            // empty window, one that left it (or zero): never later than
-            // the newest.
-            let value = now.max(slots[at(end.wrapping_sub(1))]);
+            let value = now.max(self.newest);
+            self.newest = value;
             if count == cap && count < limit {
                 // Growing happens only below the limit: allowed, no front.
                 self.start = start;
@@ -671,6 +672,7 @@ mod tests {
                 let window = 500u64;
                 let mut x = 12345u32 ^ limit;
                 let mut now = 0u64;
+                let mut newest = 0u64;
                 for _ in 0..30_000u32 {
                     x ^= x << 13;
                     x ^= x >> 17;
@@ -680,6 +682,7 @@ mod tests {
                     match x % 64 {
                         0 => now += 2 * window,
                         1 => now = now.saturating_sub(u64::from(x % 50)),
+                        2 => now = now.saturating_sub(3 * window),
                         _ => now += u64::from(x % 5),
                     }
                     let record = records[(x >> 8) as usize % 3];
@@ -699,7 +702,9 @@ mod tests {
                     };
                     assert_eq!(step.recorded, recorded);
                     if recorded {
-                        let value = model.back().map_or(now, |&b| b.max(now));
+                        // Earlier than the latest recorded: taken as that.
+                        let value = now.max(newest);
+                        newest = value;
                         if model.len() as u32 >= limit {
                             model.pop_front();
                         }
@@ -720,6 +725,21 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn an_earlier_time_is_taken_as_the_latest_recorded_after_the_window_empties() {
+        let mut line = Timeline::new(1000);
+        for t in 1..=200 {
+            let _ = line.step(1000, 100, t, Record::ALL);
+        }
+        // Everything leaves; the ring shrinks (new storage, no old slots).
+        let _ = line.step(1000, 100, 10_000, Record::NONE);
+        assert_eq!(line.len(), 0);
+        assert!(line.slots.len() < 256);
+        // A caller's earlier time is recorded as the latest recorded one.
+        let _ = line.step(1000, 100, 150, Record::ALL);
+        assert_eq!(line.slots[counter_slot(line.start, line.slots.len())], 200);
     }
 
     #[test]
