@@ -26,7 +26,7 @@ for g in "${groups[@]}"; do
       ;;
     ledger_latency)
       cargo build --release -p ate-benches --bin ledger_latency
-      cmd="cargo run --release -p ate-benches --bin ledger_latency -- 300 $out"
+      cmd="cargo run --release -p ate-benches --bin ledger_latency -- 300 $target/ate-bench"
       "$target/release/ledger_latency" 300 "$out" | tee "$out/ledger_latency.jsonl"
       ;;
     memory)
