@@ -599,6 +599,14 @@ mod tests {
     use super::*;
     use std::collections::VecDeque;
 
+    /// A small deterministic pseudo-random sequence for the deque tests.
+    fn xorshift(x: &mut u32) -> u32 {
+        *x ^= *x << 13;
+        *x ^= *x >> 17;
+        *x ^= *x << 5;
+        *x
+    }
+
     /// The ring against a deque, through growth, rotation, expiry, shrinking
     /// and the move back inline.
     #[test]
@@ -609,9 +617,7 @@ mod tests {
             let mut x = 12345u32;
             let mut now = 0u32;
             for _ in 0..20_000u32 {
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
+                let x = xorshift(&mut x);
                 now += x % 7;
                 // Expire everything at or before `edge`.
                 let edge = if x.is_multiple_of(11) {
@@ -674,9 +680,7 @@ mod tests {
                 let mut now = 0u64;
                 let mut newest = 0u64;
                 for _ in 0..30_000u32 {
-                    x ^= x << 13;
-                    x ^= x >> 17;
-                    x ^= x << 5;
+                    let x = xorshift(&mut x);
                     // Mostly small steps, sometimes none, sometimes a long
                     // gap (expiring many at once), sometimes back in time.
                     match x % 64 {
