@@ -2,8 +2,10 @@
 //! `retry_after`, and never more than N in any window.
 
 use std::num::NonZeroU32;
-use std::sync::{Barrier, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
+
+mod common;
 
 use ate_ratelimit::testing::max_in_any_window;
 use ate_ratelimit::{Decision, Limiter, ManualClock, Policy, Quota};
@@ -58,10 +60,8 @@ fn racing_threads_get_exactly_n_with_exact_remaining_allowed_only() {
     rounds_are_exact(Policy::AllowedOnly, 1, 4, 200);
 }
 
-/// Threads race inside each step of a stepping clock (a barrier between
-/// steps, so no caller holds a time from before a step: a stale time would
-/// be recorded as the newest one, not as itself, and the caller's log
-/// would then misplace it). Any N+1 allowed attempts span at least W.
+/// Threads race inside each step of a stepping clock (see
+/// [`common::stepped`]). Any N+1 allowed attempts span at least W.
 #[test]
 fn racing_threads_never_get_more_than_n_in_any_window() {
     const N: u32 = 50;
@@ -69,34 +69,17 @@ fn racing_threads_never_get_more_than_n_in_any_window() {
     for policy in [Policy::CountDenied, Policy::AllowedOnly] {
         let clock = ManualClock::default();
         let l = Limiter::with_policy(quota(N, Duration::from_secs(1)), policy, clock.clone());
-        let allowed_at = Mutex::new(Vec::new());
-        let barrier = Barrier::new(THREADS);
-        std::thread::scope(|s| {
-            for t in 0..THREADS {
-                let (l, clock, allowed_at, barrier) = (&l, &clock, &allowed_at, &barrier);
-                s.spawn(move || {
-                    let mut mine = Vec::new();
-                    for step in 0..2_000u64 {
-                        let now = clock.now_for_model();
-                        for _ in 0..10 {
-                            if l.check_at(now).is_allowed() {
-                                mine.push(now);
-                            }
-                        }
-                        barrier.wait();
-                        if t == 0 {
-                            // Now and then a pause long enough to drain the
-                            // window, so even counted denials let bursts in.
-                            let ms = if step % 200 == 0 { 1_500 } else { 3 };
-                            clock.advance(Duration::from_millis(ms));
-                        }
-                        barrier.wait();
-                    }
-                    allowed_at.lock().unwrap().extend(mine);
-                });
+        // Now and then a pause long enough to drain the window, so even
+        // counted denials let bursts in.
+        let pause =
+            |step: u64| Duration::from_millis(if step.is_multiple_of(200) { 1_500 } else { 3 });
+        let times = common::stepped(THREADS, 2_000, &clock, pause, |now, mine| {
+            for _ in 0..10 {
+                if l.check_at(now).is_allowed() {
+                    mine.push(now);
+                }
             }
         });
-        let times = allowed_at.into_inner().unwrap();
         assert!(times.len() > N as usize, "the test must reach the limit");
         let most = max_in_any_window(&times, Duration::from_secs(1));
         assert_eq!(most, N as usize, "{most} allowed in 1 s under {policy:?}");

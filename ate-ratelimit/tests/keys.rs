@@ -1,8 +1,9 @@
 //! Key table behaviour: eviction, bounds, seeding, concurrency.
 
 use std::num::NonZeroU32;
-use std::sync::Mutex;
 use std::time::Duration;
+
+mod common;
 
 use ate_ratelimit::{Decision, KeyedLimiter, ManualClock, Quota, Timestamp};
 
@@ -87,42 +88,22 @@ fn memory_per_key_stays_within_the_window() {
     assert!(bytes <= 600, "{bytes} bytes for a 1 rps key");
 }
 
-/// Threads hammer shared keys inside each step of a stepping clock (a
-/// barrier between steps, so no caller logs a time from before a step that
-/// the limiter would record as the newest). Any N+1 allowed attempts per
-/// key span at least W.
+/// Threads hammer shared keys inside each step of a stepping clock (see
+/// [`common::stepped`]). Any N+1 allowed attempts per key span at least W.
 #[test]
 fn concurrent_callers_never_get_more_than_n_in_any_window() {
     const N: u32 = 50;
     const THREADS: usize = 4;
     let clock = ManualClock::default();
     let l = KeyedLimiter::with_clock(quota(N, 1), clock.clone());
-    let allowed_at = Mutex::new(Vec::new());
-    let barrier = std::sync::Barrier::new(THREADS);
-    std::thread::scope(|s| {
-        for t in 0..THREADS {
-            let (l, clock, allowed_at, barrier) = (&l, &clock, &allowed_at, &barrier);
-            s.spawn(move || {
-                let mut mine = Vec::new();
-                for step in 0..1_000u64 {
-                    let now = clock.now_for_model();
-                    for i in 0..15u64 {
-                        if l.check_at(&(i % 3), now).is_allowed() {
-                            mine.push((i % 3, now));
-                        }
-                    }
-                    barrier.wait();
-                    if t == 0 {
-                        let ms = if step % 200 == 0 { 1_500 } else { 7 };
-                        clock.advance(Duration::from_millis(ms));
-                    }
-                    barrier.wait();
-                }
-                allowed_at.lock().unwrap().extend(mine);
-            });
+    let pause = |step: u64| Duration::from_millis(if step.is_multiple_of(200) { 1_500 } else { 7 });
+    let all = common::stepped(THREADS, 1_000, &clock, pause, |now, mine| {
+        for i in 0..15u64 {
+            if l.check_at(&(i % 3), now).is_allowed() {
+                mine.push((i % 3, now));
+            }
         }
     });
-    let all = allowed_at.into_inner().unwrap();
     for key in 0..3u64 {
         let times: Vec<_> = all
             .iter()
