@@ -1,5 +1,6 @@
 //! The stepping-clock harness the concurrency tests share.
 
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::{Barrier, Mutex};
 use std::time::Duration;
 
@@ -11,6 +12,10 @@ use ate_ratelimit::{ManualClock, Timestamp};
 /// no caller holds a time from before a step: a stale time would be
 /// recorded as the newest one, not as itself, and the caller's log would
 /// then misplace it. Returns every thread's log.
+///
+/// A panic in `attempt` fails the test instead of hanging it: the thread
+/// keeps meeting the barriers (attempting nothing more) so the others can
+/// finish, and the panic is raised again at the end.
 pub(crate) fn stepped<T: Send>(
     threads: usize,
     steps: u64,
@@ -25,13 +30,20 @@ pub(crate) fn stepped<T: Send>(
             let (logs, barrier, pause, attempt) = (&logs, &barrier, &pause, &attempt);
             s.spawn(move || {
                 let mut mine = Vec::new();
+                let mut failed = None;
                 for step in 0..steps {
-                    attempt(clock.now_for_model(), &mut mine);
+                    if failed.is_none() {
+                        let now = clock.now_for_model();
+                        failed = catch_unwind(AssertUnwindSafe(|| attempt(now, &mut mine))).err();
+                    }
                     barrier.wait();
                     if t == 0 {
                         clock.advance(pause(step));
                     }
                     barrier.wait();
+                }
+                if let Some(panic) = failed {
+                    resume_unwind(panic);
                 }
                 logs.lock().unwrap().extend(mine);
             });
