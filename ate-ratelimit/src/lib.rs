@@ -21,6 +21,8 @@
 //!   variables, with startup errors that name the variable and value.
 //! - [`Clock`], [`MonotonicClock`], [`ManualClock`], [`Timestamp`]: time is
 //!   injected; tests never sleep.
+//! - [`Limiter::seed`] / [`KeyedLimiter::seed`]: rebuild windows from an
+//!   audit trail after a restart, instead of handing everyone a fresh burst.
 //!
 //! # Example
 //!
@@ -77,8 +79,8 @@
 //! # Feature flags
 //!
 //! - `serde`: deserialize [`LimitTable`] entries and [`Policy`].
-//! - `tokio`: `KeyedLimiter::until_allowed`, an async wait that does not
-//!   record attempts while it sleeps.
+//! - `tokio`: `Limiter::until_allowed` and `KeyedLimiter::until_allowed`,
+//!   async waits that do not record attempts while they sleep.
 //! - `test-util`: the `testing` module (reference model, proptest
 //!   strategies).
 #![warn(missing_docs)]

@@ -228,6 +228,50 @@ impl<C: Clock> Limiter<C> {
         &self.clock
     }
 
+    /// Seeds the window from an audit trail of attempt times, so a restart
+    /// does not hand the next callers a fresh burst. Records are sorted by
+    /// time first; each counts as an attempt whatever the policy, and only
+    /// the last N are kept. Seed before serving: a record earlier than an
+    /// attempt already recorded is taken as that attempt's time.
+    ///
+    /// ```
+    /// use std::num::NonZeroU32;
+    /// use std::time::Duration;
+    /// use ate_ratelimit::{Limiter, ManualClock, Quota, Timestamp};
+    ///
+    /// let quota = Quota::new(NonZeroU32::new(2).unwrap(), Duration::from_secs(60));
+    /// let l = Limiter::with_clock(quota, ManualClock::new(Timestamp::from_secs(100)));
+    /// l.seed([Timestamp::from_secs(90), Timestamp::from_secs(70)]);
+    /// // Both still count at t = 100 s; the one at 70 s leaves at 130 s.
+    /// assert_eq!(l.peek().retry_after(), Some(Duration::from_secs(30)));
+    /// // A denied check counts too (the default policy): it replaces the
+    /// // attempt at 70 s, so the next slot opens when 90 s leaves, at 150 s.
+    /// assert_eq!(l.check().retry_after(), Some(Duration::from_secs(50)));
+    /// ```
+    pub fn seed(&self, times: impl IntoIterator<Item = Timestamp>) {
+        let mut times: Vec<Timestamp> = times.into_iter().collect();
+        times.sort_unstable();
+        for at in times {
+            let _ = self.run(Some(at), Mode::Record);
+        }
+    }
+
+    /// Waits until an attempt is allowed, then records that one attempt.
+    ///
+    /// While it sleeps nothing is recorded (the wait itself is not an
+    /// attempt), so waiting never extends the throttling. Sleeps with tokio
+    /// time for the exact `retry_after` of each denial.
+    #[cfg(feature = "tokio")]
+    pub async fn until_allowed(&self) -> Decision {
+        loop {
+            let decision = self.run(None, Mode::OnlyIfAllowed);
+            match decision.retry_after() {
+                None => return decision,
+                Some(wait) => tokio::time::sleep(wait.max(Duration::from_micros(1))).await,
+            }
+        }
+    }
+
     /// One check. With `now: None` the clock is read under the lock:
     /// attempts are then timestamped in the order they take it, and under
     /// contention the holder keeps the lock's cache line for the whole

@@ -233,3 +233,30 @@ fn a_nanosecond_window_is_exact_for_the_single_window() {
     clock.set(Timestamp::from_nanos(1_499 + 1_500));
     assert!(l.check().is_allowed());
 }
+
+#[test]
+fn seeding_a_single_window_keeps_it_across_a_restart() {
+    for policy in [Policy::CountDenied, Policy::AllowedOnly] {
+        let clock = ManualClock::new(Timestamp::from_secs(100));
+        let l = Limiter::with_policy(quota(3, 60), policy, clock.clone());
+        // An unsorted trail of six: only the last three (70, 90, 95 s) are
+        // kept, whatever the policy. (Replayed as allowed-only checks, the
+        // one at 95 s would have been denied and dropped instead.)
+        l.seed([95, 10, 90, 20, 70, 50].map(Timestamp::from_secs));
+        let d = l.peek();
+        assert_eq!(
+            d.retry_after(),
+            Some(Duration::from_secs(30)),
+            "{policy:?}: the attempt at 70 s leaves at 130 s"
+        );
+        clock.set(Timestamp::from_secs(130));
+        assert!(l.check().is_allowed(), "{policy:?}");
+    }
+}
+
+#[test]
+fn seeding_with_an_old_trail_changes_nothing() {
+    let l = Limiter::with_clock(quota(2, 60), ManualClock::new(Timestamp::from_secs(1_000)));
+    l.seed([10, 20, 30].map(Timestamp::from_secs));
+    assert_eq!(l.check(), Decision::Allowed { remaining: 1 });
+}
