@@ -123,7 +123,11 @@ fn decide(
         }
     }
     Decision::Denied {
-        retry_after: Duration::from_nanos(((index + slots) * width).saturating_sub(now.as_nanos())),
+        retry_after: Duration::from_nanos(
+            (index.saturating_add(slots))
+                .saturating_mul(width)
+                .saturating_sub(now.as_nanos()),
+        ),
     }
 }
 
@@ -193,26 +197,55 @@ impl<K: Hash + Eq + Clone, C: Clock> ApproxKeyedLimiter<K, C> {
         self.run(key, now, true)
     }
 
+    /// What an attempt by `key` now would get, without recording it.
+    pub fn peek(&self, key: &K) -> Decision {
+        self.peek_at(key, self.clock.now())
+    }
+
     /// What an attempt at `now` would get, without recording it.
     pub fn peek_at(&self, key: &K, now: Timestamp) -> Decision {
         self.run(key, now, false)
     }
 
+    /// Seeds counters from an audit trail of `(key, time)` records, so a
+    /// restart does not hand every caller a fresh burst. Records are sorted
+    /// by time first, and each counts as an attempt whatever the policy.
+    pub fn seed(&self, records: impl IntoIterator<Item = (K, Timestamp)>) {
+        let mut records: Vec<_> = records.into_iter().collect();
+        records.sort_by_key(|(_, t)| *t);
+        for (key, at) in records {
+            let _ = self.run_with(&key, at, true, Policy::CountDenied);
+        }
+    }
+
     fn run(&self, key: &K, now: Timestamp, record: bool) -> Decision {
+        self.run_with(key, now, record, self.policy)
+    }
+
+    fn run_with(&self, key: &K, now: Timestamp, record: bool, policy: Policy) -> Decision {
         let hash = self.hasher.hash_one(key);
         let mut shard = self.shards[(hash >> 32) as usize % self.shards.len()].lock();
         let slots = usize::from(self.quota.buckets.get()) + 1;
         match shard.get_mut(key) {
-            Some(b) => decide(&self.quota, self.policy, b, now, record),
+            Some(b) if record => decide(&self.quota, policy, b, now, true),
+            // A peek moves a copy of the ring forward, not the key's own: a
+            // key that is only peeked at still drains and gets evicted.
+            Some(b) => decide(&self.quota, policy, &mut b.clone(), now, false),
             None => {
                 let mut b = Buckets::new(slots);
-                let d = decide(&self.quota, self.policy, &mut b, now, record);
+                let d = decide(&self.quota, policy, &mut b, now, record);
                 if record {
                     shard.insert(key.clone(), b);
                 }
                 d
             }
         }
+    }
+
+    /// Drops keys whose buckets are all out of the window now. Decisions
+    /// do not change: such a key is indistinguishable from a new one.
+    pub fn retain_recent(&self) {
+        self.retain_recent_at(self.clock.now());
     }
 
     /// Drops keys whose buckets are all out of the window at `now`.

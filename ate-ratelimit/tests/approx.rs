@@ -99,3 +99,35 @@ fn retry_after_is_exact_for_the_bucketed_history() {
     clock.set(Timestamp::from_millis(11_000));
     assert!(l.check(&1).is_allowed());
 }
+
+#[test]
+fn seeding_counts_the_trail_whatever_the_policy_and_peek_records_nothing() {
+    let (bq, _) = quotas(2, 10_000, 10); // 1 s buckets
+    for policy in [Policy::CountDenied, Policy::AllowedOnly] {
+        let clock = ManualClock::new(Timestamp::from_secs(20));
+        let l = ApproxKeyedLimiter::with_clock(bq, policy, clock.clone());
+        // Unsorted; "old" is out of the window at 20 s. Three for "a" in
+        // the window: replayed as checks under AllowedOnly, the third
+        // (a denial) would not be counted.
+        l.seed([
+            ("a", Timestamp::from_millis(19_500)),
+            ("old", Timestamp::from_secs(1)),
+            ("a", Timestamp::from_millis(15_500)),
+            ("a", Timestamp::from_millis(12_500)),
+        ]);
+        // Counted: buckets 12, 15, 19. Below N again once the total drops
+        // to 1, i.e. when bucket 15 leaves, at (15 + 11) s.
+        let d = l.peek(&"a");
+        assert_eq!(d.retry_after(), Some(Duration::from_secs(6)), "{policy:?}");
+        assert_eq!(l.peek(&"a"), d, "{policy:?}: peek recorded nothing");
+        assert!(l.peek(&"old").is_allowed(), "{policy:?}");
+        clock.set(Timestamp::from_secs(26));
+        assert!(l.peek(&"a").is_allowed(), "{policy:?}");
+        // Every bucket of "a" and "old" is out of the window by 31 s (the
+        // peeks above do not keep "a" alive).
+        assert_eq!(l.len(), 2);
+        clock.set(Timestamp::from_secs(31));
+        l.retain_recent();
+        assert!(l.is_empty(), "{policy:?}");
+    }
+}
