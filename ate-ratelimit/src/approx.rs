@@ -210,6 +210,7 @@ impl<K: Hash + Eq + Clone, C: Clock> ApproxKeyedLimiter<K, C> {
     /// Seeds counters from an audit trail of `(key, time)` records, so a
     /// restart does not hand every caller a fresh burst. Records are sorted
     /// by time first, and each counts as an attempt whatever the policy.
+    /// [`Clock::at_wall_time`] places wall-clock records on the timeline.
     pub fn seed(&self, records: impl IntoIterator<Item = (K, Timestamp)>) {
         let mut records: Vec<_> = records.into_iter().collect();
         records.sort_by_key(|(_, t)| *t);

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// A point on a limiter's timeline: nanoseconds since the clock's origin.
 ///
@@ -67,10 +67,48 @@ impl Timestamp {
 pub trait Clock: Send + Sync + fmt::Debug + 'static {
     /// The current time. Must never go backwards.
     fn now(&self) -> Timestamp;
+
+    /// Where a wall-clock time `at` falls on this clock's timeline, given
+    /// that the wall clock reads `wall_now` at this clock's
+    /// [`now`](Self::now): `now() - (wall_now - at)`, saturating at the
+    /// origin. A time after `wall_now` is taken as now.
+    ///
+    /// This is how records of an audit trail (which must carry wall-clock
+    /// times to outlive the process) become the [`Timestamp`]s that
+    /// `seed` takes after a restart. [`MonotonicClock`]'s timeline starts
+    /// [`MonotonicClock::HEADROOM`] in, so records up to that old land
+    /// exactly instead of being clamped to the origin.
+    ///
+    /// ```
+    /// use std::num::NonZeroU32;
+    /// use std::time::{Duration, SystemTime};
+    /// use ate_ratelimit::{Clock, KeyedLimiter, Quota};
+    ///
+    /// let limiter = KeyedLimiter::new(Quota::per_minute(NonZeroU32::new(2).unwrap()));
+    /// // From the audit trail of the previous run: two attempts by alice,
+    /// // 50 s and 20 s ago.
+    /// let wall_now = SystemTime::now();
+    /// let trail = [("alice", 50), ("alice", 20)].map(|(key, secs_ago)| {
+    ///     let at = wall_now - Duration::from_secs(secs_ago);
+    ///     (key, limiter.clock().at_wall_time(at, wall_now))
+    /// });
+    /// limiter.seed(trail);
+    /// // The one from 50 s ago leaves the minute in (just under) 10 s.
+    /// let wait = limiter.peek(&"alice").retry_after().unwrap();
+    /// assert!(wait <= Duration::from_secs(10) && wait > Duration::from_secs(9));
+    /// ```
+    fn at_wall_time(&self, at: SystemTime, wall_now: SystemTime) -> Timestamp {
+        let age = wall_now.duration_since(at).unwrap_or(Duration::ZERO);
+        self.now().saturating_sub(age)
+    }
 }
 
 /// The default clock: monotonic, read through `quanta` (a TSC read where the
 /// CPU has a reliable one, about 2x cheaper than `std::time::Instant::now`).
+///
+/// Its origin is [`HEADROOM`](Self::HEADROOM) before the clock was created,
+/// so that attempts from before the process started (an audit trail, see
+/// [`Clock::at_wall_time`]) have a place on its timeline.
 #[derive(Clone)]
 pub struct MonotonicClock {
     clock: quanta::Clock,
@@ -90,7 +128,14 @@ impl Default for MonotonicClock {
 }
 
 impl MonotonicClock {
-    /// A clock whose origin is now.
+    /// How far into its timeline a new clock starts: 2^55 ns, about 417
+    /// days. A seeded record older than that is placed at the origin,
+    /// which can only make the limit stricter. The timeline then lasts
+    /// another 580 years.
+    pub const HEADROOM: Duration = Duration::from_nanos(Self::HEADROOM_NANOS);
+    const HEADROOM_NANOS: u64 = 1 << 55;
+
+    /// A clock that reads [`HEADROOM`](Self::HEADROOM) now.
     pub fn new() -> Self {
         let clock = quanta::Clock::new();
         let origin = clock.raw();
@@ -102,7 +147,7 @@ impl Clock for MonotonicClock {
     #[inline]
     fn now(&self) -> Timestamp {
         // Raw counter and one scaling: cheaper than building an Instant.
-        Timestamp(self.clock.delta_as_nanos(self.origin, self.clock.raw()))
+        Timestamp(Self::HEADROOM_NANOS + self.clock.delta_as_nanos(self.origin, self.clock.raw()))
     }
 }
 

@@ -22,7 +22,8 @@
 //! - [`Clock`], [`MonotonicClock`], [`ManualClock`], [`Timestamp`]: time is
 //!   injected; tests never sleep.
 //! - [`Limiter::seed`] / [`KeyedLimiter::seed`]: rebuild windows from an
-//!   audit trail after a restart, instead of handing everyone a fresh burst.
+//!   audit trail after a restart, instead of handing everyone a fresh burst
+//!   ([`Clock::at_wall_time`] places the trail's wall-clock times).
 //!
 //! # Example
 //!

@@ -232,7 +232,9 @@ impl<C: Clock> Limiter<C> {
     /// does not hand the next callers a fresh burst. Records are sorted by
     /// time first; each counts as an attempt whatever the policy, and only
     /// the last N are kept. Seed before serving: a record earlier than an
-    /// attempt already recorded is taken as that attempt's time.
+    /// attempt already recorded is taken as that attempt's time. An audit
+    /// trail keeps wall-clock times; [`Clock::at_wall_time`] places them on
+    /// the limiter's timeline.
     ///
     /// ```
     /// use std::num::NonZeroU32;
@@ -588,7 +590,9 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// restart does not hand every caller a fresh burst. Records are sorted
     /// by time first; each counts as an attempt whatever the policy, and
     /// only the last N per key are kept. With [`KeyedBuilder::max_keys`],
-    /// the cap holds here too.
+    /// the cap holds here too. An audit trail keeps wall-clock times;
+    /// [`Clock::at_wall_time`] places them on the limiter's timeline (see
+    /// its example).
     pub fn seed(&self, records: impl IntoIterator<Item = (K, Timestamp)>) {
         let mut records: Vec<_> = records.into_iter().collect();
         records.sort_by_key(|(_, t)| *t);

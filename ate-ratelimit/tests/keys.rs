@@ -1,11 +1,14 @@
 //! Key table behaviour: eviction, bounds, seeding, concurrency.
 
-use std::num::NonZeroU32;
-use std::time::Duration;
+use std::num::{NonZeroU16, NonZeroU32};
+use std::time::{Duration, SystemTime};
 
 mod common;
 
-use ate_ratelimit::{Decision, KeyedLimiter, ManualClock, Quota, Timestamp};
+use ate_ratelimit::{
+    ApproxKeyedLimiter, BucketQuota, Clock, Decision, KeyedLimiter, Limiter, ManualClock,
+    MonotonicClock, Policy, Quota, Timestamp,
+};
 
 fn quota(n: u32, secs: u64) -> Quota {
     Quota::new(NonZeroU32::new(n).unwrap(), Duration::from_secs(secs))
@@ -73,6 +76,69 @@ fn seeding_from_an_audit_trail_keeps_windows_across_a_restart() {
         "a restart must not hand alice a fresh burst"
     );
     assert_eq!(l.check(&"bob"), Decision::Allowed { remaining: 2 });
+}
+
+/// A restarted process seeds from wall-clock records on the default clock,
+/// whose timeline starts far enough in for them to land exactly (not
+/// clamped to its origin, which would keep them for a whole window).
+#[test]
+fn a_restart_keeps_windows_from_wall_clock_records_on_the_default_clock() {
+    // Three attempts 50, 40 and 30 s ago against 3 per minute: the next
+    // slot opens when the one from 50 s ago leaves, in 10 s.
+    let wall_now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let ages = [50, 40, 30].map(|s| wall_now - Duration::from_secs(s));
+    // The clock runs while the test does; a second of slack is plenty.
+    let about_ten_seconds = |d: Option<Duration>| {
+        let d = d.expect("denied");
+        assert!(
+            d <= Duration::from_secs(10) && d > Duration::from_secs(9),
+            "retry_after {d:?}, want just under 10 s"
+        );
+    };
+
+    let keyed = KeyedLimiter::new(quota(3, 60));
+    keyed.seed(ages.map(|at| ("k", keyed.clock().at_wall_time(at, wall_now))));
+    about_ten_seconds(keyed.peek(&"k").retry_after());
+
+    let direct = Limiter::new(quota(3, 60));
+    direct.seed(ages.map(|at| direct.clock().at_wall_time(at, wall_now)));
+    about_ten_seconds(direct.peek().retry_after());
+
+    // 1 s buckets: the bucket of the oldest leaves at most 1 s later.
+    let bq = BucketQuota::new(
+        NonZeroU32::new(3).unwrap(),
+        Duration::from_secs(60),
+        NonZeroU16::new(60).unwrap(),
+    );
+    let clock = MonotonicClock::new();
+    let approx = ApproxKeyedLimiter::with_clock(bq, Policy::CountDenied, clock.clone());
+    approx.seed(ages.map(|at| ("k", clock.at_wall_time(at, wall_now))));
+    let wait = approx.peek(&"k").retry_after().expect("denied");
+    assert!(
+        wait > Duration::from_secs(9) && wait <= Duration::from_secs(11),
+        "retry_after {wait:?}"
+    );
+}
+
+#[test]
+fn wall_times_map_onto_the_timeline_by_age() {
+    let clock = ManualClock::new(Timestamp::from_secs(100));
+    let wall_now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+    let at = |secs| SystemTime::UNIX_EPOCH + Duration::from_secs(secs);
+    assert_eq!(
+        clock.at_wall_time(at(970), wall_now),
+        Timestamp::from_secs(70)
+    );
+    // Later than the wall clock's now: taken as now.
+    assert_eq!(
+        clock.at_wall_time(at(1_005), wall_now),
+        Timestamp::from_secs(100)
+    );
+    // Older than the timeline: its origin (stricter, never looser).
+    assert_eq!(clock.at_wall_time(at(500), wall_now), Timestamp::ZERO);
+    assert!(
+        MonotonicClock::new().now() >= Timestamp::ZERO.saturating_add(MonotonicClock::HEADROOM)
+    );
 }
 
 #[test]
