@@ -17,6 +17,7 @@
 //! | `GET /metrics` | Prometheus text exposition |
 
 pub mod actix_app;
+pub mod audit;
 pub mod axum_app;
 pub mod cli;
 pub mod config;

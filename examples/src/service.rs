@@ -15,6 +15,7 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::audit::Audit;
 use crate::config::{self, Config, ConfigError};
 use crate::metrics::Metrics;
 
@@ -76,6 +77,7 @@ pub struct AppState {
     notify: LimitId,
     prompt: LimitId,
     bucket: LimitId,
+    audit: Audit,
     objects: Mutex<HashMap<String, Object>>,
     ledger: Arc<Ledger<RedbStore>>,
     /// Metrics.
@@ -109,6 +111,27 @@ impl AppState {
                 config.data_dir.display()
             ))
         })?;
+        // The rate-limit audit trail: a restart seeds every caller's windows
+        // from it instead of handing out a fresh burst.
+        let audit_path = config.data_dir.join("ratelimit-audit.jsonl");
+        let (audit, loaded) = Audit::open(audit_path.clone(), &limits, &[notify, prompt, bucket])
+            .map_err(|e| {
+            ConfigError::Other(format!(
+                "cannot open rate-limit audit trail {}: {e}",
+                audit_path.display()
+            ))
+        })?;
+        if loaded.malformed > 0 {
+            tracing::warn!(
+                malformed = loaded.malformed,
+                "skipped unreadable lines in the rate-limit audit trail"
+            );
+        }
+        tracing::info!(
+            seeded = loaded.seeded,
+            expired = loaded.expired,
+            "rate limits seeded from the audit trail"
+        );
         let path = config.data_dir.join("ledger.redb");
         let store = RedbStore::open(&path).map_err(|e| {
             ConfigError::Other(format!("cannot open ledger {}: {e}", path.display()))
@@ -127,6 +150,7 @@ impl AppState {
             notify,
             prompt,
             bucket,
+            audit,
             objects: Mutex::new(HashMap::new()),
             ledger: Arc::new(ledger),
             metrics: Metrics::new(),
@@ -211,6 +235,12 @@ impl AppState {
         let decision = self
             .limits
             .check(&[route_id, self.bucket], &caller.to_owned());
+        // Allowed or denied, the attempt was recorded in both limits
+        // (CountDenied): the trail keeps it for the next run.
+        let names = [self.limits.name(route_id), self.limits.name(self.bucket)];
+        if let Err(e) = self.audit.record(caller, &names) {
+            tracing::warn!("rate-limit audit trail: {e}");
+        }
         for (name, d) in &decision.decisions {
             self.metrics.decision(name, d.is_allowed());
         }

@@ -86,3 +86,37 @@ async fn denied_calls_keep_a_caller_throttled() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_restart_on_the_same_data_dir_keeps_callers_throttled() {
+    for bin in SERVICES {
+        let dir = tempfile::tempdir().unwrap();
+        let env = [("ATE_NOTIFICATIONS_PER_MIN", "2")];
+        {
+            let s = Service::start_in(bin, &env, dir.path().to_path_buf());
+            let c = client();
+            for _ in 0..2 {
+                assert_eq!(post(&c, s.url("/notify"), "erin").await.status(), 200);
+            }
+        } // killed here, without a drain
+        let s = Service::start_in(bin, &env, dir.path().to_path_buf());
+        let c = client();
+        let denied = post(&c, s.url("/notify"), "erin").await;
+        assert_eq!(
+            denied.status(),
+            429,
+            "{bin}: a restart handed erin a fresh burst"
+        );
+        let retry: u64 = denied.headers()["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((50..=61).contains(&retry), "{bin}: Retry-After {retry}");
+        // Other callers start fresh.
+        assert_eq!(post(&c, s.url("/notify"), "frank").await.status(), 200);
+        let audit = std::fs::read_to_string(dir.path().join("ratelimit-audit.jsonl")).unwrap();
+        assert_eq!(audit.lines().count(), 4, "{bin}: {audit}");
+        assert!(audit.contains("\"key\":\"caller:erin\""), "{bin}: {audit}");
+    }
+}
