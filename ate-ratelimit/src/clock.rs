@@ -112,7 +112,13 @@ pub trait Clock: Send + Sync + fmt::Debug + 'static {
 #[derive(Clone)]
 pub struct MonotonicClock {
     clock: quanta::Clock,
-    origin: u64,
+    /// The raw counter's reading at the origin: [`HEADROOM`] worth of
+    /// counts before the clock was created, wrapping (the counter may
+    /// have started after the origin). The headroom lives here, not as an
+    /// addition after scaling, to keep `now` one operation shorter.
+    ///
+    /// [`HEADROOM`]: Self::HEADROOM
+    base: u64,
 }
 
 impl fmt::Debug for MonotonicClock {
@@ -135,19 +141,50 @@ impl MonotonicClock {
     pub const HEADROOM: Duration = Duration::from_nanos(Self::HEADROOM_NANOS);
     const HEADROOM_NANOS: u64 = 1 << 55;
 
-    /// A clock that reads [`HEADROOM`](Self::HEADROOM) now.
+    /// A clock that reads [`HEADROOM`](Self::HEADROOM) now (or up to a
+    /// nanosecond more, from rounding the scaling).
     pub fn new() -> Self {
         let clock = quanta::Clock::new();
-        let origin = clock.raw();
-        Self { clock, origin }
+        let headroom = raw_counts_for(&clock, Self::HEADROOM_NANOS);
+        let base = clock.raw().wrapping_sub(headroom);
+        Self { clock, base }
     }
+}
+
+/// The fewest raw counts that `clock` scales to at least `nanos`.
+/// (Scaling is monotonic; it is the identity where the raw counter is
+/// already in nanoseconds.)
+fn raw_counts_for(clock: &quanta::Clock, nanos: u64) -> u64 {
+    let scaled = |counts: u64| clock.delta_as_nanos(0, counts);
+    // Double up to a bound, well below where scaling could overflow.
+    let mut high = 1u64;
+    while scaled(high) < nanos {
+        match high.checked_mul(2) {
+            Some(h) => high = h,
+            None => return high,
+        }
+    }
+    let mut low = high / 2;
+    // Invariant: scaled(low) < nanos <= scaled(high) (or low = 0).
+    while high - low > 1 {
+        let mid = low + (high - low) / 2;
+        if scaled(mid) >= nanos {
+            high = mid;
+        } else {
+            low = mid;
+        }
+    }
+    high
 }
 
 impl Clock for MonotonicClock {
     #[inline]
     fn now(&self) -> Timestamp {
         // Raw counter and one scaling: cheaper than building an Instant.
-        Timestamp(Self::HEADROOM_NANOS + self.clock.delta_as_nanos(self.origin, self.clock.raw()))
+        Timestamp(
+            self.clock
+                .delta_as_nanos(0, self.clock.raw().wrapping_sub(self.base)),
+        )
     }
 }
 
@@ -184,5 +221,33 @@ impl ManualClock {
 impl Clock for ManualClock {
     fn now(&self) -> Timestamp {
         Timestamp(self.nanos.load(Ordering::Acquire))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_headroom_is_the_fewest_raw_counts_that_scale_to_it() {
+        let nanos = MonotonicClock::HEADROOM_NANOS;
+        let clock = quanta::Clock::new();
+        let counts = raw_counts_for(&clock, nanos);
+        assert!(clock.delta_as_nanos(0, counts) >= nanos);
+        assert!(clock.delta_as_nanos(0, counts - 1) < nanos);
+        // Where raw counts are nanoseconds already (quanta's mock), exactly.
+        let (mock, _) = quanta::Clock::mock();
+        assert_eq!(raw_counts_for(&mock, nanos), nanos);
+        assert_eq!(raw_counts_for(&mock, 1), 1);
+    }
+
+    #[test]
+    fn a_new_monotonic_clock_reads_the_headroom_and_moves_forward() {
+        let clock = MonotonicClock::new();
+        let (a, b) = (clock.now(), clock.now());
+        assert!(a.as_nanos() >= MonotonicClock::HEADROOM_NANOS);
+        // Created just now: well under a minute past the headroom.
+        assert!(a.as_nanos() - MonotonicClock::HEADROOM_NANOS < 60_000_000_000);
+        assert!(b >= a);
     }
 }
