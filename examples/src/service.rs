@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use ate_generation::{Decision, Latch, Observe, Writer};
@@ -78,6 +79,7 @@ pub struct AppState {
     prompt: LimitId,
     bucket: LimitId,
     audit: Audit,
+    audit_failures: AtomicU64,
     objects: Mutex<HashMap<String, Object>>,
     ledger: Arc<Ledger<RedbStore>>,
     /// Metrics.
@@ -151,6 +153,7 @@ impl AppState {
             prompt,
             bucket,
             audit,
+            audit_failures: AtomicU64::new(0),
             objects: Mutex::new(HashMap::new()),
             ledger: Arc::new(ledger),
             metrics: Metrics::new(),
@@ -239,7 +242,12 @@ impl AppState {
         // (CountDenied): the trail keeps it for the next run.
         let names = [self.limits.name(route_id), self.limits.name(self.bucket)];
         if let Err(e) = self.audit.record(caller, &names) {
-            tracing::warn!("rate-limit audit trail: {e}");
+            // The decision stands; only the next run's memory of it is lost.
+            // Logged on the 1st, 2nd, 4th, 8th... failure, not every request.
+            let failures = self.audit_failures.fetch_add(1, Ordering::Relaxed) + 1;
+            if failures.is_power_of_two() {
+                tracing::warn!(failures, "cannot append to the rate-limit audit trail: {e}");
+            }
         }
         for (name, d) in &decision.decisions {
             self.metrics.decision(name, d.is_allowed());
