@@ -11,6 +11,15 @@ async fn post(c: &reqwest::Client, url: String, caller: &str) -> reqwest::Respon
     c.post(url).header("x-caller", caller).send().await.unwrap()
 }
 
+/// The `Retry-After` header, in whole seconds.
+fn retry_after(r: &reqwest::Response) -> u64 {
+    r.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
 #[tokio::test]
 async fn the_151st_notification_gets_429_with_retry_after() {
     for bin in SERVICES {
@@ -25,11 +34,7 @@ async fn the_151st_notification_gets_429_with_retry_after() {
         }
         let denied = post(&c, s.url("/notify"), "alice").await;
         assert_eq!(denied.status(), 429, "{bin}");
-        let retry: u64 = denied.headers()["retry-after"]
-            .to_str()
-            .unwrap()
-            .parse()
-            .unwrap();
+        let retry = retry_after(&denied);
         assert!((59..=61).contains(&retry), "{bin}: Retry-After {retry}");
         let body: serde_json::Value = denied.json().await.unwrap();
         assert_eq!(body["denied_by"], serde_json::json!(["notifications"]));
@@ -70,11 +75,7 @@ async fn denied_calls_keep_a_caller_throttled() {
             // window instead of counting down from the allowed attempt.
             // (Recorded times round up to the microsecond, so a whole-second
             // Retry-After can read 61.)
-            let retry: u64 = denied.headers()["retry-after"]
-                .to_str()
-                .unwrap()
-                .parse()
-                .unwrap();
+            let retry = retry_after(&denied);
             assert!((60..=61).contains(&retry), "{bin}: Retry-After {retry}");
         }
         let metrics = s.metrics().await;
@@ -107,11 +108,7 @@ async fn a_restart_on_the_same_data_dir_keeps_callers_throttled() {
             429,
             "{bin}: a restart handed erin a fresh burst"
         );
-        let retry: u64 = denied.headers()["retry-after"]
-            .to_str()
-            .unwrap()
-            .parse()
-            .unwrap();
+        let retry = retry_after(&denied);
         assert!((50..=61).contains(&retry), "{bin}: Retry-After {retry}");
         // Other callers start fresh.
         assert_eq!(post(&c, s.url("/notify"), "frank").await.status(), 200);
