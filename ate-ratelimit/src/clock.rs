@@ -137,7 +137,7 @@ impl MonotonicClock {
     /// How far into its timeline a new clock starts: 2^55 ns, about 417
     /// days. A seeded record older than that is placed at the origin,
     /// which can only make the limit stricter. The timeline then lasts
-    /// another 580 years.
+    /// more than 580 years.
     pub const HEADROOM: Duration = Duration::from_nanos(Self::HEADROOM_NANOS);
     const HEADROOM_NANOS: u64 = 1 << 55;
 
