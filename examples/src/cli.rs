@@ -89,7 +89,11 @@ fn init_tracing() {
 pub fn banner(addr: SocketAddr, config: &Config) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "listening on http://{addr}");
-    let _ = writeln!(out, "ledger data dir: {}", config.data_dir.display());
+    let _ = writeln!(
+        out,
+        "data dir (ledger, rate-limit audit trail): {}",
+        config.data_dir.display()
+    );
     let _ = writeln!(out, "try:");
     for line in [
         format!("  curl -i http://{addr}/ready"),
