@@ -18,8 +18,8 @@ pub struct Args {
     /// Address to listen on (port 0 picks a free port).
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
-    /// Directory for the durable ledger (default: a directory under the
-    /// system temp dir, printed at start).
+    /// Directory for the durable ledger and the rate-limit audit trail
+    /// (default: a directory under the system temp dir, printed at start).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
     /// A subcommand instead of serving.
