@@ -73,6 +73,12 @@ fn unix_ns(t: SystemTime) -> u64 {
         .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
+/// Records at or before this time (Unix nanoseconds) are out of every
+/// window at `wall_now`.
+fn cutoff(horizon: Duration, wall_now: SystemTime) -> u64 {
+    unix_ns(wall_now).saturating_sub(u64::try_from(horizon.as_nanos()).unwrap_or(u64::MAX))
+}
+
 fn read_lines(path: &Path) -> std::io::Result<(Vec<Line>, usize)> {
     let file = match File::open(path) {
         Ok(f) => f,
@@ -128,8 +134,7 @@ impl Audit {
         let by_name: HashMap<&str, LimitId> = ids.iter().map(|&id| (limits.name(id), id)).collect();
         let (lines, malformed) = read_lines(&path)?;
         let wall_now = SystemTime::now();
-        let oldest =
-            unix_ns(wall_now).saturating_sub(u64::try_from(horizon.as_nanos()).unwrap_or(u64::MAX));
+        let oldest = cutoff(horizon, wall_now);
         let mut loaded = Loaded {
             malformed,
             ..Loaded::default()
@@ -195,8 +200,7 @@ impl Audit {
 
     fn compact(&self, a: &mut Appender) -> std::io::Result<()> {
         let (lines, _) = read_lines(&self.path)?;
-        let oldest = unix_ns(SystemTime::now())
-            .saturating_sub(u64::try_from(self.horizon.as_nanos()).unwrap_or(u64::MAX));
+        let oldest = cutoff(self.horizon, SystemTime::now());
         let kept: Vec<Line> = lines
             .into_iter()
             .filter(|l| l.at_unix_ns > oldest)
