@@ -102,6 +102,20 @@ impl Mode {
     }
 }
 
+/// Repeats `attempt` (which records only an allowed attempt), sleeping
+/// with tokio time for each denial's exact `retry_after`, until it is
+/// allowed.
+#[cfg(feature = "tokio")]
+async fn retry_until_allowed(mut attempt: impl FnMut() -> Decision) -> Decision {
+    loop {
+        let decision = attempt();
+        match decision.retry_after() {
+            None => return decision,
+            Some(wait) => tokio::time::sleep(wait.max(Duration::from_micros(1))).await,
+        }
+    }
+}
+
 /// One check of a key's window, whose shard lock the caller holds.
 #[inline]
 fn decide_in(g: &Geometry, policy: Policy, mode: Mode, w: &mut Window, now: Timestamp) -> Decision {
@@ -265,13 +279,7 @@ impl<C: Clock> Limiter<C> {
     /// time for the exact `retry_after` of each denial.
     #[cfg(feature = "tokio")]
     pub async fn until_allowed(&self) -> Decision {
-        loop {
-            let decision = self.run(None, Mode::OnlyIfAllowed);
-            match decision.retry_after() {
-                None => return decision,
-                Some(wait) => tokio::time::sleep(wait.max(Duration::from_micros(1))).await,
-            }
-        }
+        retry_until_allowed(|| self.run(None, Mode::OnlyIfAllowed)).await
     }
 
     /// One check. With `now: None` the clock is read under the lock:
@@ -608,13 +616,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// time for the exact `retry_after` of each denial.
     #[cfg(feature = "tokio")]
     pub async fn until_allowed(&self, key: &K) -> Decision {
-        loop {
-            let decision = self.run(key, None, Mode::OnlyIfAllowed);
-            match decision.retry_after() {
-                None => return decision,
-                Some(wait) => tokio::time::sleep(wait.max(Duration::from_micros(1))).await,
-            }
-        }
+        retry_until_allowed(|| self.run(key, None, Mode::OnlyIfAllowed)).await
     }
 }
 
