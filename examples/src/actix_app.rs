@@ -68,9 +68,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         )
         .route(
             "/objects/{name}",
-            web::put().to(|s: web::Data<Shared>, name: web::Path<String>, body: web::Bytes| async move {
-                respond(s.put_object(&name, &body))
-            }),
+            web::put().to(
+                |s: web::Data<Shared>, name: web::Path<String>, req: HttpRequest, body: web::Bytes| async move {
+                    respond(s.put_object(&name, header(&req, "authorization"), &body))
+                },
+            ),
         )
         .route(
             "/objects/{name}",

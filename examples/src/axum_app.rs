@@ -77,9 +77,11 @@ pub fn router(state: Shared) -> Router {
         )
         .route(
             "/objects/{name}",
-            put(|State(s): State<Shared>, Path(name): Path<String>, body: Bytes| async move {
-                s.put_object(&name, &body)
-            })
+            put(
+                |State(s): State<Shared>, Path(name): Path<String>, headers: HeaderMap, body: Bytes| async move {
+                    s.put_object(&name, header(&headers, "authorization"), &body)
+                },
+            )
             .get(|State(s): State<Shared>, Path(name): Path<String>| async move { s.get_object(&name) }),
         )
         .route(

@@ -22,6 +22,7 @@ pub mod axum_app;
 pub mod cli;
 pub mod config;
 pub mod metrics;
+pub mod objects;
 pub mod service;
 
 pub use config::Config;

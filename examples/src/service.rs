@@ -19,6 +19,7 @@ use sha2::{Digest, Sha256};
 use crate::audit::Audit;
 use crate::config::{self, Config, ConfigError};
 use crate::metrics::Metrics;
+use crate::objects::parse_object_write;
 
 /// A response any framework can send.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,6 +65,7 @@ impl ApiResponse {
 #[derive(Debug, Clone)]
 struct Object {
     spec: Value,
+    status: Value,
     latch: Latch,
 }
 
@@ -273,48 +275,82 @@ impl AppState {
     }
 
     fn object_json(name: &str, o: &Object) -> Value {
+        let mut status = o.status.clone();
+        // A condition that carries its own observed generation is stale
+        // while that is below the object's generation.
+        if let Some(conditions) = status.get_mut("conditions").and_then(Value::as_array_mut) {
+            for c in conditions.iter_mut().filter_map(Value::as_object_mut) {
+                if let Some(observed) = c.get("observedGeneration").and_then(Value::as_u64) {
+                    let stale = o.latch.is_condition_stale(observed);
+                    c.insert("stale".to_owned(), json!(stale));
+                }
+            }
+        }
         json!({
             "name": name,
             "spec": o.spec,
+            "status": status,
             "generation": o.latch.generation(),
             "observedGeneration": o.latch.observed_generation(),
             "converged": o.latch.is_converged(),
         })
     }
 
-    /// `PUT /objects/{name}`: sets the desired spec; generation advances
-    /// only if it changed. A client-supplied generation is ignored.
-    pub fn put_object(&self, name: &str, body: &[u8]) -> ApiResponse {
-        let spec: Value = match serde_json::from_slice(body) {
-            Ok(v) => v,
-            Err(_) => return ApiResponse::json(400, json!({"error": "the body must be JSON"})),
-        };
-        let mut objects = self.objects.lock();
-        let result = match objects.get_mut(name) {
-            None => {
-                let o = Object {
-                    spec,
-                    latch: Latch::new(),
-                };
-                let body = Self::object_json(name, &o);
-                objects.insert(name.to_owned(), o);
-                Ok((201, body))
-            }
-            Some(o) => {
-                let old = std::mem::replace(&mut o.spec, spec);
-                match o.latch.update_spec_by(&old, &o.spec, |s| s.clone()) {
-                    Ok(_) => Ok((200, Self::object_json(name, o))),
-                    Err(e) => {
-                        o.spec = old;
-                        Err(e)
-                    }
-                }
-            }
-        };
-        match result {
-            Ok((status, body)) => ApiResponse::json(status, body),
-            Err(e) => ApiResponse::json(409, json!({"error": e.to_string()})),
+    /// Who is writing: the control plane iff it shows the control token.
+    fn writer(&self, authorization: Option<&str>) -> Writer {
+        match (
+            &self.config.control_token,
+            authorization.and_then(|a| a.strip_prefix("Bearer ")),
+        ) {
+            (Some(token), Some(given)) if given == token => Writer::ControlPlane,
+            _ => Writer::Client,
         }
+    }
+
+    /// `PUT /objects/{name}`: sets the desired spec and/or the status (see
+    /// [`crate::objects`] for how a body splits). Generation advances only
+    /// when the desired spec changed; a client-supplied generation is
+    /// ignored; a status-only update never moves generation or observed.
+    /// An `observedGeneration` other than the stored one is an observed
+    /// write (control plane only). All or nothing: a refused write changes
+    /// nothing.
+    pub fn put_object(&self, name: &str, authorization: Option<&str>, body: &[u8]) -> ApiResponse {
+        let write = match parse_object_write(body) {
+            Ok(w) => w,
+            Err(e) => return ApiResponse::json(400, json!({"error": e})),
+        };
+        let writer = self.writer(authorization);
+        let mut objects = self.objects.lock();
+        let existing = objects.get(name);
+        let created = existing.is_none();
+        // Work on a copy; store it only if every part succeeds.
+        let mut o = existing.cloned().unwrap_or_else(|| Object {
+            spec: json!({}),
+            status: json!({}),
+            latch: Latch::new(),
+        });
+        if let Some(spec) = write.spec {
+            if created {
+                o.spec = spec;
+            } else if let Err(e) = o.latch.update_spec_by(&o.spec, &spec, |s| s.clone()) {
+                return ApiResponse::json(409, json!({"error": e.to_string()}));
+            } else {
+                o.spec = spec;
+            }
+        }
+        if let Some(status) = write.status {
+            o.status = status;
+        }
+        // Echoing the stored value (a GET put back) writes nothing.
+        let observed = write
+            .observed
+            .filter(|&n| n != o.latch.observed_generation());
+        if let Err(e) = o.latch.apply_update(writer, observed) {
+            return Self::observe_error(&o, e);
+        }
+        let body = Self::object_json(name, &o);
+        objects.insert(name.to_owned(), o);
+        ApiResponse::json(if created { 201 } else { 200 }, body)
     }
 
     /// `GET /objects/{name}`.
@@ -327,13 +363,7 @@ impl AppState {
 
     /// `POST /objects/{name}/observed`: the control-plane write-back.
     pub fn observe(&self, name: &str, authorization: Option<&str>, body: &[u8]) -> ApiResponse {
-        let writer = match (
-            &self.config.control_token,
-            authorization.and_then(|a| a.strip_prefix("Bearer ")),
-        ) {
-            (Some(token), Some(given)) if given == token => Writer::ControlPlane,
-            _ => Writer::Client,
-        };
+        let writer = self.writer(authorization);
         #[derive(serde::Deserialize)]
         #[serde(rename_all = "camelCase", deny_unknown_fields)]
         struct Body {
@@ -355,34 +385,29 @@ impl AppState {
                 out["changed"] = json!(matches!(result, Observe::Advanced { .. }));
                 ApiResponse::json(200, out)
             }
-            Err(e @ ate_generation::Error::ClientWrite { .. }) => {
+            Err(e) => Self::observe_error(o, e),
+        }
+    }
+
+    /// A refused observed write: 403 for a client, 409 for a regression,
+    /// an overshoot or an overflow, naming the numbers.
+    fn observe_error(o: &Object, e: ate_generation::Error) -> ApiResponse {
+        let (current, generation) = (o.latch.observed_generation(), o.latch.generation());
+        match e {
+            ate_generation::Error::ClientWrite { .. } => {
                 ApiResponse::json(403, json!({"error": e.to_string()}))
             }
-            Err(e) => {
-                let (current, attempted, generation) = match e {
-                    ate_generation::Error::Regression { current, attempted } => {
-                        (current, attempted, o.latch.generation())
-                    }
-                    ate_generation::Error::Overshoot {
-                        generation,
-                        attempted,
-                    } => (o.latch.observed_generation(), attempted, generation),
-                    _ => (
-                        o.latch.observed_generation(),
-                        body.observed_generation,
-                        o.latch.generation(),
-                    ),
-                };
-                ApiResponse::json(
-                    409,
-                    json!({
-                        "error": e.to_string(),
-                        "observedGeneration": current,
-                        "attempted": attempted,
-                        "generation": generation,
-                    }),
-                )
-            }
+            ate_generation::Error::Regression { attempted, .. }
+            | ate_generation::Error::Overshoot { attempted, .. } => ApiResponse::json(
+                409,
+                json!({
+                    "error": e.to_string(),
+                    "observedGeneration": current,
+                    "attempted": attempted,
+                    "generation": generation,
+                }),
+            ),
+            _ => ApiResponse::json(409, json!({"error": e.to_string()})),
         }
     }
 

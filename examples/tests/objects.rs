@@ -152,3 +152,146 @@ async fn observed_write_back_is_control_plane_only_and_monotonic() {
         assert_eq!(bad.status(), 400);
     }
 }
+
+#[tokio::test]
+async fn status_identity_and_client_generation_fields_never_advance_generation() {
+    for bin in SERVICES {
+        // Reconciler off, so observed moves only when this test moves it.
+        let s = Service::start(
+            bin,
+            &[
+                ("ATE_CONTROL_TOKEN", "t0k"),
+                ("ATE_RECONCILE_INTERVAL_MS", "0"),
+            ],
+        );
+        let c = client();
+        let put = |body: Value, token: Option<&'static str>| {
+            let mut r = c.put(s.url("/objects/db")).json(&body);
+            if let Some(t) = token {
+                r = r.bearer_auth(t);
+            }
+            async move {
+                let r = r.send().await.unwrap();
+                let status = r.status().as_u16();
+                (status, r.json::<Value>().await.unwrap())
+            }
+        };
+        let (status, o) = put(json!({"spec": {"size": 1}, "generation": 40}), None).await;
+        assert_eq!(
+            (status, o["generation"].as_u64()),
+            (201, Some(1)),
+            "{bin}: {o}"
+        );
+        // A client-supplied generation (top level or in metadata), status,
+        // and identity fields: no advance, and none of them is stored as spec.
+        for body in [
+            json!({"spec": {"size": 1}, "generation": 7, "metadata": {"generation": 8, "labels": {"a": "b"}}}),
+            json!({"spec": {"size": 1}, "status": {"phase": "Degraded"}}),
+            json!({"size": 1, "generation": 9, "apiVersion": "v1", "kind": "Db"}),
+            json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "observedGeneration": 0}]}}),
+        ] {
+            let (status, o) = put(body.clone(), None).await;
+            assert_eq!(status, 200, "{bin}: {body} -> {o}");
+            assert_eq!(o["generation"], 1, "{bin}: {body} -> {o}");
+            assert_eq!(o["spec"], json!({"size": 1}), "{bin}: {body} -> {o}");
+        }
+        // The health-only update was stored, not suppressed; its condition
+        // observed generation 0 is stale against generation 1.
+        let o: Value = c
+            .get(s.url("/objects/db"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(o["status"]["phase"], "Running", "{bin}: {o}");
+        assert_eq!(o["status"]["conditions"][0]["stale"], true, "{bin}: {o}");
+        // The control plane observes 1: converged, and the condition is
+        // no longer stale once it carries generation 1.
+        let ok = c
+            .post(s.url("/objects/db/observed"))
+            .bearer_auth("t0k")
+            .json(&json!({"observedGeneration": 1}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(ok.status(), 200);
+        let (_, o) = put(
+            json!({"status": {"conditions": [{"type": "Ready", "observedGeneration": 1}]}}),
+            None,
+        )
+        .await;
+        assert_eq!(
+            (
+                o["converged"].as_bool(),
+                o["status"]["conditions"][0]["stale"].as_bool()
+            ),
+            (Some(true), Some(false)),
+            "{bin}: {o}"
+        );
+        // A GET put back as it is (observedGeneration echoed) is fine, and
+        // so is an edit of its spec: that advances generation by exactly one
+        // and leaves observed where it was.
+        let mut back = o.clone();
+        let (status, _) = put(back.clone(), None).await;
+        assert_eq!(status, 200, "{bin}: round trip");
+        back["spec"]["size"] = json!(2);
+        let (status, o) = put(back, None).await;
+        assert_eq!(
+            (
+                status,
+                o["generation"].as_u64(),
+                o["observedGeneration"].as_u64()
+            ),
+            (200, Some(2), Some(1)),
+            "{bin}: {o}"
+        );
+        // A client PUT that moves observedGeneration is refused whole: 403,
+        // and neither the spec nor observed changes.
+        let (status, _) = put(json!({"spec": {"size": 3}, "observedGeneration": 2}), None).await;
+        assert_eq!(status, 403, "{bin}");
+        let (status, _) = put(json!({"status": {"observedGeneration": 2}}), None).await;
+        assert_eq!(status, 403, "{bin}");
+        let o: Value = c
+            .get(s.url("/objects/db"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(
+            (
+                o["generation"].as_u64(),
+                o["observedGeneration"].as_u64(),
+                o["spec"]["size"].as_u64()
+            ),
+            (Some(2), Some(1), Some(2)),
+            "{bin}: {o}"
+        );
+        // The control plane may carry it in a PUT, under the latch's rules.
+        let (status, o) = put(json!({"status": {"observedGeneration": 2}}), Some("t0k")).await;
+        assert_eq!(
+            (status, o["converged"].as_bool()),
+            (200, Some(true)),
+            "{bin}: {o}"
+        );
+        let (status, o) = put(json!({"observedGeneration": 1}), Some("t0k")).await;
+        assert_eq!(
+            (status, o["attempted"].as_u64()),
+            (409, Some(1)),
+            "{bin}: regression {o}"
+        );
+        // Bodies it cannot split are 400s naming the problem.
+        for body in [
+            json!([1]),
+            json!({"spec": 5}),
+            json!({"spec": {}, "size": 2}),
+            json!({"observedGeneration": -1}),
+        ] {
+            let (status, o) = put(body.clone(), None).await;
+            assert_eq!(status, 400, "{bin}: {body} -> {o}");
+        }
+    }
+}
