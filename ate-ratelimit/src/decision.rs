@@ -52,10 +52,7 @@ impl Decision {
     /// `retry_after` in whole seconds, rounded UP, for a `Retry-After`
     /// header (`None` when allowed).
     pub fn retry_after_secs(&self) -> Option<u64> {
-        self.retry_after().map(|d| {
-            let secs = d.as_secs();
-            if d.subsec_nanos() > 0 { secs + 1 } else { secs }
-        })
+        self.retry_after().map(ceil_secs)
     }
 }
 
@@ -103,9 +100,11 @@ impl Combined {
 
     /// `retry_after` in whole seconds, rounded up.
     pub fn retry_after_secs(&self) -> Option<u64> {
-        self.retry_after().map(|d| {
-            let secs = d.as_secs();
-            if d.subsec_nanos() > 0 { secs + 1 } else { secs }
-        })
+        self.retry_after().map(ceil_secs)
     }
+}
+
+/// Whole seconds, rounded up (a `Retry-After` must not invite an early retry).
+fn ceil_secs(d: Duration) -> u64 {
+    d.as_secs().saturating_add(u64::from(d.subsec_nanos() > 0))
 }
