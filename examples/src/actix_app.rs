@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 
 use actix_web::http::StatusCode;
 use actix_web::http::header::{HeaderName, HeaderValue};
-use actix_web::{HttpRequest, HttpResponse, web};
+use actix_web::{FromRequest, Handler, HttpRequest, HttpResponse, Responder, web};
 use ate_readiness::SessionAdmission;
 use futures_util::StreamExt;
 
@@ -38,57 +38,64 @@ fn peer(req: &HttpRequest) -> Option<std::net::IpAddr> {
     req.peer_addr().map(|a| a.ip())
 }
 
+/// A resource that answers GET and HEAD with `handler` (axum does the same
+/// for its GET routes); any other method gets 405 with an `Allow` header.
+fn get_and_head<F, Args>(path: &str, handler: F) -> actix_web::Resource
+where
+    F: Handler<Args> + Clone,
+    Args: FromRequest + 'static,
+    F::Output: Responder + 'static,
+{
+    web::resource(path)
+        .route(web::get().to(handler.clone()))
+        .route(web::head().to(handler))
+}
+
 /// Registers every route (use with `App::new().app_data(web::Data::new(state)).configure(configure)`).
+///
+/// Each path is one `web::resource`, so a method it does not serve gets
+/// 405 with `Allow` (as on the Axum service), not 404.
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/health", web::get().to(|s: web::Data<Shared>| async move { respond(s.health()) }))
-        .route("/ready", web::get().to(|s: web::Data<Shared>| async move { respond(s.ready()) }))
-        .route("/metrics", web::get().to(|s: web::Data<Shared>| async move { respond(s.metrics()) }))
-        .route(
-            "/__internal/drain",
-            web::post().to(|s: web::Data<Shared>, req: HttpRequest| async move { respond(s.drain(peer(&req))) }),
-        )
-        .route(
+    cfg.service(get_and_head("/health", |s: web::Data<Shared>| async move { respond(s.health()) }))
+        .service(get_and_head("/ready", |s: web::Data<Shared>| async move { respond(s.ready()) }))
+        .service(get_and_head("/metrics", |s: web::Data<Shared>| async move { respond(s.metrics()) }))
+        .service(web::resource("/__internal/drain").route(web::post().to(
+            |s: web::Data<Shared>, req: HttpRequest| async move { respond(s.drain(peer(&req))) },
+        )))
+        .service(get_and_head(
             "/work",
-            web::get().to(|s: web::Data<Shared>, q: web::Query<std::collections::HashMap<String, String>>| async move {
+            |s: web::Data<Shared>, q: web::Query<std::collections::HashMap<String, String>>| async move {
                 respond(s.work(q.get("ms").map(String::as_str)).await)
-            }),
-        )
-        .route("/ws", web::get().to(ws))
-        .route(
-            "/notify",
-            web::post().to(|s: web::Data<Shared>, req: HttpRequest| async move {
+            },
+        ))
+        .service(web::resource("/ws").route(web::get().to(ws)))
+        .service(web::resource("/notify").route(web::post().to(
+            |s: web::Data<Shared>, req: HttpRequest| async move {
                 respond(s.limited(NOTIFICATIONS, &caller(header(&req, "x-caller"), peer(&req))))
-            }),
-        )
-        .route(
-            "/prompt",
-            web::post().to(|s: web::Data<Shared>, req: HttpRequest| async move {
+            },
+        )))
+        .service(web::resource("/prompt").route(web::post().to(
+            |s: web::Data<Shared>, req: HttpRequest| async move {
                 respond(s.limited(PROMPT, &caller(header(&req, "x-caller"), peer(&req))))
-            }),
+            },
+        )))
+        .service(
+            web::resource("/objects/{name}")
+                .route(web::put().to(
+                    |s: web::Data<Shared>, name: web::Path<String>, req: HttpRequest, body: web::Bytes| async move {
+                        respond(s.put_object(&name, header(&req, "authorization"), &body))
+                    },
+                ))
+                .route(web::get().to(get_object))
+                .route(web::head().to(get_object)),
         )
-        .route(
-            "/objects/{name}",
-            web::put().to(
-                |s: web::Data<Shared>, name: web::Path<String>, req: HttpRequest, body: web::Bytes| async move {
-                    respond(s.put_object(&name, header(&req, "authorization"), &body))
-                },
-            ),
-        )
-        .route(
-            "/objects/{name}",
-            web::get().to(|s: web::Data<Shared>, name: web::Path<String>| async move { respond(s.get_object(&name)) }),
-        )
-        .route(
-            "/objects/{name}/observed",
-            web::post().to(
-                |s: web::Data<Shared>, name: web::Path<String>, req: HttpRequest, body: web::Bytes| async move {
-                    respond(s.observe(&name, header(&req, "authorization"), &body))
-                },
-            ),
-        )
-        .route(
-            "/invoke",
-            web::post().to(|s: web::Data<Shared>, req: HttpRequest, body: web::Bytes| async move {
+        .service(web::resource("/objects/{name}/observed").route(web::post().to(
+            |s: web::Data<Shared>, name: web::Path<String>, req: HttpRequest, body: web::Bytes| async move {
+                respond(s.observe(&name, header(&req, "authorization"), &body))
+            },
+        )))
+        .service(web::resource("/invoke").route(web::post().to(
+            |s: web::Data<Shared>, req: HttpRequest, body: web::Bytes| async move {
                 let s: Shared = s.get_ref().clone();
                 respond(
                     s.invoke(
@@ -99,8 +106,12 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                     )
                     .await,
                 )
-            }),
-        );
+            },
+        )));
+}
+
+async fn get_object(s: web::Data<Shared>, name: web::Path<String>) -> HttpResponse {
+    respond(s.get_object(&name))
 }
 
 async fn ws(
