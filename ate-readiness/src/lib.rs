@@ -70,7 +70,7 @@
 //! # Feature flags
 //!
 //! - `tokio`: `Gate::wait_idle_async` and `drain_on_signal` (SIGTERM / Ctrl-C).
-//! - `test-util`: [`ManualClock`], `Gate::reset_for_tests`, and the
+//! - `test-util`: `ManualClock`, `Gate::reset_for_tests`, and the
 //!   `testing` module (reference model and proptest strategies).
 //!
 //! # Testing
