@@ -35,18 +35,9 @@ const RESERVED: [&str; 6] = [
     "observedGeneration",
 ];
 
-/// Top-level fields allowed beside `spec`: the reserved ones and the
-/// read-only fields `GET /objects/{name}` returns.
-const BESIDE_SPEC: [&str; 8] = [
-    "apiVersion",
-    "kind",
-    "metadata",
-    "status",
-    "generation",
-    "observedGeneration",
-    "name",
-    "converged",
-];
+/// Read-only top-level fields `GET /objects/{name}` returns; beside `spec`
+/// they are ignored, so a GET body can be put back.
+const READ_ONLY: [&str; 2] = ["name", "converged"];
 
 /// A `PUT /objects/{name}` body, split.
 #[derive(Debug, Clone, PartialEq)]
@@ -76,11 +67,13 @@ pub fn parse_object_write(body: &[u8]) -> Result<ObjectWrite, String> {
     }
     let spec = match top.remove("spec") {
         Some(spec @ Value::Object(_)) => {
-            if let Some(other) = top.keys().find(|k| !BESIDE_SPEC.contains(&k.as_str())) {
+            let known = |k: &str| RESERVED.contains(&k) || READ_ONLY.contains(&k);
+            if let Some(other) = top.keys().find(|k| !known(k)) {
                 return Err(format!(
                     "unknown top-level field {other:?} beside \"spec\": put desired fields \
-                     inside \"spec\"; beside it only {} may appear",
-                    BESIDE_SPEC.join(", ")
+                     inside \"spec\"; beside it only {}, {} may appear",
+                    RESERVED.join(", "),
+                    READ_ONLY.join(", ")
                 ));
             }
             Some(spec)

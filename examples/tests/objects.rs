@@ -7,6 +7,17 @@ use std::time::Duration;
 use common::*;
 use serde_json::{Value, json};
 
+/// The control token, with the background reconciler off: the test is the
+/// control plane, so observed moves only when the test moves it.
+const TEST_IS_CONTROL_PLANE: &[(&str, &str)] = &[
+    ("ATE_CONTROL_TOKEN", "t0k"),
+    ("ATE_RECONCILE_INTERVAL_MS", "0"),
+];
+
+async fn get_json(c: &reqwest::Client, url: String) -> Value {
+    c.get(url).send().await.unwrap().json().await.unwrap()
+}
+
 #[tokio::test]
 async fn spec_changes_bump_generation_and_the_reconciler_converges() {
     for bin in SERVICES {
@@ -30,16 +41,7 @@ async fn spec_changes_bump_generation_and_the_reconciler_converges() {
         let url = s.url("/objects/gw");
         eventually(Duration::from_secs(5), || {
             let (c, url) = (c.clone(), url.clone());
-            async move {
-                c.get(url)
-                    .send()
-                    .await
-                    .unwrap()
-                    .json::<Value>()
-                    .await
-                    .unwrap()["converged"]
-                    == true
-            }
+            async move { get_json(&c, url).await["converged"] == true }
         })
         .await;
         // Same spec: no bump.
@@ -61,14 +63,7 @@ async fn spec_changes_bump_generation_and_the_reconciler_converges() {
         eventually(Duration::from_secs(5), || {
             let (c, url) = (c.clone(), url.clone());
             async move {
-                let o = c
-                    .get(url)
-                    .send()
-                    .await
-                    .unwrap()
-                    .json::<Value>()
-                    .await
-                    .unwrap();
+                let o = get_json(&c, url).await;
                 o["observedGeneration"] == 2 && o["converged"] == true
             }
         })
@@ -83,14 +78,7 @@ async fn spec_changes_bump_generation_and_the_reconciler_converges() {
 #[tokio::test]
 async fn observed_write_back_is_control_plane_only_and_monotonic() {
     for bin in SERVICES {
-        // Reconciler off: the test is the control plane.
-        let s = Service::start(
-            bin,
-            &[
-                ("ATE_CONTROL_TOKEN", "t0k"),
-                ("ATE_RECONCILE_INTERVAL_MS", "0"),
-            ],
-        );
+        let s = Service::start(bin, TEST_IS_CONTROL_PLANE);
         let c = client();
         c.put(s.url("/objects/gw"))
             .json(&json!({"v": 1}))
@@ -156,14 +144,7 @@ async fn observed_write_back_is_control_plane_only_and_monotonic() {
 #[tokio::test]
 async fn status_identity_and_client_generation_fields_never_advance_generation() {
     for bin in SERVICES {
-        // Reconciler off, so observed moves only when this test moves it.
-        let s = Service::start(
-            bin,
-            &[
-                ("ATE_CONTROL_TOKEN", "t0k"),
-                ("ATE_RECONCILE_INTERVAL_MS", "0"),
-            ],
-        );
+        let s = Service::start(bin, TEST_IS_CONTROL_PLANE);
         let c = client();
         let put = |body: Value, token: Option<&'static str>| {
             let mut r = c.put(s.url("/objects/db")).json(&body);
@@ -197,14 +178,7 @@ async fn status_identity_and_client_generation_fields_never_advance_generation()
         }
         // The health-only update was stored, not suppressed; its condition
         // observed generation 0 is stale against generation 1.
-        let o: Value = c
-            .get(s.url("/objects/db"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let o: Value = get_json(&c, s.url("/objects/db")).await;
         assert_eq!(o["status"]["phase"], "Running", "{bin}: {o}");
         assert_eq!(o["status"]["conditions"][0]["stale"], true, "{bin}: {o}");
         // The control plane observes 1: converged, and the condition is
@@ -253,14 +227,7 @@ async fn status_identity_and_client_generation_fields_never_advance_generation()
         assert_eq!(status, 403, "{bin}");
         let (status, _) = put(json!({"status": {"observedGeneration": 2}}), None).await;
         assert_eq!(status, 403, "{bin}");
-        let o: Value = c
-            .get(s.url("/objects/db"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let o: Value = get_json(&c, s.url("/objects/db")).await;
         assert_eq!(
             (
                 o["generation"].as_u64(),
