@@ -345,8 +345,23 @@ impl AppState {
         let observed = write
             .observed
             .filter(|&n| n != o.latch.observed_generation());
-        if let Err(e) = o.latch.apply_update(writer, observed) {
-            return Self::observe_error(&o, e);
+        match o.latch.apply_update(writer, observed) {
+            Ok(_) => {}
+            // Most often a GET put back after the control plane moved on.
+            Err(e @ ate_generation::Error::ClientWrite { .. }) => {
+                return ApiResponse::json(
+                    403,
+                    json!({
+                        "error": e.to_string(),
+                        "hint": format!(
+                            "leave observedGeneration out of a PUT (it is {}); the control \
+                             plane writes it with POST /objects/{name}/observed",
+                            o.latch.observed_generation()
+                        ),
+                    }),
+                );
+            }
+            Err(e) => return Self::observe_error(&o, e),
         }
         let body = Self::object_json(name, &o);
         objects.insert(name.to_owned(), o);

@@ -223,8 +223,10 @@ async fn status_identity_and_client_generation_fields_never_advance_generation()
         );
         // A client PUT that moves observedGeneration is refused whole: 403,
         // and neither the spec nor observed changes.
-        let (status, _) = put(json!({"spec": {"size": 3}, "observedGeneration": 2}), None).await;
+        let (status, o) = put(json!({"spec": {"size": 3}, "observedGeneration": 2}), None).await;
         assert_eq!(status, 403, "{bin}");
+        let hint = o["hint"].as_str().unwrap_or_default();
+        assert!(hint.contains("(it is 1)"), "{bin}: {o}");
         let (status, _) = put(json!({"status": {"observedGeneration": 2}}), None).await;
         assert_eq!(status, 403, "{bin}");
         let o: Value = get_json(&c, s.url("/objects/db")).await;
