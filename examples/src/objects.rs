@@ -18,7 +18,8 @@
 //!   reserved fields (say `{"status": {...}}`, a health-only update) leaves
 //!   the spec as it is.
 //!
-//! In both, `generation` and `metadata.generation` are ignored: the server
+//! In both, a `metadata.name` (or a `name` beside `spec`) must be the
+//! path's. `generation` and `metadata.generation` are ignored: the server
 //! owns the generation. `observedGeneration` (top level or in `status`) is
 //! an observed write, which only the control plane may make; echoing the
 //! stored value back (a GET, edited and put back) writes nothing.
@@ -50,8 +51,9 @@ pub struct ObjectWrite {
     pub observed: Option<u64>,
 }
 
-/// Splits a PUT body. The error is a message for a 400 response.
-pub fn parse_object_write(body: &[u8]) -> Result<ObjectWrite, String> {
+/// Splits a PUT body for the object `name` (from the path). The error is a
+/// message for a 400 response.
+pub fn parse_object_write(name: &str, body: &[u8]) -> Result<ObjectWrite, String> {
     let value: Value =
         serde_json::from_slice(body).map_err(|e| format!("the body must be JSON: {e}"))?;
     let Value::Object(mut top) = value else {
@@ -60,6 +62,7 @@ pub fn parse_object_write(body: &[u8]) -> Result<ObjectWrite, String> {
             kind_of(&value)
         ));
     };
+    check_name(name, &top)?;
     let mut status = top.remove("status");
     let observed = observed_generation(&top, status.as_ref())?;
     if let Some(Value::Object(s)) = status.as_mut() {
@@ -91,6 +94,31 @@ pub fn parse_object_write(body: &[u8]) -> Result<ObjectWrite, String> {
         status,
         observed,
     })
+}
+
+/// A name the body gives (`metadata.name`, or `name` beside `spec`) must
+/// be the path's: a body meant for another object is refused, not applied
+/// here.
+fn check_name(name: &str, top: &Map<String, Value>) -> Result<(), String> {
+    let given = [
+        (
+            "metadata.name",
+            top.get("metadata").and_then(|m| m.get("name")),
+        ),
+        ("name", top.get("name").filter(|_| top.contains_key("spec"))),
+    ];
+    for (field, value) in given {
+        match value {
+            None => {}
+            Some(Value::String(v)) if v == name => {}
+            Some(v) => {
+                return Err(format!(
+                    "{field} {v} does not match the object in the path, {name:?}"
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The desired spec of a bare body: all but the reserved fields. A body of
@@ -150,7 +178,7 @@ mod tests {
     use serde_json::json;
 
     fn parse(v: Value) -> Result<ObjectWrite, String> {
-        parse_object_write(v.to_string().as_bytes())
+        parse_object_write("a", v.to_string().as_bytes())
     }
 
     #[test]
@@ -243,8 +271,20 @@ mod tests {
                 "{\"observedGeneration\": 18446744073709551616}".to_owned(),
                 "at most 2^64 - 1",
             ),
+            (
+                json!({"metadata": {"name": "b"}, "x": 1}).to_string(),
+                "metadata.name \"b\" does not match the object in the path, \"a\"",
+            ),
+            (
+                json!({"name": "b", "spec": {}}).to_string(),
+                "name \"b\" does not match",
+            ),
+            (
+                json!({"metadata": {"name": 7}}).to_string(),
+                "metadata.name 7",
+            ),
         ] {
-            let err = parse_object_write(body.as_bytes()).unwrap_err();
+            let err = parse_object_write("a", body.as_bytes()).unwrap_err();
             assert!(err.contains(needle), "{body}: {err}");
         }
     }

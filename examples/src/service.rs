@@ -315,7 +315,7 @@ impl AppState {
     /// write (control plane only). All or nothing: a refused write changes
     /// nothing.
     pub fn put_object(&self, name: &str, authorization: Option<&str>, body: &[u8]) -> ApiResponse {
-        let write = match parse_object_write(body) {
+        let write = match parse_object_write(name, body) {
             Ok(w) => w,
             Err(e) => return ApiResponse::json(400, json!({"error": e})),
         };

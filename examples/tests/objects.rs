@@ -258,6 +258,7 @@ async fn status_identity_and_client_generation_fields_never_advance_generation()
             json!({"spec": 5}),
             json!({"spec": {}, "size": 2}),
             json!({"observedGeneration": -1}),
+            json!({"metadata": {"name": "other"}, "spec": {"size": 9}}),
         ] {
             let (status, o) = put(body.clone(), None).await;
             assert_eq!(status, 400, "{bin}: {body} -> {o}");
