@@ -37,7 +37,8 @@ const RESERVED: [&str; 6] = [
 ];
 
 /// Read-only top-level fields `GET /objects/{name}` returns; beside `spec`
-/// they are ignored, so a GET body can be put back.
+/// they are accepted (`name` must be the path's) and not stored, so a GET
+/// body can be put back.
 const READ_ONLY: [&str; 2] = ["name", "converged"];
 
 /// A `PUT /objects/{name}` body, split.
