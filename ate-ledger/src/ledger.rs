@@ -178,7 +178,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
                             retry_after: (lease.expires_at - now).to_std().unwrap_or_default(),
                         });
                     }
-                    match self.recover_record(record, now) {
+                    match self.recover_record(record, now, "lease expired") {
                         Ok(_) | Err(Error::VersionConflict { .. }) => continue,
                         Err(e) => return Err(e),
                     }
@@ -374,7 +374,14 @@ impl<S: Store, C: Clock> Ledger<S, C> {
         }
     }
 
-    fn recover_record(&self, mut record: Record, now: DateTime<Utc>) -> Result<Record, Error> {
+    /// Closes `record`'s open try by the dispatch rule; `lost` says how the
+    /// worker was lost, for the recorded reason.
+    fn recover_record(
+        &self,
+        mut record: Record,
+        now: DateTime<Utc>,
+        lost: &str,
+    ) -> Result<Record, Error> {
         let expected = record.version;
         let key = record.key.to_string();
         let Some(t) = record.tries.iter_mut().find(|t| t.is_open()) else {
@@ -387,14 +394,14 @@ impl<S: Store, C: Clock> Ledger<S, C> {
             (
                 TryOutcome::ProviderUnavailable,
                 State::ProviderUnavailable {
-                    reason: "lease expired after dispatch (worker lost)".into(),
+                    reason: format!("{lost} after dispatch (worker lost)"),
                 },
             )
         } else {
             (
                 TryOutcome::PreProviderFailure,
                 State::FailedPreProvider {
-                    reason: "lease expired before dispatch (worker lost)".into(),
+                    reason: format!("{lost} before dispatch (worker lost)"),
                 },
             )
         };
@@ -412,14 +419,39 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     /// dispatched → provider unavailable (not revivable). Returns the
     /// resolved records.
     pub fn recover(&self) -> Result<Vec<Record>, Error> {
+        self.recover_where(true)
+    }
+
+    /// Resolves every in-flight attempt by the same rule as
+    /// [`recover`](Self::recover), whether or not its lease has expired.
+    ///
+    /// For a process that has just opened a store no other worker can use
+    /// (a [`RedbStore`](crate::RedbStore) holds an exclusive lock on its
+    /// file), every attempt found open was left by a run that has ended:
+    /// waiting out its lease would only keep its callers on 409 for the
+    /// lease's length. Do not call it on a store that other live workers
+    /// share: it closes their attempts under them. Even then nothing runs
+    /// twice (their later transitions fail with [`Error::StaleLease`] and a
+    /// dispatched attempt is closed as not revivable), but their outcomes
+    /// are lost.
+    pub fn recover_all(&self) -> Result<Vec<Record>, Error> {
+        self.recover_where(false)
+    }
+
+    fn recover_where(&self, only_expired: bool) -> Result<Vec<Record>, Error> {
         let now = self.clock.now();
         let mut out = Vec::new();
         for record in self.store.open()? {
             let expired = record.lease.as_ref().is_none_or(|l| l.expires_at <= now);
-            if !expired {
+            if only_expired && !expired {
                 continue;
             }
-            match self.recover_record(record, now) {
+            let lost = if expired {
+                "lease expired"
+            } else {
+                "left open by an ended run"
+            };
+            match self.recover_record(record, now, lost) {
                 Ok(r) => out.push(r),
                 // Someone else moved it meanwhile: theirs wins.
                 Err(Error::VersionConflict { .. }) => {}

@@ -14,8 +14,11 @@
 //!   ever dispatched.
 //! - [`Ledger::recover`]: expired leases → not dispatched: pre-provider
 //!   (revivable); dispatched: provider unavailable (never re-executed).
+//!   [`Ledger::recover_all`] applies the same rule without waiting for
+//!   leases, for a process that is the store's only worker (at its start).
 //! - [`Store`]: [`MemoryStore`], and `RedbStore` (feature `redb`, default),
-//!   which fsyncs every commit.
+//!   which fsyncs every commit and locks its file: a second open, from any
+//!   process, is [`Error::AlreadyOpen`].
 //!
 //! # Example
 //!
@@ -164,6 +167,13 @@ pub enum Error {
     /// The storage engine failed.
     #[error("ledger storage error: {0}")]
     Storage(String),
+    /// The store's file is already open, by another process or another
+    /// store in this one: a durable ledger file has one owner at a time.
+    #[error("ledger {path} is already open by another process or store (one owner at a time)")]
+    AlreadyOpen {
+        /// The file.
+        path: String,
+    },
 }
 
 #[doc = include_str!("../README.md")]

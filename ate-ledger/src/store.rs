@@ -114,7 +114,9 @@ mod durable {
     use std::path::Path;
 
     use chrono::{DateTime, Utc};
-    use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+    use redb::{
+        Database, DatabaseError, ReadableDatabase, ReadableTable, StorageError, TableDefinition,
+    };
 
     use super::{Store, check_version};
     use crate::{Error, Key, Record};
@@ -127,6 +129,29 @@ mod durable {
 
     fn storage<E: std::fmt::Display>(e: E) -> Error {
         Error::Storage(e.to_string())
+    }
+
+    /// Why a file could not be opened: held by another owner, an I/O
+    /// failure (say, a directory it may not write), or content that is not
+    /// a ledger this build can read.
+    fn open_error(path: &Path, e: DatabaseError) -> Error {
+        let path = path.display().to_string();
+        match e {
+            DatabaseError::DatabaseAlreadyOpen | DatabaseError::LockProtocolMismatch => {
+                Error::AlreadyOpen { path }
+            }
+            // redb reports a file that is not a redb database as invalid
+            // data: that is content, like corruption.
+            DatabaseError::Storage(StorageError::Io(io))
+                if io.kind() != std::io::ErrorKind::InvalidData =>
+            {
+                Error::Storage(format!("{path}: {io}"))
+            }
+            other => Error::Corrupt {
+                what: path,
+                detail: other.to_string(),
+            },
+        }
     }
 
     /// A durable store on redb: every transition is one write transaction,
@@ -148,12 +173,15 @@ mod durable {
         /// Opens (or creates) the store at `path`. A file that is not a
         /// redb database, is corrupt, or was written by a newer schema is an
         /// error; nothing is silently reinterpreted.
+        ///
+        /// The store holds an exclusive lock on the file until it is
+        /// dropped: a second open, from this process or another, fails with
+        /// [`Error::AlreadyOpen`]. So the process that opened it is the only
+        /// worker on it, and an attempt found open at start was left by a
+        /// run that has ended ([`Ledger::recover_all`](crate::Ledger::recover_all)).
         pub fn open(path: impl AsRef<Path>) -> Result<Self, Error> {
             let path = path.as_ref();
-            let db = Database::create(path).map_err(|e| Error::Corrupt {
-                what: path.display().to_string(),
-                detail: e.to_string(),
-            })?;
+            let db = Database::create(path).map_err(|e| open_error(path, e))?;
             let tx = db.begin_write().map_err(storage)?;
             {
                 let mut meta = tx.open_table(META).map_err(storage)?;

@@ -74,6 +74,8 @@ pub enum Op {
     CrashWorker,
     /// `recover()`.
     Recover,
+    /// The process restarts on a store only it uses: `recover_all()`.
+    RecoverAll,
     /// Time passes (seconds).
     Advance(u16),
 }
@@ -99,7 +101,7 @@ pub enum Outcome {
     NotRevivable,
     /// No record.
     NotFound,
-    /// `recover()` resolved this many attempts.
+    /// `recover()` or `recover_all()` resolved this many attempts.
     Recovered(usize),
     /// Nothing to do (no lease held for the key).
     Skipped,
@@ -242,6 +244,16 @@ impl Model {
                 }
                 Outcome::Recovered(n)
             }
+            Op::RecoverAll => {
+                let mut n = 0;
+                for k in self.keys.values_mut() {
+                    if k.state == "in_flight" {
+                        Self::recover_one(k);
+                        n += 1;
+                    }
+                }
+                Outcome::Recovered(n)
+            }
             Op::Advance(s) => {
                 self.now += u64::from(s);
                 Outcome::Skipped
@@ -340,6 +352,7 @@ impl Driver {
                 Ok(Outcome::Skipped)
             }
             Op::Recover => ledger.recover().map(|r| Outcome::Recovered(r.len())),
+            Op::RecoverAll => ledger.recover_all().map(|r| Outcome::Recovered(r.len())),
             Op::Advance(s) => {
                 self.clock.advance(Duration::from_secs(u64::from(s)));
                 Ok(Outcome::Skipped)
@@ -366,6 +379,7 @@ pub fn op(keys: u8) -> impl Strategy<Value = Op> {
         3 => k.prop_map(|key| Op::Revive { key }),
         1 => Just(Op::CrashWorker),
         2 => Just(Op::Recover),
+        1 => Just(Op::RecoverAll),
         2 => (0u16..20).prop_map(Op::Advance),
     ]
 }

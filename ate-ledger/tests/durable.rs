@@ -64,11 +64,39 @@ fn a_file_from_a_newer_schema_is_refused() {
 }
 
 #[test]
+fn a_store_has_one_owner_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.redb");
+    let first = RedbStore::open(&path).unwrap();
+    let err = RedbStore::open(&path).unwrap_err();
+    assert_eq!(
+        err,
+        Error::AlreadyOpen {
+            path: path.display().to_string()
+        }
+    );
+    assert!(err.to_string().contains("already open"), "{err}");
+    drop(first);
+    RedbStore::open(&path).unwrap();
+}
+
+#[test]
+fn a_file_it_may_not_create_is_a_storage_error_not_corruption() {
+    let dir = tempfile::tempdir().unwrap();
+    // A path under a regular file cannot be created.
+    let blocker = dir.path().join("file");
+    std::fs::write(&blocker, b"x").unwrap();
+    let err = RedbStore::open(blocker.join("l.redb")).unwrap_err();
+    assert!(matches!(err, Error::Storage(_)), "{err:?}");
+}
+
+#[test]
 fn a_file_that_is_not_a_ledger_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("l.redb");
     std::fs::write(&path, b"definitely not a redb file, just some bytes....").unwrap();
-    assert!(matches!(RedbStore::open(&path), Err(Error::Corrupt { .. })));
+    let err = RedbStore::open(&path).unwrap_err();
+    assert!(matches!(err, Error::Corrupt { .. }), "{err:?}");
 }
 
 #[test]

@@ -229,6 +229,54 @@ fn recovery_classifies_open_attempts_by_the_dispatch_rule() {
 }
 
 #[test]
+fn recover_all_resolves_open_attempts_without_waiting_for_their_leases() {
+    let (ledger, _clock) = setup();
+    let a = Key::new("t", "not-dispatched");
+    let b = Key::new("t", "dispatched");
+    let Begin::Started(la) = ledger.begin(&a, &fp(), "ended-run").unwrap() else {
+        panic!()
+    };
+    let Begin::Started(lb) = ledger.begin(&b, &fp(), "ended-run").unwrap() else {
+        panic!()
+    };
+    ledger.mark_dispatched(&lb).unwrap();
+    let done = Key::new("t", "done");
+    let Begin::Started(ld) = ledger.begin(&done, &fp(), "ended-run").unwrap() else {
+        panic!()
+    };
+    ledger.close(&ld, Close::PreProvider("x".into())).unwrap();
+    // The leases are live: `recover` leaves them, `recover_all` does not.
+    assert!(ledger.recover().unwrap().is_empty());
+    let recovered = ledger.recover_all().unwrap();
+    assert_eq!(recovered.len(), 2, "only the open attempts");
+    let ra = ledger.get(&a).unwrap().unwrap();
+    let rb = ledger.get(&b).unwrap().unwrap();
+    assert!(matches!(ra.state, State::FailedPreProvider { .. }) && ra.is_revivable());
+    assert!(matches!(rb.state, State::ProviderUnavailable { .. }) && !rb.is_revivable());
+    let State::ProviderUnavailable { reason } = &rb.state else {
+        unreachable!()
+    };
+    assert!(reason.contains("left open by an ended run"), "{reason}");
+    ra.check_invariants().unwrap();
+    rb.check_invariants().unwrap();
+    // A worker that was in fact alive can no longer move them.
+    assert!(matches!(
+        ledger.close(&lb, Close::Succeeded("late".into())),
+        Err(Error::StaleLease { .. })
+    ));
+    assert!(matches!(
+        ledger.mark_dispatched(&la),
+        Err(Error::StaleLease { .. })
+    ));
+    // The revivable one can be revived at once; the dispatched one cannot.
+    assert!(ledger.revive(&a, &fp(), "w2").is_ok());
+    assert!(matches!(
+        ledger.revive(&b, &fp(), "w2"),
+        Err(Error::NotRevivable { .. })
+    ));
+}
+
+#[test]
 fn records_are_kept_for_the_retention_and_open_ones_never_purged() {
     let (ledger, clock) = setup();
     let done = Key::new("t", "done");

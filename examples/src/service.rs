@@ -115,6 +115,22 @@ impl AppState {
                 config.data_dir.display()
             ))
         })?;
+        // The ledger first: its file lock makes this process the data
+        // dir's only user, so a second process on it stops here, before it
+        // touches the audit trail.
+        let path = config.data_dir.join("ledger.redb");
+        let store = RedbStore::open(&path).map_err(|e| {
+            ConfigError::Other(format!("cannot open ledger {}: {e}", path.display()))
+        })?;
+        let ledger = Ledger::new(store);
+        // So every attempt still open was left by a run that has ended (a
+        // crash, a SIGKILL): resolve them now rather than keep their callers
+        // on 409 until the dead run's leases expire.
+        match ledger.recover_all() {
+            Ok(r) if !r.is_empty() => tracing::warn!(count = r.len(), "recovered open attempts"),
+            Ok(_) => {}
+            Err(e) => return Err(ConfigError::Other(format!("ledger recovery failed: {e}"))),
+        }
         // The rate-limit audit trail: a restart seeds every caller's windows
         // from it instead of handing out a fresh burst.
         let audit_path = config.data_dir.join("ratelimit-audit.jsonl");
@@ -136,17 +152,6 @@ impl AppState {
             expired = loaded.expired,
             "rate limits seeded from the audit trail"
         );
-        let path = config.data_dir.join("ledger.redb");
-        let store = RedbStore::open(&path).map_err(|e| {
-            ConfigError::Other(format!("cannot open ledger {}: {e}", path.display()))
-        })?;
-        let ledger = Ledger::new(store);
-        // Attempts a crashed run left open, whose leases have expired.
-        match ledger.recover() {
-            Ok(r) if !r.is_empty() => tracing::warn!(count = r.len(), "recovered open attempts"),
-            Ok(_) => {}
-            Err(e) => return Err(ConfigError::Other(format!("ledger recovery failed: {e}"))),
-        }
         Ok(Arc::new(Self {
             gate: Gate::new(),
             config,
@@ -556,7 +561,7 @@ impl AppState {
             .blocking(move |ledger| ledger.mark_dispatched(&l))
             .await
         {
-            Ok(Ok(())) => {}
+            Ok(Ok(())) => self.metrics.transition("dispatched"),
             Ok(Err(e)) => return self.ledger_error(e),
             Err(resp) => return resp,
         }

@@ -142,3 +142,70 @@ async fn a_restart_on_the_same_data_dir_replays_instead_of_re_executing() {
         assert_eq!(r.text().await.unwrap(), body);
     }
 }
+
+#[tokio::test]
+async fn a_restart_after_a_crash_mid_call_resolves_the_attempt_at_once() {
+    for bin in SERVICES {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let s = Service::start_in(bin, &[], dir.path().to_path_buf());
+            let c = client();
+            // A slow provider call, dispatched, and then the process dies.
+            let slow = c
+                .post(s.url("/invoke"))
+                .header("idempotency-key", "crash-1")
+                .header("x-simulate-delay-ms", "30000")
+                .json(&json!({"a": 1}))
+                .send();
+            let pending = tokio::spawn(slow);
+            s.wait_for_metric("ate_ledger_transitions_total{outcome=\"dispatched\"} 1")
+                .await;
+            drop(s); // SIGKILL: no drain, no close
+            assert!(
+                pending.await.unwrap().is_err(),
+                "{bin}: the call died with the process"
+            );
+        }
+        let s = Service::start_in(bin, &[], dir.path().to_path_buf());
+        let c = client();
+        // Not 409 until the dead run's lease runs out: resolved at start as
+        // provider unavailable (it was dispatched), and never re-executed.
+        let retry = invoke(&c, &s, "crash-1", json!({"a": 1}), "success").await;
+        assert_eq!(retry.status(), 504, "{bin}");
+        let body: Value = retry.json().await.unwrap();
+        assert_eq!(
+            (body["state"].as_str(), body["retryable"].as_bool()),
+            (Some("provider_unavailable"), Some(false)),
+            "{bin}: {body}"
+        );
+        assert!(s.stderr().contains("recovered open attempts"), "{bin}");
+    }
+}
+
+#[tokio::test]
+async fn a_second_process_on_the_same_data_dir_refuses_to_start() {
+    for bin in SERVICES {
+        let first = Service::start(bin, &[]);
+        let out = std::process::Command::new(bin)
+            .args(["--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(&first.data_dir)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{bin}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("already open"), "{bin}: {stderr}");
+        assert!(!stderr.contains("corrupt"), "{bin}: {stderr}");
+        // It stopped before the audit trail: the first service's appends
+        // still land in the file it has open.
+        let c = client();
+        let ok = c
+            .post(first.url("/notify"))
+            .header("x-caller", "gail")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(ok.status(), 200);
+        let audit = std::fs::read_to_string(first.data_dir.join("ratelimit-audit.jsonl")).unwrap();
+        assert!(audit.contains("caller:gail"), "{bin}: {audit}");
+    }
+}
