@@ -207,30 +207,23 @@ fn a_worker_whose_lease_expired_cannot_close_after_a_takeover() {
 #[test]
 fn recovery_classifies_open_attempts_by_the_dispatch_rule() {
     let (ledger, clock) = setup();
-    let a = Key::new("t", "not-dispatched");
-    let b = Key::new("t", "dispatched");
-    let Begin::Started(_la) = ledger.begin(&a, &fp(), "crashed").unwrap() else {
-        panic!()
-    };
-    let Begin::Started(lb) = ledger.begin(&b, &fp(), "crashed").unwrap() else {
-        panic!()
-    };
-    ledger.mark_dispatched(&lb).unwrap();
+    let open = two_open_attempts(&ledger);
     assert!(ledger.recover().unwrap().is_empty(), "leases still live");
     clock.advance(Duration::from_secs(30));
     let recovered = ledger.recover().unwrap();
     assert_eq!(recovered.len(), 2);
-    let ra = ledger.get(&a).unwrap().unwrap();
-    let rb = ledger.get(&b).unwrap().unwrap();
-    assert!(matches!(ra.state, State::FailedPreProvider { .. }) && ra.is_revivable());
-    assert!(matches!(rb.state, State::ProviderUnavailable { .. }) && !rb.is_revivable());
-    ra.check_invariants().unwrap();
-    rb.check_invariants().unwrap();
+    open.assert_resolved_by_the_dispatch_rule(&ledger);
 }
 
-#[test]
-fn recover_all_resolves_open_attempts_without_waiting_for_their_leases() {
-    let (ledger, _clock) = setup();
+/// Two attempts a worker left open: `a` not dispatched, `b` dispatched.
+struct TwoOpen {
+    a: Key,
+    la: Lease,
+    b: Key,
+    lb: Lease,
+}
+
+fn two_open_attempts(ledger: &Ledger<MemoryStore, ManualClock>) -> TwoOpen {
     let a = Key::new("t", "not-dispatched");
     let b = Key::new("t", "dispatched");
     let Begin::Started(la) = ledger.begin(&a, &fp(), "ended-run").unwrap() else {
@@ -240,6 +233,24 @@ fn recover_all_resolves_open_attempts_without_waiting_for_their_leases() {
         panic!()
     };
     ledger.mark_dispatched(&lb).unwrap();
+    TwoOpen { a, la, b, lb }
+}
+
+impl TwoOpen {
+    fn assert_resolved_by_the_dispatch_rule(&self, ledger: &Ledger<MemoryStore, ManualClock>) {
+        let ra = ledger.get(&self.a).unwrap().unwrap();
+        let rb = ledger.get(&self.b).unwrap().unwrap();
+        assert!(matches!(ra.state, State::FailedPreProvider { .. }) && ra.is_revivable());
+        assert!(matches!(rb.state, State::ProviderUnavailable { .. }) && !rb.is_revivable());
+        ra.check_invariants().unwrap();
+        rb.check_invariants().unwrap();
+    }
+}
+
+#[test]
+fn recover_all_resolves_open_attempts_without_waiting_for_their_leases() {
+    let (ledger, _clock) = setup();
+    let open = two_open_attempts(&ledger);
     let done = Key::new("t", "done");
     let Begin::Started(ld) = ledger.begin(&done, &fp(), "ended-run").unwrap() else {
         panic!()
@@ -249,29 +260,25 @@ fn recover_all_resolves_open_attempts_without_waiting_for_their_leases() {
     assert!(ledger.recover().unwrap().is_empty());
     let recovered = ledger.recover_all().unwrap();
     assert_eq!(recovered.len(), 2, "only the open attempts");
-    let ra = ledger.get(&a).unwrap().unwrap();
-    let rb = ledger.get(&b).unwrap().unwrap();
-    assert!(matches!(ra.state, State::FailedPreProvider { .. }) && ra.is_revivable());
-    assert!(matches!(rb.state, State::ProviderUnavailable { .. }) && !rb.is_revivable());
+    open.assert_resolved_by_the_dispatch_rule(&ledger);
+    let rb = ledger.get(&open.b).unwrap().unwrap();
     let State::ProviderUnavailable { reason } = &rb.state else {
         unreachable!()
     };
     assert!(reason.contains("left open by an ended run"), "{reason}");
-    ra.check_invariants().unwrap();
-    rb.check_invariants().unwrap();
     // A worker that was in fact alive can no longer move them.
     assert!(matches!(
-        ledger.close(&lb, Close::Succeeded("late".into())),
+        ledger.close(&open.lb, Close::Succeeded("late".into())),
         Err(Error::StaleLease { .. })
     ));
     assert!(matches!(
-        ledger.mark_dispatched(&la),
+        ledger.mark_dispatched(&open.la),
         Err(Error::StaleLease { .. })
     ));
     // The revivable one can be revived at once; the dispatched one cannot.
-    assert!(ledger.revive(&a, &fp(), "w2").is_ok());
+    assert!(ledger.revive(&open.a, &fp(), "w2").is_ok());
     assert!(matches!(
-        ledger.revive(&b, &fp(), "w2"),
+        ledger.revive(&open.b, &fp(), "w2"),
         Err(Error::NotRevivable { .. })
     ));
 }
