@@ -168,7 +168,8 @@ pub fn run(listen: SocketAddr, config: crate::Config) -> std::io::Result<()> {
         .disable_signals()
         .shutdown_timeout(2)
         .workers(2)
-        .bind(listen)?;
+        .bind(listen)
+        .map_err(|e| crate::cli::listen_error(listen, e))?;
         let addr = server
             .addrs()
             .first()

@@ -143,3 +143,8 @@ fn post_drain(port: u16) -> std::io::Result<String> {
     }
     Ok(response.split("\r\n\r\n").nth(1).unwrap_or("").to_owned())
 }
+
+/// A bind failure that names the address (the OS error alone does not).
+pub fn listen_error(listen: std::net::SocketAddr, e: std::io::Error) -> std::io::Error {
+    std::io::Error::new(e.kind(), format!("cannot listen on {listen}: {e}"))
+}

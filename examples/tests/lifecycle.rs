@@ -190,3 +190,23 @@ async fn bad_configuration_stops_the_binary_at_start_naming_the_variable() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_port_in_use_stops_the_binary_naming_the_address() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    for bin in SERVICES {
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new(bin)
+            .args(["--listen", &addr, "--data-dir"])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{bin}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("cannot listen on {addr}")),
+            "{bin}: {err}"
+        );
+    }
+}
