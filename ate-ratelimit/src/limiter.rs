@@ -701,6 +701,27 @@ impl<K: Hash + Eq + Clone, C: Clock + Clone> LimitSet<K, C> {
         &self.clock
     }
 
+    /// Drops, in every limit, the keys whose window has drained (see
+    /// [`KeyedLimiter::retain_recent`]); no decision changes. Call it
+    /// periodically, say every tenth of a window, so memory is bounded by
+    /// the keys active in about the last window.
+    pub fn retain_recent(&self) {
+        self.retain_recent_at(self.clock.now());
+    }
+
+    /// [`retain_recent`](Self::retain_recent) at an explicit time.
+    pub fn retain_recent_at(&self, now: Timestamp) {
+        for (_, limiter) in &self.limits {
+            limiter.retain_recent_at(now);
+        }
+    }
+
+    /// Keys held, summed over the limits (drained keys count until
+    /// evicted): a gauge of what the set's memory follows.
+    pub fn keys_held(&self) -> usize {
+        self.limits.iter().map(|(_, l)| l.len()).sum()
+    }
+
     /// Checks one attempt by `key` against the limits `ids`, now.
     pub fn check(&self, ids: &[LimitId], key: &K) -> Combined {
         self.check_at(ids, key, self.clock.now())

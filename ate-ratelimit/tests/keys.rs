@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 mod common;
 
 use ate_ratelimit::{
-    ApproxKeyedLimiter, BucketQuota, Clock, Decision, KeyedLimiter, Limiter, ManualClock,
+    ApproxKeyedLimiter, BucketQuota, Clock, Decision, KeyedLimiter, LimitSet, Limiter, ManualClock,
     MonotonicClock, Policy, Quota, Timestamp,
 };
 
@@ -29,6 +29,32 @@ fn keys_idle_for_longer_than_w_are_evicted_without_changing_decisions() {
     assert_eq!(l.len(), 1, "only key 7 still has an attempt in its window");
     assert_eq!(l.check(&7), Decision::Allowed { remaining: 0 });
     assert_eq!(l.check(&8), Decision::Allowed { remaining: 1 });
+}
+
+#[test]
+fn a_limit_set_evicts_drained_keys_in_every_limit_without_changing_decisions() {
+    let clock = ManualClock::default();
+    let mut set = LimitSet::new(Policy::CountDenied, clock.clone());
+    let short = set.add("short", quota(2, 10));
+    let long = set.add("long", quota(3, 60));
+    for k in 0..50u32 {
+        let _ = set.check(&[short, long], &k);
+    }
+    let _ = set.check(&[short], &1000);
+    assert_eq!(set.keys_held(), 101);
+    // At 10 s every key has drained from `short`, none from `long`.
+    clock.advance(Duration::from_secs(10));
+    set.retain_recent();
+    assert_eq!(set.keys_held(), 50);
+    assert_eq!(set.limiter(short).len(), 0);
+    // Key 7 still has one attempt counted in `long`; a new key has none.
+    let d = set.check(&[short, long], &7);
+    assert_eq!(d.decisions[1].1, Decision::Allowed { remaining: 1 });
+    assert_eq!(d.decisions[0].1, Decision::Allowed { remaining: 1 });
+    // At 70 s key 7's newest attempt (at 10 s) is a window old too.
+    clock.advance(Duration::from_secs(60));
+    set.retain_recent_at(clock.now());
+    assert_eq!(set.keys_held(), 0, "every key has drained");
 }
 
 #[test]
