@@ -757,7 +757,8 @@ impl<K: Hash + Eq + Clone, C: Clock + Clone> LimitSet<K, C> {
                     .run_in(shard, hash, key, Some(now), Mode::Policy);
             }
         }
-        // Until every touched limit would allow, given what was recorded.
+        // Until every touched limit would allow, given what was recorded. A
+        // full key table is not in the key's window: its own wait counts.
         let wait = guards
             .iter_mut()
             .map(|(i, shard)| {
@@ -767,6 +768,10 @@ impl<K: Hash + Eq + Clone, C: Clock + Clone> LimitSet<K, C> {
                     .retry_after()
                     .unwrap_or_default()
             })
+            .chain(by_index.iter().filter_map(|(_, d)| match d {
+                Decision::KeyTableFull { retry_after } => Some(*retry_after),
+                _ => None,
+            }))
             .max()
             .unwrap_or_default();
         drop(guards);

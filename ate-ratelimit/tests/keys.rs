@@ -58,6 +58,24 @@ fn a_limit_set_evicts_drained_keys_in_every_limit_without_changing_decisions() {
 }
 
 #[test]
+fn a_limit_set_denial_for_a_full_key_table_says_when_to_retry() {
+    let clock = ManualClock::default();
+    let mut set = LimitSet::new(Policy::CountDenied, clock.clone());
+    let full = set.add_with(
+        "callers",
+        KeyedLimiter::builder(quota(5, 10)).max_keys(1).shards(1),
+    );
+    let roomy = set.add("bucket", quota(5, 60));
+    assert!(set.check(&[full, roomy], &1u32).is_allowed());
+    clock.advance(Duration::from_secs(4));
+    let d = set.check(&[full, roomy], &2u32);
+    assert_eq!(d.denied_by(), ["callers"]);
+    // Key 1's window drains at 10 s: a slot may free up in 6 s, not now.
+    assert_eq!(d.retry_after(), Some(Duration::from_secs(6)));
+    assert_eq!(d.retry_after_secs(), Some(6));
+}
+
+#[test]
 fn max_keys_evicts_drained_keys_first_then_says_table_full() {
     let clock = ManualClock::default();
     let l = KeyedLimiter::builder(quota(5, 10))
