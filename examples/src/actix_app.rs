@@ -9,7 +9,9 @@ use ate_readiness::SessionAdmission;
 use futures_util::StreamExt;
 
 use crate::config::{NOTIFICATIONS, PROMPT};
-use crate::service::{ApiResponse, AppState, Shared, caller, run_reconciler};
+use crate::service::{
+    ApiResponse, AppState, Shared, caller, run_rate_limit_sweeper, run_reconciler,
+};
 
 fn respond(r: ApiResponse) -> HttpResponse {
     let mut builder = HttpResponse::build(
@@ -179,6 +181,7 @@ pub fn run(listen: SocketAddr, config: crate::Config) -> std::io::Result<()> {
         let server = server.run();
         let handle = server.handle();
         actix_web::rt::spawn(run_reconciler(state.clone()));
+        actix_web::rt::spawn(run_rate_limit_sweeper(state.clone()));
         actix_web::rt::spawn(async move {
             let (tx, rx) = tokio::sync::oneshot::channel();
             actix_web::rt::spawn(crate::service::shutdown_sequence(state, tx));

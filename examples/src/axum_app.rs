@@ -14,7 +14,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 
 use crate::config::{NOTIFICATIONS, PROMPT};
-use crate::service::{ApiResponse, AppState, Shared, caller, run_reconciler, shutdown_sequence};
+use crate::service::{
+    ApiResponse, AppState, Shared, caller, run_rate_limit_sweeper, run_reconciler,
+    shutdown_sequence,
+};
 
 impl IntoResponse for ApiResponse {
     fn into_response(self) -> Response {
@@ -149,6 +152,7 @@ pub async fn serve(listener: tokio::net::TcpListener, state: Shared) -> std::io:
     let app = router(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(run_reconciler(state.clone()));
+    tokio::spawn(run_rate_limit_sweeper(state.clone()));
     tokio::spawn(shutdown_sequence(state, stop_tx));
     let server = axum::serve(listener, app).with_graceful_shutdown(async move {
         let _ = stop_rx.await;

@@ -30,6 +30,11 @@ pub struct Config {
     /// The reconciler's period (`ATE_RECONCILE_INTERVAL_MS`, default 500;
     /// 0 disables the background reconciler).
     pub reconcile_interval: Option<Duration>,
+    /// The most callers each rate limit keeps windows for
+    /// (`ATE_MAX_CALLERS`, default 100,000). Past it, a new caller gets 503
+    /// until a caller's window drains, instead of the table growing under
+    /// a flood of made-up caller names.
+    pub max_callers: usize,
     /// Where the durable ledger lives.
     pub data_dir: PathBuf,
 }
@@ -77,6 +82,7 @@ impl Config {
         limits.resolve_env()?;
         let drain = env_number("ATE_DRAIN_TIMEOUT_SECS", 20, true)?;
         let reconcile = env_number("ATE_RECONCILE_INTERVAL_MS", 500, true)?;
+        let max_callers = env_number("ATE_MAX_CALLERS", 100_000, false)?;
         let control_token = match std::env::var("ATE_CONTROL_TOKEN") {
             Ok(t) if t.trim().is_empty() => {
                 return Err(ConfigError::Other(
@@ -91,6 +97,7 @@ impl Config {
             drain_timeout: Duration::from_secs(drain.into()),
             control_token,
             reconcile_interval: (reconcile > 0).then(|| Duration::from_millis(reconcile.into())),
+            max_callers: usize::try_from(max_callers).unwrap_or(usize::MAX),
             data_dir,
         })
     }

@@ -16,6 +16,7 @@ pub struct Metrics {
     ready: Gauge,
     draining: Gauge,
     in_flight: Gauge,
+    ratelimit_keys: Gauge,
     decisions: Family<Labels, Counter>,
     transitions: Family<Labels, Counter>,
 }
@@ -33,6 +34,7 @@ impl Metrics {
         let ready = Gauge::default();
         let draining = Gauge::default();
         let in_flight = Gauge::default();
+        let ratelimit_keys = Gauge::default();
         let decisions = Family::<Labels, Counter>::default();
         let transitions = Family::<Labels, Counter>::default();
         registry.register(
@@ -51,6 +53,11 @@ impl Metrics {
             in_flight.clone(),
         );
         registry.register(
+            "ate_ratelimit_keys",
+            "Caller windows held, summed over the rate limits (drained ones until swept)",
+            ratelimit_keys.clone(),
+        );
+        registry.register(
             "ate_ratelimit_decisions",
             "Rate-limit decisions by limit and result",
             decisions.clone(),
@@ -65,6 +72,7 @@ impl Metrics {
             ready,
             draining,
             in_flight,
+            ratelimit_keys,
             decisions,
             transitions,
         }
@@ -90,8 +98,11 @@ impl Metrics {
             .inc();
     }
 
-    /// Renders the exposition, refreshing the gate gauges first.
-    pub fn render(&self, snapshot: &ate_readiness::Snapshot) -> String {
+    /// Renders the exposition, refreshing the gauges first from the gate's
+    /// snapshot and the rate limits' key count.
+    pub fn render(&self, snapshot: &ate_readiness::Snapshot, ratelimit_keys: usize) -> String {
+        self.ratelimit_keys
+            .set(i64::try_from(ratelimit_keys).unwrap_or(i64::MAX));
         self.ready.set(snapshot.ready_gauge());
         self.draining.set(snapshot.drain_in_progress_gauge());
         self.in_flight

@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use ate_generation::{Decision, Latch, Observe, Writer};
 use ate_ledger::{Begin, Close, Fingerprint, Key, Ledger, RedbStore, State};
-use ate_ratelimit::{LimitId, LimitSet, MonotonicClock, Policy};
+use ate_ratelimit::{
+    Decision as RateDecision, KeyedLimiter, LimitId, LimitSet, MonotonicClock, Policy,
+};
 use ate_readiness::{Gate, Guard, is_loopback_peer};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
@@ -97,7 +99,9 @@ impl AppState {
     pub fn new(config: Config) -> Result<Shared, ConfigError> {
         let mut limits = LimitSet::new(Policy::CountDenied, MonotonicClock::new());
         for (name, quota) in config.limits.resolve_env()? {
-            let _ = limits.add(name, quota);
+            // Bounded: evicts drained callers first, then refuses new ones.
+            let builder = KeyedLimiter::builder(quota).max_keys(config.max_callers);
+            let _ = limits.add_with(name, builder);
         }
         let id = |n: &str| {
             limits
@@ -203,7 +207,9 @@ impl AppState {
             status: 200,
             headers: Vec::new(),
             content_type: "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            body: self.metrics.render(&self.gate.snapshot()),
+            body: self
+                .metrics
+                .render(&self.gate.snapshot(), self.limits.keys_held()),
         }
     }
 
@@ -259,7 +265,23 @@ impl AppState {
         for (name, d) in &decision.decisions {
             self.metrics.decision(name, d.is_allowed());
         }
-        let response = if decision.is_allowed() {
+        let table_full = decision
+            .decisions
+            .iter()
+            .any(|(_, d)| matches!(d, RateDecision::KeyTableFull { .. }));
+        let response = if table_full {
+            // Not this caller's fault: too many callers are active at once.
+            let secs = decision.retry_after_secs().unwrap_or(1);
+            ApiResponse::json(
+                503,
+                json!({
+                    "error": "too_many_callers",
+                    "denied_by": decision.denied_by(),
+                    "retry_after_secs": secs,
+                }),
+            )
+            .with_header("retry-after", secs.to_string())
+        } else if decision.is_allowed() {
             ApiResponse::json(
                 200,
                 json!({"ok": true, "route": route, "remaining": decision.remaining()}),
@@ -668,6 +690,21 @@ pub async fn run_reconciler(state: Shared) {
     while state.gate.is_serving() {
         tick.tick().await;
         state.reconcile_once().await;
+    }
+}
+
+/// How often callers whose windows have drained are dropped from the rate
+/// limits' tables: a tenth of the one-minute windows, so memory follows the
+/// callers active in about the last minute (`max_callers` caps it).
+pub const RATE_LIMIT_SWEEP: Duration = Duration::from_secs(6);
+
+/// Drops drained callers from every rate limit, every [`RATE_LIMIT_SWEEP`],
+/// until the process drains. No decision changes.
+pub async fn run_rate_limit_sweeper(state: Shared) {
+    let mut tick = tokio::time::interval(RATE_LIMIT_SWEEP);
+    while state.gate.is_serving() {
+        tick.tick().await;
+        state.limits.retain_recent();
     }
 }
 

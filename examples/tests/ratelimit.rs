@@ -117,3 +117,44 @@ async fn a_restart_on_the_same_data_dir_keeps_callers_throttled() {
         assert!(audit.contains("\"key\":\"caller:erin\""), "{bin}: {audit}");
     }
 }
+
+#[tokio::test]
+async fn a_flood_of_new_callers_is_refused_past_max_callers_not_stored() {
+    for bin in SERVICES {
+        let s = Service::start(bin, &[("ATE_MAX_CALLERS", "4")]);
+        let c = client();
+        assert_eq!(post(&c, s.url("/notify"), "first").await.status(), 200);
+        // The bound is split over the table's lock shards, so which new
+        // caller is refused first depends on hashing; one soon is.
+        let mut refused = None;
+        for i in 0..500 {
+            let r = post(&c, s.url("/notify"), &format!("made-up-{i}")).await;
+            match r.status().as_u16() {
+                200 => {}
+                503 => {
+                    refused = Some(r);
+                    break;
+                }
+                other => panic!("{bin}: caller {i} got {other}"),
+            }
+        }
+        let refused = refused.unwrap_or_else(|| panic!("{bin}: 500 new callers all admitted"));
+        assert!(retry_after(&refused) >= 1, "{bin}");
+        let body: serde_json::Value = refused.json().await.unwrap();
+        assert_eq!(body["error"], "too_many_callers", "{bin}: {body}");
+        // A caller that already has a window keeps being served.
+        assert_eq!(
+            post(&c, s.url("/notify"), "first").await.status(),
+            200,
+            "{bin}"
+        );
+        let metrics = s.metrics().await;
+        let keys: u64 = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("ate_ratelimit_keys "))
+            .unwrap_or_else(|| panic!("{bin}: no keys gauge in {metrics}"))
+            .parse()
+            .unwrap();
+        assert!(keys >= 2, "{bin}: 'first' is held in two limits: {keys}");
+    }
+}
