@@ -66,20 +66,32 @@ impl Report {
         if self.is_safe() { 0 } else { 1 }
     }
 
-    /// Human-readable text, one finding per line, then a summary.
+    /// Human-readable text of a transition check: one finding per line,
+    /// then a summary.
     pub fn to_text(&self) -> String {
+        self.text_with(&format!(
+            "{} workload(s), {} reference(s) checked",
+            self.workloads_checked, self.references_checked
+        ))
+    }
+
+    /// Human-readable text of a drift check, whose `references_checked`
+    /// counts the keys compared.
+    pub fn to_drift_text(&self) -> String {
+        self.text_with(&format!("{} key(s) compared", self.references_checked))
+    }
+
+    fn text_with(&self, checked: &str) -> String {
         let mut out = String::new();
         for f in self.failures.iter().chain(&self.warnings) {
             out.push_str(&f.to_string());
             out.push('\n');
         }
         out.push_str(&format!(
-            "{}: {} failure(s), {} warning(s); {} workload(s), {} reference(s) checked\n",
+            "{}: {} failure(s), {} warning(s); {checked}\n",
             self.result.to_uppercase(),
             self.failures.len(),
             self.warnings.len(),
-            self.workloads_checked,
-            self.references_checked
         ));
         out
     }

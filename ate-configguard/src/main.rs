@@ -94,9 +94,9 @@ fn read(path: &PathBuf) -> Result<String, InputError> {
     })
 }
 
-fn emit(report: &Report, format: Format) -> ExitCode {
+fn emit(report: &Report, format: Format, text: fn(&Report) -> String) -> ExitCode {
     match format {
-        Format::Text => print!("{}", report.to_text()),
+        Format::Text => print!("{}", text(report)),
         Format::Json => match serde_json::to_string_pretty(report) {
             Ok(json) => println!("{json}"),
             Err(e) => {
@@ -151,7 +151,7 @@ fn run(cli: Cli) -> Result<ExitCode, InputError> {
                     .map(|d| parse_object_id(d))
                     .collect::<Result<_, _>>()?,
             };
-            Ok(emit(&check(&input)?, format))
+            Ok(emit(&check(&input)?, format, Report::to_text))
         }
         Command::Inventory { paths, namespace } => {
             let options = LoadOptions {
@@ -200,7 +200,7 @@ fn run(cli: Cli) -> Result<ExitCode, InputError> {
                 &overlays,
                 &secret,
             )?;
-            Ok(emit(&report, format))
+            Ok(emit(&report, format, Report::to_drift_text))
         }
     }
 }

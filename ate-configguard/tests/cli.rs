@@ -289,3 +289,35 @@ fn values_never_appear_in_any_output() {
         assert!(out.status.code().is_some_and(|c| c <= 2), "{args:?}");
     }
 }
+
+#[test]
+fn text_summaries_say_what_was_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let cur = current(dir.path());
+    let out = bin()
+        .args(["check", "--current", &cur, "--proposed", &cur])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("workload(s)") && text.contains("reference(s) checked"),
+        "{text}"
+    );
+    let defaults = write(dir.path(), "d.json", "{\"A\": \"1\", \"B\": \"2\"}");
+    let base = write(
+        dir.path(),
+        "base.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: { name: c }\ndata: { A: \"1\", B: \"2\" }\n",
+    );
+    let out = bin()
+        .args(["drift", "--defaults", &defaults, "--base", &base])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("key(s) compared"), "{text}");
+    assert!(
+        !text.contains("workload"),
+        "a drift check reads no workloads: {text}"
+    );
+}
