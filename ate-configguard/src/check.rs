@@ -44,9 +44,9 @@ pub struct CheckInput {
 pub struct Report {
     /// `safe` or `unsafe`.
     pub result: String,
-    /// Workloads checked (current + proposed).
+    /// Workloads checked (current + proposed; 0 for a drift check).
     pub workloads_checked: usize,
-    /// References checked.
+    /// References checked (for a drift check: keys compared).
     pub references_checked: usize,
     /// Failures (any makes the transition unsafe).
     pub failures: Vec<Finding>,
