@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::config::Config;
 
@@ -46,10 +46,12 @@ pub enum Command {
 /// hands it to `serve`. Configuration errors exit 2 with a message naming
 /// the variable and the value.
 pub fn main(
-    service: &str,
+    service: &'static str,
     serve: impl FnOnce(SocketAddr, Config) -> std::io::Result<()>,
 ) -> ExitCode {
-    let args = Args::parse();
+    // Named after the binary (not the package) in --help and --version.
+    let matches = Args::command().name(service).get_matches();
+    let args = Args::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     if let Some(Command::Drain { port, sleep }) = args.command {
         return drain(port, Duration::from_secs(sleep));
     }

@@ -123,8 +123,13 @@ impl AppState {
         // dir's only user, so a second process on it stops here, before it
         // touches the audit trail.
         let path = config.data_dir.join("ledger.redb");
-        let store = RedbStore::open(&path).map_err(|e| {
-            ConfigError::Other(format!("cannot open ledger {}: {e}", path.display()))
+        let store = RedbStore::open(&path).map_err(|e| match e {
+            ate_ledger::Error::AlreadyOpen { .. } => ConfigError::Other(format!(
+                "the ledger {} is already open: is another service running on this \
+                 data dir? Give each its own --data-dir",
+                path.display()
+            )),
+            e => ConfigError::Other(format!("cannot open ledger {}: {e}", path.display())),
         })?;
         let ledger = Ledger::new(store);
         // So every attempt still open was left by a run that has ended (a

@@ -210,3 +210,26 @@ async fn a_port_in_use_stops_the_binary_naming_the_address() {
         );
     }
 }
+
+#[test]
+fn help_and_version_name_the_binary() {
+    for bin in SERVICES {
+        let name = std::path::Path::new(bin)
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap();
+        let out = std::process::Command::new(bin)
+            .arg("--version")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.starts_with(&format!("{name} ")), "{bin}: {text}");
+        let out = std::process::Command::new(bin)
+            .arg("--help")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains(&format!("Usage: {name} ")), "{bin}: {text}");
+    }
+}
