@@ -182,6 +182,7 @@ pub fn run(listen: SocketAddr, config: crate::Config) -> std::io::Result<()> {
         let handle = server.handle();
         actix_web::rt::spawn(run_reconciler(state.clone()));
         actix_web::rt::spawn(run_rate_limit_sweeper(state.clone()));
+        actix_web::rt::spawn(crate::service::run_ledger_purger(state.clone()));
         actix_web::rt::spawn(async move {
             let (tx, rx) = tokio::sync::oneshot::channel();
             actix_web::rt::spawn(crate::service::shutdown_sequence(state, tx));

@@ -153,6 +153,7 @@ pub async fn serve(listener: tokio::net::TcpListener, state: Shared) -> std::io:
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(run_reconciler(state.clone()));
     tokio::spawn(run_rate_limit_sweeper(state.clone()));
+    tokio::spawn(crate::service::run_ledger_purger(state.clone()));
     tokio::spawn(shutdown_sequence(state, stop_tx));
     let server = axum::serve(listener, app).with_graceful_shutdown(async move {
         let _ = stop_rx.await;

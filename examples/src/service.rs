@@ -713,6 +713,25 @@ pub async fn run_rate_limit_sweeper(state: Shared) {
     }
 }
 
+/// How often ended ledger records past their retention (24 h) are deleted.
+/// Open records are never deleted, so a caller can always retry.
+pub const LEDGER_PURGE_EVERY: Duration = Duration::from_secs(600);
+
+/// Deletes ended ledger records past the retention at start and every
+/// [`LEDGER_PURGE_EVERY`], until the process drains, so the ledger file
+/// holds about a retention's worth of keys, not every key ever seen.
+pub async fn run_ledger_purger(state: Shared) {
+    let mut tick = tokio::time::interval(LEDGER_PURGE_EVERY);
+    while state.gate.is_serving() {
+        tick.tick().await;
+        match state.blocking(|ledger| ledger.purge()).await {
+            Ok(Ok(purged)) => tracing::info!(purged, "ledger records past the retention deleted"),
+            Ok(Err(e)) => tracing::warn!("ledger purge failed: {e}"),
+            Err(_) => tracing::warn!("ledger purge task failed"),
+        }
+    }
+}
+
 /// The caller identity for rate limits: `X-Caller`, else the peer IP.
 pub fn caller(x_caller: Option<&str>, peer: Option<IpAddr>) -> String {
     match x_caller

@@ -209,3 +209,48 @@ async fn a_second_process_on_the_same_data_dir_refuses_to_start() {
         assert!(audit.contains("caller:gail"), "{bin}: {audit}");
     }
 }
+
+/// A clock stopped in the past, to write records that are already old.
+#[derive(Debug)]
+struct Past(chrono::DateTime<chrono::Utc>);
+
+impl ate_ledger::Clock for Past {
+    fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        self.0
+    }
+}
+
+#[tokio::test]
+async fn ended_records_past_the_retention_are_purged_at_start() {
+    use ate_ledger::{Begin, Close, Config, Fingerprint, Key, Ledger, RedbStore};
+    for bin in SERVICES {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            // A call that ended two days ago (the retention is 24 h).
+            let two_days_ago = chrono::Utc::now() - chrono::Duration::hours(48);
+            let store = RedbStore::open(dir.path().join("ledger.redb")).unwrap();
+            let ledger = Ledger::with_clock(store, Config::default(), Past(two_days_ago));
+            let key = Key::new("default", "old-1");
+            let fp = Fingerprint("sha256:another-request".into());
+            let Begin::Started(lease) = ledger.begin(&key, &fp, "old-run").unwrap() else {
+                panic!()
+            };
+            ledger.mark_dispatched(&lease).unwrap();
+            ledger.close(&lease, Close::Succeeded("{}".into())).unwrap();
+        }
+        let s = Service::start_in(bin, &[], dir.path().to_path_buf());
+        eventually(Duration::from_secs(5), || async {
+            s.stderr().contains("purged=1")
+        })
+        .await;
+        let c = client();
+        // Kept, it would answer 422 (the key was used with another request);
+        // purged, the key is free again.
+        let r = invoke(&c, &s, "old-1", json!({"a": 1}), "success").await;
+        assert_eq!(r.status(), 200, "{bin}");
+        assert!(r.headers().get("idempotent-replayed").is_none(), "{bin}");
+        // A record inside the retention is kept: a repeat replays.
+        let again = invoke(&c, &s, "old-1", json!({"a": 1}), "success").await;
+        assert_eq!(again.headers()["idempotent-replayed"], "true", "{bin}");
+    }
+}
