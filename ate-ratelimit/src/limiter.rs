@@ -757,8 +757,9 @@ impl<K: Hash + Eq + Clone, C: Clock + Clone> LimitSet<K, C> {
                     .run_in(shard, hash, key, Some(now), Mode::Policy);
             }
         }
-        // Until every touched limit would allow, given what was recorded. A
-        // full key table is not in the key's window: its own wait counts.
+        // Until every touched limit would allow, given what was recorded,
+        // and no sooner than any decision's own wait (a full key table's is
+        // not in the key's window, which a refused key does not have).
         let wait = guards
             .iter_mut()
             .map(|(i, shard)| {
@@ -768,10 +769,7 @@ impl<K: Hash + Eq + Clone, C: Clock + Clone> LimitSet<K, C> {
                     .retry_after()
                     .unwrap_or_default()
             })
-            .chain(by_index.iter().filter_map(|(_, d)| match d {
-                Decision::KeyTableFull { retry_after } => Some(*retry_after),
-                _ => None,
-            }))
+            .chain(by_index.iter().filter_map(|(_, d)| d.retry_after()))
             .max()
             .unwrap_or_default();
         drop(guards);
