@@ -140,6 +140,18 @@ impl Model {
         self.config.lease_ttl.as_secs()
     }
 
+    /// Recovers every in-flight key that `also` accepts; how many.
+    fn recover_where(&mut self, also: impl Fn(&KeyModel) -> bool) -> usize {
+        let mut n = 0;
+        for k in self.keys.values_mut() {
+            if k.state == "in_flight" && also(k) {
+                Self::recover_one(k);
+                n += 1;
+            }
+        }
+        n
+    }
+
     fn recover_one(k: &mut KeyModel) {
         k.state = if k.open_dispatched {
             "provider_unavailable"
@@ -234,26 +246,8 @@ impl Model {
                 self.now += ttl;
                 Outcome::Skipped
             }
-            Op::Recover => {
-                let mut n = 0;
-                for k in self.keys.values_mut() {
-                    if k.state == "in_flight" && k.lease_expires <= now {
-                        Self::recover_one(k);
-                        n += 1;
-                    }
-                }
-                Outcome::Recovered(n)
-            }
-            Op::RecoverAll => {
-                let mut n = 0;
-                for k in self.keys.values_mut() {
-                    if k.state == "in_flight" {
-                        Self::recover_one(k);
-                        n += 1;
-                    }
-                }
-                Outcome::Recovered(n)
-            }
+            Op::Recover => Outcome::Recovered(self.recover_where(|k| k.lease_expires <= now)),
+            Op::RecoverAll => Outcome::Recovered(self.recover_where(|_| true)),
             Op::Advance(s) => {
                 self.now += u64::from(s);
                 Outcome::Skipped
