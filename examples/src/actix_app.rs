@@ -9,9 +9,7 @@ use ate_readiness::SessionAdmission;
 use futures_util::StreamExt;
 
 use crate::config::{NOTIFICATIONS, PROMPT};
-use crate::service::{
-    ApiResponse, AppState, Shared, caller, run_rate_limit_sweeper, run_reconciler,
-};
+use crate::service::{ApiResponse, AppState, Shared, caller, run_background};
 
 fn respond(r: ApiResponse) -> HttpResponse {
     let mut builder = HttpResponse::build(
@@ -180,9 +178,7 @@ pub fn run(listen: SocketAddr, config: crate::Config) -> std::io::Result<()> {
         crate::cli::banner(addr, &config);
         let server = server.run();
         let handle = server.handle();
-        actix_web::rt::spawn(run_reconciler(state.clone()));
-        actix_web::rt::spawn(run_rate_limit_sweeper(state.clone()));
-        actix_web::rt::spawn(crate::service::run_ledger_purger(state.clone()));
+        actix_web::rt::spawn(run_background(state.clone()));
         actix_web::rt::spawn(async move {
             let (tx, rx) = tokio::sync::oneshot::channel();
             actix_web::rt::spawn(crate::service::shutdown_sequence(state, tx));

@@ -14,10 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 
 use crate::config::{NOTIFICATIONS, PROMPT};
-use crate::service::{
-    ApiResponse, AppState, Shared, caller, run_rate_limit_sweeper, run_reconciler,
-    shutdown_sequence,
-};
+use crate::service::{ApiResponse, AppState, Shared, caller, run_background, shutdown_sequence};
 
 impl IntoResponse for ApiResponse {
     fn into_response(self) -> Response {
@@ -151,9 +148,7 @@ async fn echo(mut socket: WebSocket) {
 pub async fn serve(listener: tokio::net::TcpListener, state: Shared) -> std::io::Result<()> {
     let app = router(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(run_reconciler(state.clone()));
-    tokio::spawn(run_rate_limit_sweeper(state.clone()));
-    tokio::spawn(crate::service::run_ledger_purger(state.clone()));
+    tokio::spawn(run_background(state.clone()));
     tokio::spawn(shutdown_sequence(state, stop_tx));
     let server = axum::serve(listener, app).with_graceful_shutdown(async move {
         let _ = stop_rx.await;

@@ -458,6 +458,15 @@ impl AppState {
         }
     }
 
+    /// Deletes ended ledger records past the retention, and logs how many.
+    async fn purge_ledger(&self) {
+        match self.blocking(|ledger| ledger.purge()).await {
+            Ok(Ok(purged)) => tracing::info!(purged, "ledger records past the retention deleted"),
+            Ok(Err(e)) => tracing::warn!("ledger purge failed: {e}"),
+            Err(_) => tracing::warn!("ledger purge task failed"),
+        }
+    }
+
     /// One reconciler pass: for each object not converged, capture the
     /// target, "apply" it, and record exactly that target.
     pub async fn reconcile_once(&self) {
@@ -686,49 +695,48 @@ pub async fn shutdown_sequence(state: Shared, stop: tokio::sync::oneshot::Sender
     std::process::exit(0);
 }
 
-/// Runs the reconciler until the gate drains.
-pub async fn run_reconciler(state: Shared) {
-    let Some(every) = state.config.reconcile_interval else {
-        return;
-    };
-    let mut tick = tokio::time::interval(every);
-    while state.gate.is_serving() {
-        tick.tick().await;
-        state.reconcile_once().await;
-    }
-}
-
 /// How often callers whose windows have drained are dropped from the rate
 /// limits' tables: a tenth of the one-minute windows, so memory follows the
 /// callers active in about the last minute (`max_callers` caps it).
 pub const RATE_LIMIT_SWEEP: Duration = Duration::from_secs(6);
 
-/// Drops drained callers from every rate limit, every [`RATE_LIMIT_SWEEP`],
-/// until the process drains. No decision changes.
-pub async fn run_rate_limit_sweeper(state: Shared) {
-    let mut tick = tokio::time::interval(RATE_LIMIT_SWEEP);
-    while state.gate.is_serving() {
-        tick.tick().await;
-        state.limits.retain_recent();
-    }
-}
-
 /// How often ended ledger records past their retention (24 h) are deleted.
 /// Open records are never deleted, so a caller can always retry.
 pub const LEDGER_PURGE_EVERY: Duration = Duration::from_secs(600);
 
-/// Deletes ended ledger records past the retention at start and every
-/// [`LEDGER_PURGE_EVERY`], until the process drains, so the ledger file
-/// holds about a retention's worth of keys, not every key ever seen.
-pub async fn run_ledger_purger(state: Shared) {
-    let mut tick = tokio::time::interval(LEDGER_PURGE_EVERY);
+/// The service's periodic work, each at its own period, from start until
+/// the gate drains:
+/// - the reconciler (`ATE_RECONCILE_INTERVAL_MS`, unless 0);
+/// - dropping drained callers from every rate limit, every
+///   [`RATE_LIMIT_SWEEP`] (no decision changes);
+/// - deleting ended ledger records past the retention, every
+///   [`LEDGER_PURGE_EVERY`], so the ledger file holds about a retention's
+///   worth of keys, not every key ever seen.
+///
+/// Each adapter spawns it once.
+pub async fn run_background(state: Shared) {
+    let reconcile = async {
+        if let Some(every) = state.config.reconcile_interval {
+            every_while_serving(&state, every, || state.reconcile_once()).await;
+        }
+    };
+    let sweep = every_while_serving(&state, RATE_LIMIT_SWEEP, || async {
+        state.limits.retain_recent();
+    });
+    let purge = every_while_serving(&state, LEDGER_PURGE_EVERY, || state.purge_ledger());
+    tokio::join!(reconcile, sweep, purge);
+}
+
+/// Runs `work` at once and then every `period` while the gate serves.
+async fn every_while_serving<F: std::future::Future<Output = ()>>(
+    state: &AppState,
+    period: Duration,
+    mut work: impl FnMut() -> F,
+) {
+    let mut tick = tokio::time::interval(period);
     while state.gate.is_serving() {
         tick.tick().await;
-        match state.blocking(|ledger| ledger.purge()).await {
-            Ok(Ok(purged)) => tracing::info!(purged, "ledger records past the retention deleted"),
-            Ok(Err(e)) => tracing::warn!("ledger purge failed: {e}"),
-            Err(_) => tracing::warn!("ledger purge task failed"),
-        }
+        work().await;
     }
 }
 
