@@ -274,29 +274,24 @@ impl AppState {
             .decisions
             .iter()
             .any(|(_, d)| matches!(d, RateDecision::KeyTableFull { .. }));
-        let response = if table_full {
-            // Not this caller's fault: too many callers are active at once.
-            let secs = decision.retry_after_secs().unwrap_or(1);
-            ApiResponse::json(
-                503,
-                json!({
-                    "error": "too_many_callers",
-                    "denied_by": decision.denied_by(),
-                    "retry_after_secs": secs,
-                }),
-            )
-            .with_header("retry-after", secs.to_string())
-        } else if decision.is_allowed() {
+        let response = if decision.is_allowed() {
             ApiResponse::json(
                 200,
                 json!({"ok": true, "route": route, "remaining": decision.remaining()}),
             )
         } else {
+            // A full caller table is not this caller's fault: too many
+            // callers are active at once.
+            let (status, error) = if table_full {
+                (503, "too_many_callers")
+            } else {
+                (429, "rate_limited")
+            };
             let secs = decision.retry_after_secs().unwrap_or(1);
             ApiResponse::json(
-                429,
+                status,
                 json!({
-                    "error": "rate_limited",
+                    "error": error,
                     "denied_by": decision.denied_by(),
                     "retry_after_secs": secs,
                 }),
@@ -362,13 +357,11 @@ impl AppState {
             latch: Latch::new(),
         });
         if let Some(spec) = write.spec {
-            if created {
-                o.spec = spec;
-            } else if let Err(e) = o.latch.update_spec_by(&o.spec, &spec, |s| s.clone()) {
+            // A new object starts at generation 1 with this spec.
+            if !created && let Err(e) = o.latch.update_spec_by(&o.spec, &spec, |s| s.clone()) {
                 return ApiResponse::json(409, json!({"error": e.to_string()}));
-            } else {
-                o.spec = spec;
             }
+            o.spec = spec;
         }
         if let Some(status) = write.status {
             o.status = status;
