@@ -80,14 +80,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             },
         )))
         .service(
-            web::resource("/objects/{name}")
-                .route(web::put().to(
-                    |s: web::Data<Shared>, name: web::Path<String>, req: HttpRequest, body: web::Bytes| async move {
-                        respond(s.put_object(&name, header(&req, "authorization"), &body))
-                    },
-                ))
-                .route(web::get().to(get_object))
-                .route(web::head().to(get_object)),
+            get_and_head("/objects/{name}", get_object).route(web::put().to(
+                |s: web::Data<Shared>, name: web::Path<String>, req: HttpRequest, body: web::Bytes| async move {
+                    respond(s.put_object(&name, header(&req, "authorization"), &body))
+                },
+            )),
         )
         .service(web::resource("/objects/{name}/observed").route(web::post().to(
             |s: web::Data<Shared>, name: web::Path<String>, req: HttpRequest, body: web::Bytes| async move {
