@@ -38,10 +38,21 @@ impl Default for LoadOptions {
 
 /// Reads files and directories (`.yaml`, `.yml`, `.json`, recursively,
 /// in name order) into one [`Manifests`].
+///
+/// A directory with no such file, like a file with no document (see
+/// [`load_str`]), is an input error: an empty state is stated, not
+/// implied.
 pub fn load_paths(paths: &[PathBuf], options: &LoadOptions) -> Result<Manifests, InputError> {
     let mut files = Vec::new();
     for p in paths {
+        let before = files.len();
         collect(p, &mut files)?;
+        if files.len() == before {
+            return Err(bad(
+                &p.display().to_string(),
+                format!("no .yaml, .yml or .json file in this directory; {EMPTY_STATE}"),
+            ));
+        }
     }
     let mut out = Manifests::default();
     for file in files {
@@ -83,7 +94,29 @@ fn collect(path: &Path, out: &mut Vec<PathBuf>) -> Result<(), InputError> {
     Ok(())
 }
 
+/// How to state an empty state on purpose (what `kubectl get -o yaml`
+/// prints when nothing matches).
+const EMPTY_STATE: &str = "to check against an empty state on purpose, give a file holding an \
+     empty List (`{\"apiVersion\": \"v1\", \"kind\": \"List\", \"items\": []}`)";
+
 /// Reads one file's text (`source` names it in errors).
+///
+/// Text with no document at all (empty, or only comments and `---`) is an
+/// input error, not an empty state: it is what a failed `helm template >
+/// FILE` or `kubectl get > FILE` leaves behind (the shell creates the file
+/// before the command fails), and reading it as "no objects" would pass a
+/// check of a state nobody looked at. An empty `List` (or JSON `[]`) states
+/// an empty state on purpose.
+///
+/// ```
+/// use ate_configguard::{LoadOptions, load_str};
+///
+/// let options = LoadOptions::default();
+/// assert!(load_str("# helm template failed\n", "out.yaml", &options).is_err());
+/// let nothing = load_str("apiVersion: v1\nkind: List\nitems: []\n", "out.yaml", &options)?;
+/// assert!(nothing.objects.is_empty() && nothing.workloads.is_empty());
+/// # Ok::<(), ate_configguard::InputError>(())
+/// ```
 pub fn load_str(text: &str, source: &str, options: &LoadOptions) -> Result<Manifests, InputError> {
     let mut out = Manifests::default();
     load_str_into(text, source, options, &mut out)?;
@@ -97,6 +130,15 @@ fn load_str_into(
     out: &mut Manifests,
 ) -> Result<(), InputError> {
     let mut docs = documents(text, source)?;
+    if docs.is_empty() && !text.trim_start().starts_with('[') {
+        return Err(bad(
+            source,
+            format!(
+                "no document in it (empty, or only comments and `---`), which is what a failed \
+                 render or `kubectl get` leaves behind; {EMPTY_STATE}"
+            ),
+        ));
+    }
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
     if threads < 2 || docs.len() < 512 {
         for (i, doc) in docs.into_iter().enumerate() {
@@ -363,6 +405,15 @@ fn load_doc(
                     at,
                 )?;
             }
+        }
+        _ if api.starts_with("kustomize.config.k8s.io/") => {
+            return Err(bad(
+                at,
+                format!(
+                    "a kustomize {kind} is a source, not a manifest (its generators and patches \
+                     are not applied here); check what it renders: `kubectl kustomize DIR > FILE`"
+                ),
+            ));
         }
         _ => {
             if doc.has_pod_template() {

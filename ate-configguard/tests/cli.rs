@@ -321,3 +321,76 @@ fn text_summaries_say_what_was_counted() {
         "a drift check reads no workloads: {text}"
     );
 }
+
+#[test]
+fn an_empty_file_or_directory_is_unusable_input_and_an_empty_list_is_an_empty_state() {
+    // A failed `helm template > proposed.yaml` or `kubectl get > current.yaml`
+    // leaves an empty file behind: reading it as "no objects" would pass.
+    let dir = tempfile::tempdir().unwrap();
+    let cur = current(dir.path());
+    let run = |current: &str, proposed: &str| {
+        bin()
+            .args(["check", "--current", current, "--proposed", proposed])
+            .output()
+            .unwrap()
+    };
+    let empty = write(dir.path(), "empty.yaml", "");
+    let comments = write(dir.path(), "comments.yaml", "# Source: chart/x\n---\n---\n");
+    let empty_dir = dir.path().join("rendered");
+    std::fs::create_dir(&empty_dir).unwrap();
+    std::fs::write(empty_dir.join("NOTES.txt"), "not a manifest").unwrap();
+    let empty_dir = empty_dir.display().to_string();
+    for (current, proposed, names) in [
+        (cur.as_str(), empty.as_str(), "empty.yaml"),
+        (cur.as_str(), comments.as_str(), "comments.yaml"),
+        (empty.as_str(), cur.as_str(), "empty.yaml"),
+        (cur.as_str(), empty_dir.as_str(), "rendered"),
+    ] {
+        let o = run(current, proposed);
+        let text = all_output(&o);
+        assert_eq!(o.status.code(), Some(2), "{names}: {text}");
+        assert!(
+            text.contains(names) && text.contains("\"kind\": \"List\""),
+            "the error names the input and says how to state an empty state: {text}"
+        );
+    }
+    // Stated on purpose, an empty state is read as one: nothing serves, so
+    // nothing can break (a first deploy), and proposing nothing is safe.
+    let nothing = write(
+        dir.path(),
+        "nothing.yaml",
+        "apiVersion: v1\nitems: []\nkind: List\nmetadata:\n  resourceVersion: \"\"\n",
+    );
+    let nothing_json = write(dir.path(), "nothing.json", "[]");
+    for (current, proposed) in [
+        (nothing.as_str(), cur.as_str()),
+        (cur.as_str(), nothing.as_str()),
+        (cur.as_str(), nothing_json.as_str()),
+    ] {
+        let o = run(current, proposed);
+        assert_eq!(o.status.code(), Some(0), "{}", all_output(&o));
+    }
+}
+
+#[test]
+fn a_kustomization_is_unusable_input_not_an_empty_state() {
+    // Its generators and patches are what would be applied; the guard must
+    // see the rendered output, not pass the source for holding no workload.
+    let dir = tempfile::tempdir().unwrap();
+    let cur = current(dir.path());
+    let k = write(
+        dir.path(),
+        "kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [deployment.yaml]\nconfigMapGenerator:\n  - name: cfg\n    literals: [DB_HOST=x]\n",
+    );
+    let o = bin()
+        .args(["check", "--current", &cur, "--proposed", &k])
+        .output()
+        .unwrap();
+    let text = all_output(&o);
+    assert_eq!(o.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("Kustomization") && text.contains("kubectl kustomize"),
+        "{text}"
+    );
+}

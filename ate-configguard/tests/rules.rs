@@ -200,7 +200,7 @@ fn references_resolve_in_the_workloads_namespace() {
     let in_ns =
         deployment("web", KEYREF).replace("  name: web\n", "  name: web\n  namespace: prod\n");
     let current = format!("{}\n---\n{}", cm("cfg", &["DB_HOST"]), in_ns);
-    let report = run(&current, "");
+    let report = run(&current, NOTHING);
     assert_eq!(
         codes(&report),
         vec![("missing-object".into(), Some("DB_HOST".into()))]
@@ -238,7 +238,7 @@ fn bulk_loaded_object_must_still_exist() {
         cm("app-config", &["A"]),
         deployment("web", ENVFROM_APP)
     );
-    let report = run_with(&current, "", Deletion::Prune, &[]);
+    let report = run_with(&current, NOTHING, Deletion::Prune, &[]);
     assert_eq!(codes(&report), vec![("missing-object".into(), None)]);
 }
 
@@ -254,7 +254,7 @@ fn changing_the_keys_of_an_immutable_object_fails() {
 #[test]
 fn ingress_tls_secrets_are_reported_not_checked() {
     let ingress = "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: web\nspec:\n  tls:\n    - secretName: web-tls\n";
-    let report = run(ingress, "");
+    let report = run(ingress, NOTHING);
     assert!(report.is_safe());
     assert_eq!(report.warnings[0].code, "outside-pod-spec");
 }

@@ -89,3 +89,50 @@ fn unparsable_input_duplicates_and_missing_kind_are_input_errors() {
     }
     assert!(load_str("{\"kind\": ", "t.json", &LoadOptions::default()).is_err());
 }
+
+#[test]
+fn text_with_no_document_is_an_input_error_and_an_empty_list_is_not() {
+    for empty in [
+        "",
+        "   \n",
+        "# only a comment\n",
+        "---\n",
+        "---\n# x\n---\n...\n",
+    ] {
+        let err = load_err(empty).to_string();
+        assert!(
+            err.contains("test.yaml") && err.contains("no document"),
+            "{empty:?}: {err}"
+        );
+    }
+    for nothing in [
+        NOTHING,
+        "[]",
+        "{\"apiVersion\": \"v1\", \"kind\": \"List\", \"items\": []}",
+    ] {
+        let m = load(nothing);
+        assert!(
+            m.objects.is_empty() && m.workloads.is_empty(),
+            "{nothing:?}"
+        );
+    }
+}
+
+#[test]
+fn kustomize_sources_are_input_errors() {
+    for kind in ["Kustomization", "Component"] {
+        let api = if kind == "Component" {
+            "v1alpha1"
+        } else {
+            "v1beta1"
+        };
+        let src = format!(
+            "apiVersion: kustomize.config.k8s.io/{api}\nkind: {kind}\nresources: [a.yaml]\n"
+        );
+        let err = load_err(&src).to_string();
+        assert!(
+            err.contains(kind) && err.contains("kubectl kustomize"),
+            "{err}"
+        );
+    }
+}

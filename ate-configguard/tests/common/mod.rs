@@ -51,3 +51,7 @@ pub fn secret(name: &str, keys: &[&str]) -> String {
     let data: String = keys.iter().map(|k| format!("  {k}: dg==\n")).collect();
     format!("apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\ndata:\n{data}")
 }
+
+/// An empty state, stated on purpose (what `kubectl get -o yaml` prints
+/// when nothing matches).
+pub const NOTHING: &str = "apiVersion: v1\nkind: List\nitems: []\n";
