@@ -239,17 +239,20 @@ fn check_reference(
         namespace: w.id.namespace.clone(),
         name: r.name.clone(),
     };
-    let severity = if r.optional {
+    let severity = if r.optional || w.dormant.is_some() {
         Severity::Warning
     } else {
         Severity::Failure
     };
-    let mut finding = |code: &str, key: Option<&str>, message: String| {
-        let message = if r.optional {
-            format!("{message} (optional reference: not a failure)")
-        } else {
-            message
-        };
+    let mut finding = |code: &str, key: Option<&str>, mut message: String| {
+        if r.optional {
+            message.push_str(" (optional reference: not a failure)");
+        }
+        if let Some(why) = &w.dormant {
+            message.push_str(&format!(
+                " (not serving: {why}; not a failure, but starting it again would fail)"
+            ));
+        }
         out.insert(Finding {
             severity,
             code: code.into(),

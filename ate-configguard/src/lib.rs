@@ -13,6 +13,12 @@
 //! reference resolve in the proposed config state: the object exists, in the
 //! workload's namespace, as the same kind, and holds the key. Bulk loads
 //! (`envFrom`, volumes without `items`) must keep every key they had.
+//! A current workload that live state shows to be dormant (a finished Pod
+//! or Job, a Deployment's old ReplicaSet at 0 replicas; see
+//! [`Workload::dormant`]) serves nothing, so what the transition breaks for
+//! it is a warning: rolling back to that revision would fail. A Deployment
+//! or StatefulSet at 0 replicas still counts as serving, since an
+//! autoscaler may scale it up at any time.
 //!
 //! - [`load_paths`] / [`load_str`] → [`Manifests`]: names only.
 //! - [`check`] with a [`CheckInput`] → [`Report`] ([`Finding`]s).

@@ -313,6 +313,7 @@ fn load_doc(
         "Pod" => {
             expect_api(&["v1"])?;
             let (ns, name) = meta_names(&doc, at, options)?;
+            let dormant = dormant(&kind, &doc);
             let spec = doc
                 .take_path(&["spec"])
                 .ok_or_else(|| bad(at, "Pod without spec"))?;
@@ -322,6 +323,7 @@ fn load_doc(
                 ns,
                 name,
                 typed::<PodSpec>(spec, at, "spec")?,
+                dormant,
                 at,
             )?;
         }
@@ -344,6 +346,7 @@ fn load_doc(
                 "CronJob" => &["spec", "jobTemplate", "spec", "template", "spec"],
                 _ => &["spec", "template", "spec"],
             };
+            let dormant = dormant(&kind, &doc);
             // Taken, not cloned: the document is not needed afterwards.
             let spec = doc
                 .take_path(path)
@@ -354,6 +357,7 @@ fn load_doc(
                 ns,
                 name,
                 typed::<PodSpec>(spec, at, "template.spec")?,
+                dormant,
                 at,
             )?;
         }
@@ -402,6 +406,7 @@ fn load_doc(
                     ns.clone(),
                     name.clone(),
                     typed::<PodSpec>(spec, at, "template.spec")?,
+                    None,
                     at,
                 )?;
             }
@@ -494,6 +499,7 @@ fn push_workload(
     namespace: String,
     name: String,
     spec: PodSpec,
+    dormant: Option<String>,
     at: &str,
 ) -> Result<(), InputError> {
     let references = pod_references(&spec).map_err(|m| bad(at, format!("{kind} {name}: {m}")))?;
@@ -504,8 +510,64 @@ fn push_workload(
             name,
         },
         references,
+        dormant,
     });
     Ok(())
+}
+
+/// Why a workload runs no pod and starts none by itself, read from what a
+/// live object (`kubectl get -o yaml`) says about it; `None` if it runs or
+/// may run pods. Only states nothing but an operator's action undoes:
+///
+/// - a Pod whose phase is `Succeeded` or `Failed` (its containers never
+///   start again);
+/// - a Job with a `Complete` or `Failed` condition (it creates no more
+///   pods);
+/// - a ReplicaSet at 0 replicas controlled by a Deployment: an old
+///   revision, which only a rollback scales up again.
+///
+/// Anything else counts as serving, including a Deployment or StatefulSet
+/// at 0 replicas (an autoscaler such as KEDA may scale it up at any time)
+/// and a suspended CronJob.
+fn dormant(kind: &str, doc: &Node) -> Option<String> {
+    let status = |field: &str| doc.get("status").and_then(|s| s.get(field));
+    match kind {
+        "Pod" => {
+            let phase = status("phase")?.as_str()?;
+            matches!(phase, "Succeeded" | "Failed")
+                .then(|| format!("a finished Pod (phase {phase})"))
+        }
+        "Job" => {
+            let Node::Seq(conditions) = status("conditions")? else {
+                return None;
+            };
+            conditions.iter().find_map(|c| {
+                let kind = c.get("type")?.as_str()?;
+                let finished = matches!(kind, "Complete" | "Failed")
+                    && c.get("status")?.as_str() == Some("True");
+                finished.then(|| format!("a finished Job (condition {kind})"))
+            })
+        }
+        "ReplicaSet" => {
+            let Node::Number(replicas) = doc.get("spec")?.get("replicas")? else {
+                return None;
+            };
+            let Node::Seq(owners) = doc.get("metadata")?.get("ownerReferences")? else {
+                return None;
+            };
+            let deployment = owners.iter().find_map(|o| {
+                let controller = matches!(o.get("controller"), Some(Node::Bool(true)));
+                (controller && o.get("kind")?.as_str() == Some("Deployment"))
+                    .then(|| o.get("name").and_then(Node::as_str).unwrap_or("?"))
+            })?;
+            (replicas.as_u64() == Some(0)).then(|| {
+                format!(
+                    "an old revision of Deployment {deployment} (0 replicas), which only a rollback starts again"
+                )
+            })
+        }
+        _ => None,
+    }
 }
 
 fn nonempty<'a>(what: &str, s: &'a str) -> Result<&'a str, String> {

@@ -118,6 +118,13 @@ pub struct Workload {
     pub id: WorkloadId,
     /// Every reference its pod template makes.
     pub references: Vec<Reference>,
+    /// Why it runs no pod and starts none by itself (a finished Pod or
+    /// Job, a Deployment's old ReplicaSet at 0 replicas), or `None` if it
+    /// serves. What a transition breaks for a dormant workload is a
+    /// warning, not a failure: nothing serving depends on it, but starting
+    /// it again (a rollback) would fail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dormant: Option<String>,
 }
 
 /// How bad a finding is.

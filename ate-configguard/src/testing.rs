@@ -24,7 +24,8 @@ use crate::model::{
 use crate::{CheckInput, Deletion};
 
 /// Whether every non-optional reference of every current and proposed
-/// workload resolves in the proposed state, computed the slow, obvious way.
+/// workload that is not dormant resolves in the proposed state, computed
+/// the slow, obvious way.
 pub fn naive_safe(input: &CheckInput) -> bool {
     let in_proposed = |id: &ObjectId| input.proposed.objects.iter().any(|o| o.id == *id);
     let deleted = |id: &ObjectId| match input.deletion {
@@ -48,6 +49,9 @@ pub fn naive_safe(input: &CheckInput) -> bool {
         .iter()
         .chain(&input.proposed.workloads)
     {
+        if w.dormant.is_some() {
+            continue;
+        }
         for r in &w.references {
             if r.optional {
                 continue;
@@ -130,21 +134,24 @@ fn reference() -> impl Strategy<Value = Reference> {
 }
 
 fn workloads(prefix: &'static str) -> impl Strategy<Value = Vec<Workload>> {
-    proptest::collection::vec(proptest::collection::vec(reference(), 0..4), 0..3).prop_map(
-        move |ws| {
-            ws.into_iter()
-                .enumerate()
-                .map(|(i, references)| Workload {
-                    id: WorkloadId {
-                        kind: "Deployment".into(),
-                        namespace: "default".into(),
-                        name: format!("{prefix}{i}"),
-                    },
-                    references,
-                })
-                .collect()
-        },
-    )
+    let workload = (
+        proptest::collection::vec(reference(), 0..4),
+        proptest::bool::weighted(0.15),
+    );
+    proptest::collection::vec(workload, 0..3).prop_map(move |ws| {
+        ws.into_iter()
+            .enumerate()
+            .map(|(i, (references, dormant))| Workload {
+                id: WorkloadId {
+                    kind: if dormant { "ReplicaSet" } else { "Deployment" }.into(),
+                    namespace: "default".into(),
+                    name: format!("{prefix}{i}"),
+                },
+                references,
+                dormant: dormant.then(|| "an old revision".into()),
+            })
+            .collect()
+    })
 }
 
 /// A random transition: current objects and workloads, proposed ones, and

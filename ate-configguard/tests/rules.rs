@@ -268,3 +268,115 @@ fn duplicate_objects_in_one_state_are_input_errors() {
     };
     assert!(check(&input).is_err());
 }
+
+/// A live object as `kubectl get -o yaml` prints it: `kind`, `apiVersion`,
+/// extra `metadata` and `spec` lines, a pod template with `KEYREF`, and a
+/// `status` block.
+fn live(kind: &str, api: &str, metadata: &str, spec: &str, status: &str) -> String {
+    let template = KEYREF
+        .replace("\n      ", "\n        ")
+        .replacen("      ", "        ", 1);
+    let pod_spec = if kind == "Pod" {
+        KEYREF
+            .replace("\n      ", "\n  ")
+            .replacen("      ", "  ", 1)
+    } else {
+        format!("  template:\n    spec:\n{template}")
+    };
+    format!(
+        "apiVersion: {api}\nkind: {kind}\nmetadata:\n  name: w\n{metadata}spec:\n{spec}{pod_spec}status:\n{status}"
+    )
+}
+
+#[test]
+fn dormant_workloads_are_warned_about_and_serving_ones_fail() {
+    const OWNED: &str = "  ownerReferences:\n    - { apiVersion: apps/v1, kind: Deployment, name: web, uid: u1, controller: true }\n";
+    const NO_STATUS: &str = "  {}\n";
+    let cases = [
+        // A Deployment's old revision at 0 replicas: only a rollback starts it.
+        (
+            "ReplicaSet",
+            "apps/v1",
+            OWNED,
+            "  replicas: 0\n",
+            NO_STATUS,
+            true,
+        ),
+        // The same revision while it still runs pods serves.
+        (
+            "ReplicaSet",
+            "apps/v1",
+            OWNED,
+            "  replicas: 1\n",
+            NO_STATUS,
+            false,
+        ),
+        // A ReplicaSet at 0 that no Deployment controls can be scaled up.
+        (
+            "ReplicaSet",
+            "apps/v1",
+            "",
+            "  replicas: 0\n",
+            NO_STATUS,
+            false,
+        ),
+        // An autoscaler (KEDA) may scale a Deployment up from 0 at any time.
+        (
+            "Deployment",
+            "apps/v1",
+            "",
+            "  replicas: 0\n",
+            NO_STATUS,
+            false,
+        ),
+        ("Pod", "v1", "", "", "  phase: Succeeded\n", true),
+        ("Pod", "v1", "", "", "  phase: Failed\n", true),
+        ("Pod", "v1", "", "", "  phase: Running\n", false),
+        ("Pod", "v1", "", "", "  phase: Pending\n", false),
+        (
+            "Job",
+            "batch/v1",
+            "",
+            "",
+            "  conditions:\n    - { type: Complete, status: \"True\" }\n",
+            true,
+        ),
+        (
+            "Job",
+            "batch/v1",
+            "",
+            "",
+            "  conditions:\n    - { type: Failed, status: \"True\" }\n",
+            true,
+        ),
+        (
+            "Job",
+            "batch/v1",
+            "",
+            "",
+            "  conditions:\n    - { type: Suspended, status: \"True\" }\n",
+            false,
+        ),
+        ("Job", "batch/v1", "", "", "  active: 1\n", false),
+    ];
+    for (kind, api, metadata, spec, status, dormant) in cases {
+        let workload = live(kind, api, metadata, spec, status);
+        let current = format!("{}\n---\n{workload}", cm("cfg", &["DB_HOST"]));
+        let report = run(&current, &cm("cfg", &["OTHER"]));
+        let case = format!("{kind} {metadata}{spec}{status}");
+        let findings: Vec<_> = report.failures.iter().chain(&report.warnings).collect();
+        assert_eq!(findings.len(), 1, "{case}: {}", report.to_text());
+        assert_eq!(findings[0].code, "missing-key", "{case}");
+        if dormant {
+            assert!(report.is_safe(), "{case}: {}", report.to_text());
+            assert_eq!(findings[0].severity, Severity::Warning);
+            assert!(
+                findings[0].message.contains("not serving"),
+                "{case}: {}",
+                findings[0].message
+            );
+        } else {
+            assert!(!report.is_safe(), "{case}: {}", report.to_text());
+        }
+    }
+}
