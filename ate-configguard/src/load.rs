@@ -244,7 +244,23 @@ fn load_doc(
         .get("kind")
         .and_then(Node::as_str)
         .filter(|k| !k.is_empty())
-        .ok_or_else(|| bad(at, "missing kind"))?
+        .ok_or_else(|| {
+            // A kustomization.yaml may leave out its kind and apiVersion.
+            let kustomize = [
+                "resources",
+                "configMapGenerator",
+                "secretGenerator",
+                "patches",
+                "components",
+            ]
+            .iter()
+            .any(|k| doc.get(k).is_some());
+            if kustomize {
+                kustomize_source(at, "Kustomization")
+            } else {
+                bad(at, "missing kind")
+            }
+        })?
         .to_owned();
     let api = doc
         .get("apiVersion")
@@ -412,13 +428,7 @@ fn load_doc(
             }
         }
         _ if api.starts_with("kustomize.config.k8s.io/") => {
-            return Err(bad(
-                at,
-                format!(
-                    "a kustomize {kind} is a source, not a manifest (its generators and patches \
-                     are not applied here); check what it renders: `kubectl kustomize DIR > FILE`"
-                ),
-            ));
+            return Err(kustomize_source(at, &kind));
         }
         _ => {
             if doc.has_pod_template() {
@@ -432,6 +442,16 @@ fn load_doc(
         }
     }
     Ok(())
+}
+
+fn kustomize_source(at: &str, kind: &str) -> InputError {
+    bad(
+        at,
+        format!(
+            "a kustomize {kind} is a source, not a manifest (its generators and patches are not \
+             applied here); check what it renders: `kubectl kustomize DIR > FILE`"
+        ),
+    )
 }
 
 fn find_templates(node: &Node, out: &mut Vec<Node>) {

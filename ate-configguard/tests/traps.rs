@@ -135,4 +135,17 @@ fn kustomize_sources_are_input_errors() {
             "{err}"
         );
     }
+    // A kustomization.yaml may leave out kind and apiVersion.
+    let bare = "namespace: prod\nresources: [deploy.yaml]\nconfigMapGenerator:\n  - name: cfg\n    literals: [A=b]\n";
+    let err = load_err(bare).to_string();
+    assert!(
+        err.contains("Kustomization") && err.contains("kubectl kustomize"),
+        "{err}"
+    );
+    // Other documents without a kind are still just that.
+    assert!(
+        load_err("metadata: { name: x }\n")
+            .to_string()
+            .contains("missing kind")
+    );
 }
