@@ -80,6 +80,31 @@ fn require_configmap(source: Source<'_>, patch: bool) -> Result<(), InputError> 
     }
 }
 
+/// An overlay that names an object names the base's (kustomize matches a
+/// patch to its target by name and namespace; one that names another
+/// ConfigMap is not a patch of this one).
+fn patches_the_base(patch: &Node, base: &ObjectId, at: &str) -> Result<(), InputError> {
+    let Some(meta) = patch.get("metadata") else {
+        return Ok(());
+    };
+    for (field, want) in [("name", &base.name), ("namespace", &base.namespace)] {
+        match meta.get(field) {
+            None | Some(Node::Null) => {}
+            Some(Node::String(got)) if got == want => {}
+            Some(Node::String(got)) => {
+                return Err(bad(
+                    at,
+                    format!(
+                        "the overlay patches ConfigMap {field} {got:?}, not the base's {want:?}"
+                    ),
+                ));
+            }
+            Some(_) => return Err(bad(at, format!("metadata.{field} is not a string"))),
+        }
+    }
+    Ok(())
+}
+
 /// A rendered overlay: `None` when the overlay deletes the object.
 fn render(
     base: &BTreeMap<String, String>,
@@ -149,7 +174,9 @@ fn string_map_with_directives(
 
 /// Runs the drift check. `defaults` is a map of key → string (JSON or
 /// YAML), `base` a ConfigMap manifest, each overlay a strategic-merge patch
-/// of it. Keys in `secret_keys` are checked for presence only.
+/// of it (an overlay that names another ConfigMap, by `metadata.name` or
+/// `metadata.namespace`, is an input error). Keys in `secret_keys` are
+/// checked for presence only.
 pub fn drift(
     defaults: Source<'_>,
     base: Source<'_>,
@@ -208,6 +235,7 @@ pub fn drift(
     for overlay in overlays {
         require_configmap(*overlay, true)?;
         let patch = single(*overlay)?;
+        patches_the_base(&patch, &object, overlay.name)?;
         rendered.push((
             format!("overlay {}", overlay.name),
             render(&base_data, &patch, overlay.name)?,

@@ -132,3 +132,35 @@ fn secrets_and_bad_input_are_refused() {
         "apiVersion: v1\nkind: ConfigMap\nmetadata: { name: app }\ndata: { LOG_LEVEL: [a] }\n";
     assert!(run(non_string, &[], &[]).is_err());
 }
+
+#[test]
+fn an_overlay_that_names_another_configmap_is_refused() {
+    // kustomize matches a patch to its target by name and namespace: a patch
+    // of another ConfigMap says nothing about this one.
+    for meta in ["{ name: other }", "{ name: app, namespace: prod }"] {
+        let other = format!("kind: ConfigMap\nmetadata: {meta}\ndata: {{ LOG_LEVEL: debug }}\n");
+        let err = run(BASE, &[&other], &["API_KEY"]).unwrap_err().to_string();
+        assert!(
+            err.contains("overlay.yaml") && err.contains("not the base's"),
+            "{meta}: {err}"
+        );
+    }
+    // Naming the base, or nothing, patches the base.
+    for meta in [
+        "metadata: { name: app }\n",
+        "metadata: { name: app, namespace: default }\n",
+        "",
+    ] {
+        let patch = format!("kind: ConfigMap\n{meta}data: {{ LOG_LEVEL: debug }}\n");
+        let report = run(BASE, &[&patch], &["API_KEY"]).unwrap();
+        assert_eq!(
+            codes(&report),
+            vec![(
+                "value-differs".into(),
+                "LOG_LEVEL".into(),
+                "overlay overlay.yaml".into()
+            )],
+            "{meta}"
+        );
+    }
+}
