@@ -82,20 +82,27 @@ fn require_configmap(source: Source<'_>, patch: bool) -> Result<(), InputError> 
 
 /// An overlay that names an object names the base's (kustomize matches a
 /// patch to its target by name and namespace; one that names another
-/// ConfigMap is not a patch of this one).
-fn patches_the_base(patch: &Node, base: &ObjectId, at: &str) -> Result<(), InputError> {
+/// ConfigMap is not a patch of this one). A namespace is compared only
+/// where both state one: a base without one takes its overlay's.
+fn patches_the_base(
+    patch: &Node,
+    name: &str,
+    namespace: Option<&str>,
+    at: &str,
+) -> Result<(), InputError> {
     let Some(meta) = patch.get("metadata") else {
         return Ok(());
     };
-    for (field, want) in [("name", &base.name), ("namespace", &base.namespace)] {
+    for (field, want) in [("name", Some(name)), ("namespace", namespace)] {
         match meta.get(field) {
             None | Some(Node::Null) => {}
-            Some(Node::String(got)) if got == want => {}
+            Some(Node::String(got)) if want.is_none_or(|w| w == got) => {}
             Some(Node::String(got)) => {
                 return Err(bad(
                     at,
                     format!(
-                        "the overlay patches ConfigMap {field} {got:?}, not the base's {want:?}"
+                        "the overlay patches ConfigMap {field} {got:?}, not the base's {:?}",
+                        want.unwrap_or_default()
                     ),
                 ));
             }
@@ -209,12 +216,14 @@ pub fn drift(
         .filter(|n| !n.is_empty())
         .ok_or_else(|| bad(base.name, "missing metadata.name"))?
         .to_owned();
-    let namespace = base_node
+    let explicit_namespace = base_node
         .get("metadata")
         .and_then(|m| m.get("namespace"))
         .and_then(Node::as_str)
-        .unwrap_or("default")
-        .to_owned();
+        .map(str::to_owned);
+    let namespace = explicit_namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
     let base_data: BTreeMap<String, String> = match base_node.get("data") {
         None | Some(Node::Null) => BTreeMap::new(),
         Some(d) => string_map(d, base.name, "data")?
@@ -235,7 +244,12 @@ pub fn drift(
     for overlay in overlays {
         require_configmap(*overlay, true)?;
         let patch = single(*overlay)?;
-        patches_the_base(&patch, &object, overlay.name)?;
+        patches_the_base(
+            &patch,
+            &object.name,
+            explicit_namespace.as_deref(),
+            overlay.name,
+        )?;
         rendered.push((
             format!("overlay {}", overlay.name),
             render(&base_data, &patch, overlay.name)?,

@@ -137,18 +137,23 @@ fn secrets_and_bad_input_are_refused() {
 fn an_overlay_that_names_another_configmap_is_refused() {
     // kustomize matches a patch to its target by name and namespace: a patch
     // of another ConfigMap says nothing about this one.
-    for meta in ["{ name: other }", "{ name: app, namespace: prod }"] {
+    let in_prod = BASE.replace("{ name: app }", "{ name: app, namespace: prod }");
+    for (base, meta) in [
+        (BASE, "{ name: other }"),
+        (in_prod.as_str(), "{ name: app, namespace: staging }"),
+    ] {
         let other = format!("kind: ConfigMap\nmetadata: {meta}\ndata: {{ LOG_LEVEL: debug }}\n");
-        let err = run(BASE, &[&other], &["API_KEY"]).unwrap_err().to_string();
+        let err = run(base, &[&other], &["API_KEY"]).unwrap_err().to_string();
         assert!(
             err.contains("overlay.yaml") && err.contains("not the base's"),
             "{meta}: {err}"
         );
     }
-    // Naming the base, or nothing, patches the base.
+    // Naming the base, or nothing, patches the base; so does a namespace
+    // where the base states none (it is the overlay's to set).
     for meta in [
         "metadata: { name: app }\n",
-        "metadata: { name: app, namespace: default }\n",
+        "metadata: { name: app, namespace: prod }\n",
         "",
     ] {
         let patch = format!("kind: ConfigMap\n{meta}data: {{ LOG_LEVEL: debug }}\n");
