@@ -9,7 +9,9 @@ use ate_readiness::SessionAdmission;
 use futures_util::StreamExt;
 
 use crate::config::{NOTIFICATIONS, PROMPT};
-use crate::service::{ApiResponse, AppState, Shared, caller, run_background};
+use crate::service::{
+    ApiResponse, AppState, MAX_BODY_BYTES, Shared, body_refused, caller, run_background,
+};
 
 fn respond(r: ApiResponse) -> HttpResponse {
     let mut builder = HttpResponse::build(
@@ -56,7 +58,8 @@ where
 /// Each path is one `web::resource`, so a method it does not serve gets
 /// 405 with `Allow` (as on the Axum service), not 404.
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(get_and_head("/health", |s: web::Data<Shared>| async move { respond(s.health()) }))
+    cfg.app_data(web::PayloadConfig::new(MAX_BODY_BYTES))
+        .service(get_and_head("/health", |s: web::Data<Shared>| async move { respond(s.health()) }))
         .service(get_and_head("/ready", |s: web::Data<Shared>| async move { respond(s.ready()) }))
         .service(get_and_head("/metrics", |s: web::Data<Shared>| async move { respond(s.metrics()) }))
         .service(web::resource("/__internal/drain").route(web::post().to(
@@ -81,18 +84,18 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         )))
         .service(
             get_and_head("/objects/{name}", get_object).route(web::put().to(
-                |s: web::Data<Shared>, name: web::Path<String>, req: HttpRequest, body: web::Bytes| async move {
+                |s: web::Data<Shared>, name: web::Path<String>, req: HttpRequest, body: Limited| async move {
                     respond(s.put_object(&name, header(&req, "authorization"), &body))
                 },
             )),
         )
         .service(web::resource("/objects/{name}/observed").route(web::post().to(
-            |s: web::Data<Shared>, name: web::Path<String>, req: HttpRequest, body: web::Bytes| async move {
+            |s: web::Data<Shared>, name: web::Path<String>, req: HttpRequest, body: Limited| async move {
                 respond(s.observe(&name, header(&req, "authorization"), &body))
             },
         )))
         .service(web::resource("/invoke").route(web::post().to(
-            |s: web::Data<Shared>, req: HttpRequest, body: web::Bytes| async move {
+            |s: web::Data<Shared>, req: HttpRequest, body: Limited| async move {
                 let s: Shared = s.get_ref().clone();
                 respond(
                     s.invoke(
@@ -105,6 +108,32 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 )
             },
         )));
+}
+
+/// A request body of at most [`MAX_BODY_BYTES`]; one the framework would
+/// not read is refused with the services' JSON error ([`body_refused`]).
+struct Limited(web::Bytes);
+
+impl std::ops::Deref for Limited {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl FromRequest for Limited {
+    type Error = actix_web::Error;
+    type Future = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Self, Self::Error>>>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut actix_web::dev::Payload) -> Self::Future {
+        let bytes = web::Bytes::from_request(req, payload);
+        Box::pin(async move {
+            bytes.await.map(Limited).map_err(|e| {
+                let refused = respond(body_refused(e.as_response_error().status_code().as_u16()));
+                actix_web::error::InternalError::from_response(e, refused).into()
+            })
+        })
+    }
 }
 
 async fn get_object(s: web::Data<Shared>, name: web::Path<String>) -> HttpResponse {

@@ -8,13 +8,16 @@ use ate_readiness::SessionAdmission;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{ConnectInfo, Path, Query, Request, State};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, FromRequest, Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 
 use crate::config::{NOTIFICATIONS, PROMPT};
-use crate::service::{ApiResponse, AppState, Shared, caller, run_background, shutdown_sequence};
+use crate::service::{
+    ApiResponse, AppState, MAX_BODY_BYTES, Shared, body_refused, caller, run_background,
+    shutdown_sequence,
+};
 
 impl IntoResponse for ApiResponse {
     fn into_response(self) -> Response {
@@ -78,7 +81,7 @@ pub fn router(state: Shared) -> Router {
         .route(
             "/objects/{name}",
             put(
-                |State(s): State<Shared>, Path(name): Path<String>, headers: HeaderMap, body: Bytes| async move {
+                |State(s): State<Shared>, Path(name): Path<String>, headers: HeaderMap, Limited(body): Limited| async move {
                     s.put_object(&name, header(&headers, "authorization"), &body)
                 },
             )
@@ -87,14 +90,14 @@ pub fn router(state: Shared) -> Router {
         .route(
             "/objects/{name}/observed",
             post(
-                |State(s): State<Shared>, Path(name): Path<String>, headers: HeaderMap, body: Bytes| async move {
+                |State(s): State<Shared>, Path(name): Path<String>, headers: HeaderMap, Limited(body): Limited| async move {
                     s.observe(&name, header(&headers, "authorization"), &body)
                 },
             ),
         )
         .route(
             "/invoke",
-            post(|State(s): State<Shared>, headers: HeaderMap, body: Bytes| async move {
+            post(|State(s): State<Shared>, headers: HeaderMap, Limited(body): Limited| async move {
                 s.invoke(
                     header(&headers, "idempotency-key"),
                     header(&headers, "x-simulate"),
@@ -104,7 +107,23 @@ pub fn router(state: Shared) -> Router {
                 .await
             }),
         )
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
+}
+
+/// A request body of at most [`MAX_BODY_BYTES`]; one the framework would
+/// not read is refused with the services' JSON error ([`body_refused`]).
+struct Limited(Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for Limited {
+    type Rejection = ApiResponse;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiResponse> {
+        Bytes::from_request(req, state)
+            .await
+            .map(Limited)
+            .map_err(|e| body_refused(e.status().as_u16()))
+    }
 }
 
 async fn ws(State(s): State<Shared>, upgrade: WebSocketUpgrade) -> Response {

@@ -688,6 +688,29 @@ pub async fn shutdown_sequence(state: Shared, stop: tokio::sync::oneshot::Sender
     std::process::exit(0);
 }
 
+/// The largest request body the services read (1 MiB, under the 1.5 MiB
+/// Kubernetes allows an object): the same on both frameworks, whose own
+/// defaults differ (2 MB on Axum, 256 KiB on Actix).
+pub const MAX_BODY_BYTES: usize = 1 << 20;
+
+/// The answer to a request body the framework would not read: 413 for one
+/// over [`MAX_BODY_BYTES`], 400 for any other failure (a client that hung
+/// up mid-body, a bad chunked encoding). JSON like every other error here,
+/// not the framework's own text.
+pub fn body_refused(status: u16) -> ApiResponse {
+    if status == 413 {
+        ApiResponse::json(
+            413,
+            json!({
+                "error": format!("the request body is larger than {MAX_BODY_BYTES} bytes"),
+                "max_body_bytes": MAX_BODY_BYTES,
+            }),
+        )
+    } else {
+        ApiResponse::json(400, json!({"error": "the request body could not be read"}))
+    }
+}
+
 /// How often callers whose windows have drained are dropped from the rate
 /// limits' tables: a tenth of the one-minute windows, so memory follows the
 /// callers active in about the last minute (`max_callers` caps it).

@@ -1,6 +1,7 @@
 //! Both services answer methods the same way over real sockets: HEAD where
 //! GET is served (load balancers and uptime checkers send it), 405 with
-//! `Allow` for a method a path does not serve, 404 for an unknown path.
+//! `Allow` for a method a path does not serve, 404 for an unknown path, and
+//! the same body limit with the same JSON 413.
 
 mod common;
 
@@ -43,5 +44,62 @@ async fn head_is_served_with_get_and_other_methods_get_405_with_allow() {
             200,
             "{bin}"
         );
+    }
+}
+
+#[tokio::test]
+async fn both_services_read_bodies_up_to_one_mib_and_refuse_larger_ones_in_json() {
+    // Axum's own default limit is 2 MB and Actix's 256 KiB: the "same API"
+    // took a 500 KB spec on one and refused it on the other.
+    const MAX: usize = 1 << 20;
+    for bin in SERVICES {
+        let s = Service::start(bin, &[]);
+        let c = client();
+        // A JSON object of exactly `len` bytes.
+        let body = |len: usize| format!("{{\"blob\":\"{}\"}}", "x".repeat(len - 11));
+        let fits = c
+            .put(s.url("/objects/big"))
+            .header("content-type", "application/json")
+            .body(body(MAX))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(fits.status(), 201, "{bin}: a body of exactly 1 MiB is read");
+        for (path, key) in [("/objects/big", None), ("/invoke", Some("k-big"))] {
+            let mut req = c.request(
+                if key.is_some() {
+                    reqwest::Method::POST
+                } else {
+                    reqwest::Method::PUT
+                },
+                s.url(path),
+            );
+            if let Some(key) = key {
+                req = req.header("idempotency-key", key);
+            }
+            let refused = req.body(body(MAX + 1)).send().await.unwrap();
+            assert_eq!(refused.status(), 413, "{bin} {path}");
+            assert_eq!(
+                refused.headers()["content-type"],
+                "application/json",
+                "{bin} {path}"
+            );
+            let error: serde_json::Value = refused.json().await.unwrap();
+            assert_eq!(error["max_body_bytes"], MAX, "{bin} {path}: {error}");
+            assert!(
+                error["error"].as_str().unwrap().contains("1048576"),
+                "{bin} {path}: {error}"
+            );
+        }
+        // The refused PUT changed nothing.
+        let kept: serde_json::Value = c
+            .get(s.url("/objects/big"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(kept["generation"], 1, "{bin}");
     }
 }
