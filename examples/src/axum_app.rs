@@ -8,7 +8,10 @@ use ate_readiness::SessionAdmission;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{ConnectInfo, DefaultBodyLimit, FromRequest, Path, Query, Request, State};
+use axum::extract::{
+    ConnectInfo, DefaultBodyLimit, FromRequest, FromRequestParts, Path, Query, Request, State,
+};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
@@ -52,63 +55,108 @@ fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
 /// (the drain endpoint and per-IP limits need the peer address).
 pub fn router(state: Shared) -> Router {
     Router::new()
-        .route("/health", get(|State(s): State<Shared>| async move { s.health() }))
-        .route("/ready", get(|State(s): State<Shared>| async move { s.ready() }))
-        .route("/metrics", get(|State(s): State<Shared>| async move { s.metrics() }))
+        .route(
+            "/health",
+            get(|State(s): State<Shared>| async move { s.health() }),
+        )
+        .route(
+            "/ready",
+            get(|State(s): State<Shared>| async move { s.ready() }),
+        )
+        .route(
+            "/metrics",
+            get(|State(s): State<Shared>| async move { s.metrics() }),
+        )
         .route(
             "/__internal/drain",
             post(|State(s): State<Shared>, req: Request| async move { s.drain(peer(&req)) }),
         )
         .route(
             "/work",
-            get(|State(s): State<Shared>, Query(q): Query<HashMap<String, String>>| async move {
-                s.work(q.get("ms").map(String::as_str)).await
-            }),
+            get(
+                |State(s): State<Shared>, Query(q): Query<HashMap<String, String>>| async move {
+                    s.work(q.get("ms").map(String::as_str)).await
+                },
+            ),
         )
         .route("/ws", get(ws))
         .route(
             "/notify",
             post(|State(s): State<Shared>, req: Request| async move {
-                s.limited(NOTIFICATIONS, &caller(header(req.headers(), "x-caller"), peer(&req)))
+                s.limited(
+                    NOTIFICATIONS,
+                    &caller(header(req.headers(), "x-caller"), peer(&req)),
+                )
             }),
         )
         .route(
             "/prompt",
             post(|State(s): State<Shared>, req: Request| async move {
-                s.limited(PROMPT, &caller(header(req.headers(), "x-caller"), peer(&req)))
+                s.limited(
+                    PROMPT,
+                    &caller(header(req.headers(), "x-caller"), peer(&req)),
+                )
             }),
         )
         .route(
             "/objects/{name}",
             put(
-                |State(s): State<Shared>, Path(name): Path<String>, headers: HeaderMap, Limited(body): Limited| async move {
+                |State(s): State<Shared>,
+                 ObjectName(name): ObjectName,
+                 headers: HeaderMap,
+                 Limited(body): Limited| async move {
                     s.put_object(&name, header(&headers, "authorization"), &body)
                 },
             )
-            .get(|State(s): State<Shared>, Path(name): Path<String>| async move { s.get_object(&name) }),
+            .get(
+                |State(s): State<Shared>, ObjectName(name): ObjectName| async move {
+                    s.get_object(&name)
+                },
+            ),
         )
         .route(
             "/objects/{name}/observed",
             post(
-                |State(s): State<Shared>, Path(name): Path<String>, headers: HeaderMap, Limited(body): Limited| async move {
+                |State(s): State<Shared>,
+                 ObjectName(name): ObjectName,
+                 headers: HeaderMap,
+                 Limited(body): Limited| async move {
                     s.observe(&name, header(&headers, "authorization"), &body)
                 },
             ),
         )
         .route(
             "/invoke",
-            post(|State(s): State<Shared>, headers: HeaderMap, Limited(body): Limited| async move {
-                s.invoke(
-                    header(&headers, "idempotency-key"),
-                    header(&headers, "x-simulate"),
-                    header(&headers, "x-simulate-delay-ms"),
-                    &body,
-                )
-                .await
-            }),
+            post(
+                |State(s): State<Shared>, headers: HeaderMap, Limited(body): Limited| async move {
+                    s.invoke(
+                        header(&headers, "idempotency-key"),
+                        header(&headers, "x-simulate"),
+                        header(&headers, "x-simulate-delay-ms"),
+                        &body,
+                    )
+                    .await
+                },
+            ),
         )
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
+}
+
+/// The `{name}` of an object path; one that does not decode (say `%FF`,
+/// not UTF-8) is refused with a JSON 400 like every other bad name, not
+/// the framework's own text.
+struct ObjectName(String);
+
+impl<S: Send + Sync> FromRequestParts<S> for ObjectName {
+    type Rejection = ApiResponse;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiResponse> {
+        Path::<String>::from_request_parts(parts, state)
+            .await
+            .map(|Path(name)| ObjectName(name))
+            .map_err(|e| ApiResponse::json(400, serde_json::json!({"error": e.body_text()})))
+    }
 }
 
 /// A request body of at most [`MAX_BODY_BYTES`]; one the framework would

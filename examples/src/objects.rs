@@ -52,6 +52,36 @@ pub struct ObjectWrite {
     pub observed: Option<u64>,
 }
 
+/// The longest object name (a Kubernetes DNS subdomain name's bound).
+pub const MAX_NAME_LEN: usize = 253;
+
+/// Checks an object name from the path: a Kubernetes DNS subdomain name
+/// (RFC 1123), as `metadata.name` of most kinds must be: at most 253
+/// characters, lowercase letters, digits, `-` and `.`, each `.`-separated
+/// label starting and ending with a letter or digit. The error is a message
+/// for a 400 response that names the value (cut to 64 characters).
+pub fn check_object_name(name: &str) -> Result<(), String> {
+    let label_ok = |l: &str| {
+        let b = l.as_bytes();
+        !b.is_empty()
+            && b.iter()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+            && b[0] != b'-'
+            && b[b.len() - 1] != b'-'
+    };
+    if name.len() <= MAX_NAME_LEN && name.split('.').all(label_ok) {
+        return Ok(());
+    }
+    let shown: String = name.chars().take(64).collect();
+    let cut = if shown.len() < name.len() { "..." } else { "" };
+    Err(format!(
+        "object name {shown:?}{cut} ({} bytes) is not a DNS subdomain name: at most \
+         {MAX_NAME_LEN} characters of a-z, 0-9, '-' and '.', each '.'-separated part \
+         starting and ending with a letter or digit",
+        name.len()
+    ))
+}
+
 /// Splits a PUT body for the object `name` (from the path). The error is a
 /// message for a 400 response.
 pub fn parse_object_write(name: &str, body: &[u8]) -> Result<ObjectWrite, String> {
@@ -180,6 +210,47 @@ mod tests {
 
     fn parse(v: Value) -> Result<ObjectWrite, String> {
         parse_object_write("a", v.to_string().as_bytes())
+    }
+
+    #[test]
+    fn object_names_are_dns_subdomain_names() {
+        let longest = format!("{}.{}", "a".repeat(63), "b".repeat(MAX_NAME_LEN - 64));
+        for good in [
+            "a",
+            "web",
+            "gw-2",
+            "db.prod",
+            "0",
+            "a-b.c-d.e",
+            longest.as_str(),
+        ] {
+            assert_eq!(check_object_name(good), Ok(()), "{good}");
+        }
+        let too_long = "a".repeat(MAX_NAME_LEN + 1);
+        for bad in [
+            "",
+            "Web",
+            "a_b",
+            "-a",
+            "a-",
+            "a..b",
+            ".a",
+            "a.",
+            "a b",
+            "a/b",
+            "é",
+            "\u{fffd}",
+            too_long.as_str(),
+        ] {
+            let err = check_object_name(bad).unwrap_err();
+            let shown: String = bad.chars().take(64).collect();
+            assert!(err.contains(&format!("{shown:?}")), "{bad:?}: {err}");
+        }
+        assert!(
+            check_object_name(&too_long)
+                .unwrap_err()
+                .contains("254 bytes")
+        );
     }
 
     #[test]

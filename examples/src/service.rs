@@ -21,7 +21,7 @@ use sha2::{Digest, Sha256};
 use crate::audit::Audit;
 use crate::config::{self, Config, ConfigError};
 use crate::metrics::Metrics;
-use crate::objects::parse_object_write;
+use crate::objects::{check_object_name, parse_object_write};
 
 /// A response any framework can send.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -342,7 +342,7 @@ impl AppState {
     /// write (control plane only). All or nothing: a refused write changes
     /// nothing.
     pub fn put_object(&self, name: &str, authorization: Option<&str>, body: &[u8]) -> ApiResponse {
-        let write = match parse_object_write(name, body) {
+        let write = match check_object_name(name).and_then(|()| parse_object_write(name, body)) {
             Ok(w) => w,
             Err(e) => return ApiResponse::json(400, json!({"error": e})),
         };
@@ -395,6 +395,9 @@ impl AppState {
 
     /// `GET /objects/{name}`.
     pub fn get_object(&self, name: &str) -> ApiResponse {
+        if let Err(e) = check_object_name(name) {
+            return ApiResponse::json(400, json!({"error": e}));
+        }
         match self.objects.lock().get(name) {
             Some(o) => ApiResponse::json(200, Self::object_json(name, o)),
             None => ApiResponse::json(404, json!({"error": format!("no object {name}")})),
@@ -403,6 +406,9 @@ impl AppState {
 
     /// `POST /objects/{name}/observed`: the control-plane write-back.
     pub fn observe(&self, name: &str, authorization: Option<&str>, body: &[u8]) -> ApiResponse {
+        if let Err(e) = check_object_name(name) {
+            return ApiResponse::json(400, json!({"error": e}));
+        }
         let writer = self.writer(authorization);
         #[derive(serde::Deserialize)]
         #[serde(rename_all = "camelCase", deny_unknown_fields)]

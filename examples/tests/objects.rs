@@ -265,3 +265,55 @@ async fn status_identity_and_client_generation_fields_never_advance_generation()
         }
     }
 }
+
+#[tokio::test]
+async fn object_names_must_be_dns_subdomain_names_on_every_object_route() {
+    let longest = format!("{}.{}", "a".repeat(63), "b".repeat(189));
+    let too_long = "a".repeat(254);
+    for bin in SERVICES {
+        let s = Service::start(bin, TEST_IS_CONTROL_PLANE);
+        let c = client();
+        let ok = c
+            .put(s.url(&format!("/objects/{longest}")))
+            .json(&json!({"replicas": 1}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(ok.status(), 201, "{bin}: a 253-character name");
+        for (path, shown) in [
+            ("Web", "\"Web\""),
+            ("a_b", "\"a_b\""),
+            ("-a", "\"-a\""),
+            ("a..b", "\"a..b\""),
+            ("%FF", ""),
+            (too_long.as_str(), "254 bytes"),
+        ] {
+            let requests = [
+                c.put(s.url(&format!("/objects/{path}")))
+                    .json(&json!({"replicas": 1})),
+                c.get(s.url(&format!("/objects/{path}"))),
+                c.post(s.url(&format!("/objects/{path}/observed")))
+                    .bearer_auth("t0k")
+                    .json(&json!({"observedGeneration": 1})),
+            ];
+            for req in requests {
+                let r = req.send().await.unwrap();
+                let status = r.status();
+                let ct = r.headers()["content-type"].to_str().unwrap().to_owned();
+                let body: Value = r
+                    .json()
+                    .await
+                    .unwrap_or_else(|e| panic!("{bin} {path}: {e}"));
+                assert_eq!(status, 400, "{bin} {path}: {body}");
+                assert_eq!(ct, "application/json", "{bin} {path}");
+                assert!(
+                    body["error"].as_str().unwrap().contains(shown),
+                    "{bin} {path}: {body}"
+                );
+            }
+        }
+        // Nothing was stored under a refused name.
+        let lower = c.get(s.url("/objects/web")).send().await.unwrap();
+        assert_eq!(lower.status(), 404, "{bin}");
+    }
+}
