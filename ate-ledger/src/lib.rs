@@ -16,9 +16,11 @@
 //!   (revivable); dispatched: provider unavailable (never re-executed).
 //!   [`Ledger::recover_all`] applies the same rule without waiting for
 //!   leases, for a process that is the store's only worker (at its start).
-//! - [`Store`]: [`MemoryStore`], and `RedbStore` (feature `redb`, default),
+//! - [`Store`]: [`MemoryStore`]; `RedbStore` (feature `redb`, default),
 //!   which fsyncs every commit and locks its file: a second open, from any
-//!   process, is [`Error::AlreadyOpen`].
+//!   process, is [`Error::AlreadyOpen`]; and `PgStore` (feature
+//!   `postgres`) for a ledger that many replicas share, each transition a
+//!   conditional update on the record's version.
 //!
 //! # Example
 //!
@@ -52,21 +54,29 @@
 //! # Feature flags
 //!
 //! - `redb` (default): the durable `RedbStore`.
+//! - `postgres`: `PgStore`, the durable store on PostgreSQL for many
+//!   replicas.
 //! - `test-util`: `ManualClock` and the `testing` module (reference model,
 //!   proptest strategies with crashes mid-attempt).
 //!
-//! # A PostgreSQL store
+//! # Many replicas: `PgStore`
 //!
-//! [`Store`] maps onto one table keyed by `(scope, id)` with a `version`
-//! column: `put(.., None)` is `INSERT ... ON CONFLICT DO NOTHING` and
-//! `put(.., Some(v))` is `UPDATE ... WHERE version = v`, each checking the
-//! affected row count; `open()` is an indexed scan on the state column. Each
-//! call is its own transaction, so it is durable when it returns.
+//! Every replica connects its own `PgStore` to one database. [`Store`]
+//! maps onto one table keyed by `(scope, id)` with a `version` column:
+//! `put(.., None)` is `INSERT ... ON CONFLICT DO NOTHING` and `put(..,
+//! Some(v))` is `UPDATE ... WHERE version = v`, each checking the affected
+//! row count, so of two replicas racing on a key exactly one moves it;
+//! `open()` is an indexed scan of the open rows. Each call is its own
+//! transaction, durable when it returns. Recovery on a shared store is
+//! [`Ledger::recover`] (expired leases only), never
+//! [`Ledger::recover_all`].
 #![warn(missing_docs)]
 
 mod clock;
 mod ledger;
 mod model;
+#[cfg(feature = "postgres")]
+mod pg;
 mod store;
 #[cfg(feature = "test-util")]
 pub mod testing;
@@ -76,6 +86,8 @@ pub use clock::ManualClock;
 pub use clock::{Clock, SystemClock};
 pub use ledger::{Begin, Close, Config, Ledger};
 pub use model::{Fingerprint, Key, Lease, Record, State, Try, TryOutcome};
+#[cfg(feature = "postgres")]
+pub use pg::PgStore;
 #[cfg(feature = "redb")]
 pub use store::RedbStore;
 pub use store::{MemoryStore, Store};

@@ -1,0 +1,294 @@
+//! The store on PostgreSQL (feature `postgres`): one ledger shared by many
+//! replicas of a service.
+
+use chrono::{DateTime, Utc};
+use parking_lot::Mutex;
+use postgres::{Client, Config, NoTls};
+
+use crate::store::Store;
+use crate::{Error, Key, Record};
+
+/// Serializes the schema setup of replicas starting at once (`CREATE TABLE
+/// IF NOT EXISTS` is not safe against itself); an arbitrary constant.
+const SETUP_LOCK: i64 = 0x6174_655f_6c65_6467; // "ate_ledg"
+
+const SETUP: &str = "
+CREATE TABLE IF NOT EXISTS ate_ledger_meta (
+    name  TEXT PRIMARY KEY,
+    value BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS ate_ledger_records (
+    scope    TEXT NOT NULL,
+    id       TEXT NOT NULL,
+    version  BIGINT NOT NULL,
+    open     BOOLEAN NOT NULL,
+    ended_at TIMESTAMPTZ,
+    record   TEXT NOT NULL,
+    PRIMARY KEY (scope, id)
+);
+CREATE INDEX IF NOT EXISTS ate_ledger_records_open
+    ON ate_ledger_records (scope, id) WHERE open;
+CREATE INDEX IF NOT EXISTS ate_ledger_records_ended
+    ON ate_ledger_records (ended_at) WHERE NOT open;
+";
+
+fn storage(e: postgres::Error) -> Error {
+    Error::Storage(format!("postgres: {e}"))
+}
+
+fn to_i64(key: &Key, version: u64) -> Result<i64, Error> {
+    i64::try_from(version)
+        .map_err(|_| Error::Storage(format!("{key}: version {version} does not fit a BIGINT")))
+}
+
+/// A durable store on PostgreSQL, for a ledger that several replicas (or
+/// several workers) share: every replica connects its own `PgStore` to the
+/// same database, and each transition is a conditional write on the
+/// record's version, so two workers can never both move an attempt (the
+/// loser gets [`Error::VersionConflict`] and the [`Ledger`](crate::Ledger)
+/// re-reads).
+///
+/// - `put(.., None)` is `INSERT ... ON CONFLICT DO NOTHING`, `put(..,
+///   Some(v))` is `UPDATE ... WHERE version = v`; each checks the row
+///   count. Each call is its own transaction, durable when it returns under
+///   PostgreSQL's default `synchronous_commit = on` (do not turn it off for
+///   this database).
+/// - Records are stored as JSON text beside the columns the queries need
+///   (`version`, `open`, `ended_at`); one that does not decode, or whose
+///   columns disagree with it, is [`Error::Corrupt`], never reinterpreted.
+/// - Tables `ate_ledger_records` and `ate_ledger_meta` are created on
+///   connect if missing (in the connection's `search_path`; put
+///   `options='-c search_path=ledger'` in the connection string to choose a
+///   schema). A database written by a newer schema is
+///   [`Error::UnknownSchema`].
+/// - The connection is one per store, behind a lock; a connection that
+///   broke is reopened on the next call (one made by [`connect`](Self::connect)).
+///
+/// Recovery on a shared store: call
+/// [`Ledger::recover`](crate::Ledger::recover), which resolves only attempts
+/// whose lease expired (their worker is gone), never
+/// [`Ledger::recover_all`](crate::Ledger::recover_all), which would take
+/// over attempts live replicas are still running.
+///
+/// ```no_run
+/// use ate_ledger::{Ledger, PgStore};
+///
+/// let store = PgStore::connect("host=/run/postgresql user=app dbname=app")?;
+/// let ledger = Ledger::new(store);
+/// # Ok::<(), ate_ledger::Error>(())
+/// ```
+pub struct PgStore {
+    /// How to reconnect (`None` for a client the caller built).
+    config: Option<Config>,
+    client: Mutex<Client>,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The config may hold a password: only where it points.
+        let target = self.config.as_ref().map(|c| {
+            (
+                c.get_hosts().len(),
+                c.get_dbname().map(str::to_owned),
+                c.get_user().map(str::to_owned),
+            )
+        });
+        f.debug_struct("PgStore")
+            .field("target (hosts, dbname, user)", &target)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PgStore {
+    /// The record schema this build writes and reads.
+    pub const SCHEMA_VERSION: u64 = 1;
+
+    /// Connects without TLS (a Unix socket, or a network you trust) with a
+    /// libpq-style connection string (`host=... user=... dbname=...`) or
+    /// URL (`postgresql://user@host/db`), and creates the tables if
+    /// missing. For TLS, build a [`postgres::Client`] with a TLS connector
+    /// and use [`with_client`](Self::with_client).
+    pub fn connect(params: &str) -> Result<Self, Error> {
+        let config: Config = params
+            .parse()
+            .map_err(|e| Error::Storage(format!("postgres connection string: {e}")))?;
+        let client = config.connect(NoTls).map_err(storage)?;
+        Self::setup(Some(config), client)
+    }
+
+    /// Uses a client the caller connected (say, over TLS) and creates the
+    /// tables if missing. A store made this way cannot reconnect: once the
+    /// connection breaks, calls fail with [`Error::Storage`].
+    pub fn with_client(client: Client) -> Result<Self, Error> {
+        Self::setup(None, client)
+    }
+
+    fn setup(config: Option<Config>, mut client: Client) -> Result<Self, Error> {
+        let mut tx = client.transaction().map_err(storage)?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK])
+            .map_err(storage)?;
+        tx.batch_execute(SETUP).map_err(storage)?;
+        let supported = Self::SCHEMA_VERSION as i64;
+        tx.execute(
+            "INSERT INTO ate_ledger_meta (name, value) VALUES ('schema_version', $1)
+             ON CONFLICT (name) DO NOTHING",
+            &[&supported],
+        )
+        .map_err(storage)?;
+        let found: i64 = tx
+            .query_one(
+                "SELECT value FROM ate_ledger_meta WHERE name = 'schema_version'",
+                &[],
+            )
+            .map_err(storage)?
+            .get(0);
+        if found != supported {
+            return Err(Error::UnknownSchema {
+                found: found as u64,
+                supported: Self::SCHEMA_VERSION,
+            });
+        }
+        tx.commit().map_err(storage)?;
+        Ok(Self {
+            config,
+            client: Mutex::new(client),
+        })
+    }
+
+    /// Runs `f` on the connection, reopening it first if it broke.
+    fn with<T>(&self, f: impl FnOnce(&mut Client) -> Result<T, Error>) -> Result<T, Error> {
+        let mut client = self.client.lock();
+        if client.is_closed()
+            && let Some(config) = &self.config
+        {
+            *client = config.connect(NoTls).map_err(storage)?;
+        }
+        f(&mut client)
+    }
+
+    fn decode(key: &Key, version: i64, open: bool, text: &str) -> Result<Record, Error> {
+        let corrupt = |detail: String| Error::Corrupt {
+            what: format!("record {key}"),
+            detail,
+        };
+        let record: Record = serde_json::from_str(text).map_err(|e| corrupt(e.to_string()))?;
+        if record.key != *key {
+            return Err(corrupt(format!(
+                "stored under another key ({})",
+                record.key
+            )));
+        }
+        if i64::try_from(record.version) != Ok(version) || record.state.is_closed() == open {
+            return Err(corrupt(
+                "its version or open columns disagree with the record".into(),
+            ));
+        }
+        record.check_invariants().map_err(corrupt)?;
+        Ok(record)
+    }
+}
+
+impl Store for PgStore {
+    fn get(&self, key: &Key) -> Result<Option<Record>, Error> {
+        self.with(|c| {
+            let row = c
+                .query_opt(
+                    "SELECT version, open, record FROM ate_ledger_records
+                     WHERE scope = $1 AND id = $2",
+                    &[&key.scope, &key.id],
+                )
+                .map_err(storage)?;
+            row.map(|r| Self::decode(key, r.get(0), r.get(1), r.get(2)))
+                .transpose()
+        })
+    }
+
+    fn put(&self, record: &Record, expected: Option<u64>) -> Result<(), Error> {
+        let key = &record.key;
+        let text = serde_json::to_string(record).map_err(|e| Error::Storage(e.to_string()))?;
+        let version = to_i64(key, record.version)?;
+        let open = !record.state.is_closed();
+        self.with(|c| {
+            let written = match expected {
+                None => c.execute(
+                    "INSERT INTO ate_ledger_records (scope, id, version, open, ended_at, record)
+                     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (scope, id) DO NOTHING",
+                    &[
+                        &key.scope,
+                        &key.id,
+                        &version,
+                        &open,
+                        &record.ended_at,
+                        &text,
+                    ],
+                ),
+                Some(expected) => c.execute(
+                    "UPDATE ate_ledger_records
+                     SET version = $3, open = $4, ended_at = $5, record = $6
+                     WHERE scope = $1 AND id = $2 AND version = $7",
+                    &[
+                        &key.scope,
+                        &key.id,
+                        &version,
+                        &open,
+                        &record.ended_at,
+                        &text,
+                        &to_i64(key, expected)?,
+                    ],
+                ),
+            }
+            .map_err(storage)?;
+            if written == 1 {
+                return Ok(());
+            }
+            // Lost the race (or the caller's view was stale): say what is
+            // stored now.
+            let found: Option<i64> = c
+                .query_opt(
+                    "SELECT version FROM ate_ledger_records WHERE scope = $1 AND id = $2",
+                    &[&key.scope, &key.id],
+                )
+                .map_err(storage)?
+                .map(|r| r.get(0));
+            Err(Error::VersionConflict {
+                key: key.to_string(),
+                expected,
+                found: found.map(|v| v as u64),
+            })
+        })
+    }
+
+    fn open(&self) -> Result<Vec<Record>, Error> {
+        self.with(|c| {
+            let rows = c
+                .query(
+                    "SELECT scope, id, version, open, record FROM ate_ledger_records
+                     WHERE open ORDER BY scope, id",
+                    &[],
+                )
+                .map_err(storage)?;
+            rows.iter()
+                .map(|r| {
+                    Self::decode(
+                        &Key::new(r.get::<_, String>(0), r.get::<_, String>(1)),
+                        r.get(2),
+                        r.get(3),
+                        r.get(4),
+                    )
+                })
+                .collect()
+        })
+    }
+
+    fn purge(&self, cutoff: DateTime<Utc>) -> Result<usize, Error> {
+        self.with(|c| {
+            let n = c
+                .execute(
+                    "DELETE FROM ate_ledger_records WHERE NOT open AND ended_at < $1",
+                    &[&cutoff],
+                )
+                .map_err(storage)?;
+            Ok(n as usize)
+        })
+    }
+}

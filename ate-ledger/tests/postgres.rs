@@ -1,0 +1,523 @@
+//! `PgStore` against a real PostgreSQL server (feature `postgres`):
+//! the store contract, several replicas racing on one database, the
+//! reference model, corruption and schema checks, and a broken connection.
+//!
+//! The server is `ATE_TEST_POSTGRES_URL` if set (a database the tests may
+//! create databases in); otherwise the tests start a throwaway one from
+//! the machine's PostgreSQL binaries (`initdb` and `postgres` on `PATH` or
+//! under `/usr/lib/postgresql/*/bin`), in a temp dir, on a Unix socket
+//! only, stopped and removed when the test process exits. A machine with
+//! neither fails these tests with a message saying so: they are never
+//! skipped.
+#![cfg(feature = "postgres")]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use ate_ledger::testing::{Driver, Model, key, ops};
+use ate_ledger::{
+    Begin, Close, Config, Error, Fingerprint, Key, Ledger, ManualClock, PgStore, Store,
+};
+use chrono::{TimeZone, Utc};
+use proptest::prelude::*;
+
+/// The running server: a connection string without `dbname`, and the
+/// wrapper holding it (closing the wrapper's stdin, which this process's
+/// exit does, stops the server and removes its dir).
+struct Server {
+    base: String,
+    _wrapper: Option<Mutex<(Child, ChildStdin)>>,
+}
+
+fn pg_bin(name: &str) -> Option<PathBuf> {
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    });
+    on_path.or_else(|| {
+        let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+            .ok()?
+            .filter_map(|e| e.ok().map(|e| e.path().join("bin").join(name)))
+            .filter(|p| p.is_file())
+            .collect();
+        found.sort();
+        found.pop()
+    })
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.trim_ascii() == b"0")
+}
+
+/// `cmd` as the `postgres` user when this process is root (PostgreSQL
+/// refuses to run as root).
+fn as_server_user(program: &Path) -> Command {
+    if is_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--"]).arg(program);
+        c
+    } else {
+        Command::new(program)
+    }
+}
+
+fn start_server() -> Server {
+    if let Ok(url) = std::env::var("ATE_TEST_POSTGRES_URL") {
+        return Server {
+            base: url,
+            _wrapper: None,
+        };
+    }
+    let (Some(initdb), Some(postgres)) = (pg_bin("initdb"), pg_bin("postgres")) else {
+        panic!(
+            "PostgreSQL server binaries (initdb, postgres) not found on PATH or under \
+             /usr/lib/postgresql/*/bin: install PostgreSQL (Debian: apt-get install postgresql) \
+             or set ATE_TEST_POSTGRES_URL to a server these tests may create databases on"
+        );
+    };
+    let dir = std::env::temp_dir().join(format!("ate-ledger-pg-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    if is_root() {
+        let ok = Command::new("chown")
+            .args(["postgres:"])
+            .arg(&dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "chown {} to the postgres user", dir.display());
+    }
+    let data = dir.join("data");
+    let out = as_server_user(&initdb)
+        .args(["-A", "trust", "-U", "ate", "--no-sync", "-D"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "initdb failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The wrapper starts the server, waits for its stdin to close (this
+    // process exiting closes it) and then stops it and removes the dir.
+    let script = format!(
+        "'{pg}' -D '{data}' -k '{dir}' -c listen_addresses= -c fsync=off -c max_connections=200 \
+         >'{dir}/log' 2>&1 & pid=$!; cat >/dev/null; kill -INT $pid; wait $pid; rm -rf '{dir}'",
+        pg = postgres.display(),
+        data = data.display(),
+        dir = dir.display(),
+    );
+    let mut wrapper = if is_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--", "sh", "-c", &script]);
+        c
+    } else {
+        let mut c = Command::new("sh");
+        c.args(["-c", &script]);
+        c
+    };
+    let mut child = wrapper
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let base = format!("host={} port=5432 user=ate", dir.display());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match postgres::Client::connect(&format!("{base} dbname=postgres"), postgres::NoTls) {
+            Ok(_) => break,
+            Err(e) if Instant::now() < deadline => {
+                let _ = e;
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => panic!(
+                "the test server did not start: {e}; log: {}",
+                std::fs::read_to_string(dir.join("log")).unwrap_or_default()
+            ),
+        }
+    }
+    Server {
+        base,
+        _wrapper: Some(Mutex::new((child, stdin))),
+    }
+}
+
+fn server() -> &'static Server {
+    static SERVER: OnceLock<Server> = OnceLock::new();
+    SERVER.get_or_init(start_server)
+}
+
+/// A fresh, empty database: its connection string.
+fn fresh_db() -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let name = format!(
+        "ate_test_{}_{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    );
+    let base = &server().base;
+    let mut admin = postgres::Client::connect(&format!("{base} dbname=postgres"), postgres::NoTls)
+        .expect("connect to the test server");
+    admin
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .unwrap();
+    format!("{base} dbname={name}")
+}
+
+fn sql(url: &str, statement: &str) {
+    let mut c = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    c.batch_execute(statement).unwrap();
+}
+
+fn fp() -> Fingerprint {
+    Fingerprint("f".into())
+}
+
+#[test]
+fn acknowledged_transitions_survive_a_new_connection() {
+    let url = fresh_db();
+    let key = Key::new("t", "a");
+    {
+        let ledger = Ledger::new(PgStore::connect(&url).unwrap());
+        let Begin::Started(lease) = ledger.begin(&key, &fp(), "w").unwrap() else {
+            panic!("a new key starts")
+        };
+        ledger.mark_dispatched(&lease).unwrap();
+        ledger
+            .close(&lease, Close::Succeeded("{\"id\":1}".into()))
+            .unwrap();
+    }
+    let ledger = Ledger::new(PgStore::connect(&url).unwrap());
+    match ledger.begin(&key, &fp(), "w2").unwrap() {
+        Begin::Replay(r) => {
+            assert_eq!(r.state.name(), "succeeded");
+            assert!(r.ever_dispatched());
+        }
+        Begin::Started(_) => panic!("a succeeded key must replay, never run again"),
+    }
+}
+
+#[test]
+fn puts_are_conditional_on_the_version_and_say_what_is_stored() {
+    let url = fresh_db();
+    let store = PgStore::connect(&url).unwrap();
+    // A record as a ledger writes it, taken from one in memory.
+    let key = Key::new("t", "v");
+    let source = Ledger::new(ate_ledger::MemoryStore::new());
+    let _ = source.begin(&key, &fp(), "w").unwrap();
+    let mut record = source.get(&key).unwrap().unwrap();
+
+    store.put(&record, None).unwrap();
+    assert_eq!(store.get(&key).unwrap().as_ref(), Some(&record));
+    // A second create, or a write from a stale version, writes nothing.
+    let v = record.version;
+    assert_eq!(
+        store.put(&record, None),
+        Err(Error::VersionConflict {
+            key: key.to_string(),
+            expected: None,
+            found: Some(v),
+        })
+    );
+    record.version = v + 1;
+    assert_eq!(
+        store.put(&record, Some(v + 7)),
+        Err(Error::VersionConflict {
+            key: key.to_string(),
+            expected: Some(v + 7),
+            found: Some(v),
+        })
+    );
+    assert_eq!(store.get(&key).unwrap().unwrap().version, v);
+    store.put(&record, Some(v)).unwrap();
+    assert_eq!(store.get(&key).unwrap().unwrap().version, v + 1);
+    // An update of a key with no record says so.
+    let other = Key::new("t", "none");
+    let mut missing = record.clone();
+    missing.key = other.clone();
+    assert_eq!(
+        store.put(&missing, Some(1)),
+        Err(Error::VersionConflict {
+            key: other.to_string(),
+            expected: Some(1),
+            found: None,
+        })
+    );
+    assert_eq!(store.get(&other).unwrap(), None);
+}
+
+#[test]
+fn open_lists_in_flight_attempts_and_purge_never_deletes_them() {
+    let url = fresh_db();
+    let clock = ManualClock::new(Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap());
+    let ledger = Ledger::with_clock(
+        PgStore::connect(&url).unwrap(),
+        Config::default(),
+        clock.clone(),
+    );
+    let (open, done) = (Key::new("t", "open"), Key::new("t", "done"));
+    let _ = ledger.begin(&open, &fp(), "w").unwrap();
+    let Begin::Started(lease) = ledger.begin(&done, &fp(), "w").unwrap() else {
+        panic!("new key")
+    };
+    ledger
+        .close(&lease, Close::PreProvider("no credentials".into()))
+        .unwrap();
+    let store = PgStore::connect(&url).unwrap();
+    let in_flight: Vec<Key> = store.open().unwrap().into_iter().map(|r| r.key).collect();
+    assert_eq!(in_flight, vec![open.clone()]);
+    // Past any retention: only the ended record goes.
+    clock.advance(Duration::from_secs(30 * 24 * 3600));
+    assert_eq!(store.purge(clock_now(&clock)).unwrap(), 1);
+    assert!(store.get(&done).unwrap().is_none());
+    assert!(store.get(&open).unwrap().is_some());
+    assert_eq!(store.purge(clock_now(&clock)).unwrap(), 0);
+}
+
+fn clock_now(clock: &ManualClock) -> chrono::DateTime<Utc> {
+    use ate_ledger::Clock;
+    clock.now()
+}
+
+#[test]
+fn replicas_racing_on_one_database_have_exactly_one_winner() {
+    let url = fresh_db();
+    // Four replicas: four ledgers, four connections, one database.
+    let replicas: Vec<Ledger<PgStore>> = (0..4)
+        .map(|_| Ledger::new(PgStore::connect(&url).unwrap()))
+        .collect();
+    for round in 0..10 {
+        let key = Key::new("race", format!("k{round}"));
+        let started = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for (w, ledger) in replicas.iter().enumerate() {
+                let (key, started) = (&key, &started);
+                s.spawn(move || match ledger.begin(key, &fp(), &format!("w{w}")) {
+                    Ok(Begin::Started(_)) => {
+                        started.fetch_add(1, Ordering::SeqCst);
+                    }
+                    Ok(Begin::Replay(r)) => panic!("nothing ended yet: {r:?}"),
+                    Err(Error::Conflict { .. }) => {}
+                    Err(e) => panic!("replica {w}: {e}"),
+                });
+            }
+        });
+        assert_eq!(started.load(Ordering::SeqCst), 1, "begin race {round}");
+        let lease = replicas[0].get(&key).unwrap().unwrap().lease.unwrap();
+        replicas[0]
+            .close(&lease, Close::PreProvider("x".into()))
+            .unwrap();
+        let revived = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for (w, ledger) in replicas.iter().enumerate() {
+                let (key, revived) = (&key, &revived);
+                s.spawn(move || {
+                    if ledger.revive(key, &fp(), &format!("w{w}")).is_ok() {
+                        revived.fetch_add(1, Ordering::SeqCst);
+                    }
+                });
+            }
+        });
+        assert_eq!(revived.load(Ordering::SeqCst), 1, "revive race {round}");
+        let r = replicas[3].get(&key).unwrap().unwrap();
+        assert_eq!(r.tries.len(), 2);
+        r.check_invariants().unwrap();
+    }
+}
+
+#[test]
+fn a_replica_whose_lease_expired_cannot_close_after_another_took_over() {
+    let url = fresh_db();
+    let clock = ManualClock::new(Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap());
+    let a = Ledger::with_clock(
+        PgStore::connect(&url).unwrap(),
+        Config::default(),
+        clock.clone(),
+    );
+    let b = Ledger::with_clock(
+        PgStore::connect(&url).unwrap(),
+        Config::default(),
+        clock.clone(),
+    );
+    let key = Key::new("t", "lease");
+    let Begin::Started(old) = a.begin(&key, &fp(), "a").unwrap() else {
+        panic!("new key")
+    };
+    assert!(matches!(
+        b.begin(&key, &fp(), "b"),
+        Err(Error::Conflict { .. })
+    ));
+    clock.advance(Config::default().lease_ttl + Duration::from_secs(1));
+    // B recovers the expired attempt (A is presumed gone): not dispatched,
+    // so a pre-provider failure, revivable.
+    assert_eq!(b.recover().unwrap().len(), 1);
+    assert!(b.get(&key).unwrap().unwrap().is_revivable());
+    assert!(matches!(
+        a.close(&old, Close::Succeeded("late".into())),
+        Err(Error::StaleLease { .. })
+    ));
+    assert_eq!(
+        b.get(&key).unwrap().unwrap().state.name(),
+        "failed_pre_provider"
+    );
+}
+
+#[test]
+fn a_corrupt_record_is_an_error_never_another_state() {
+    let url = fresh_db();
+    let store = PgStore::connect(&url).unwrap();
+    let ledger = Ledger::new(PgStore::connect(&url).unwrap());
+    let (a, b) = (Key::new("t", "a"), Key::new("t", "b"));
+    let _ = ledger.begin(&a, &fp(), "w").unwrap();
+    let _ = ledger.begin(&b, &fp(), "w").unwrap();
+    sql(
+        &url,
+        "UPDATE ate_ledger_records SET record = '{\"garbage\":true}' WHERE id = 'a'",
+    );
+    assert!(matches!(store.get(&a), Err(Error::Corrupt { .. })));
+    assert!(matches!(store.open(), Err(Error::Corrupt { .. })));
+    // Columns that disagree with the record are corruption too: a version
+    // the record does not carry would let a stale writer through.
+    sql(
+        &url,
+        "UPDATE ate_ledger_records SET version = version + 5 WHERE id = 'b'",
+    );
+    assert!(matches!(store.get(&b), Err(Error::Corrupt { .. })));
+    // A record stored under another key.
+    sql(
+        &url,
+        "UPDATE ate_ledger_records SET version = version - 5, id = 'c' WHERE id = 'b'",
+    );
+    assert!(matches!(
+        store.get(&Key::new("t", "c")),
+        Err(Error::Corrupt { .. })
+    ));
+}
+
+#[test]
+fn a_database_from_a_newer_schema_is_refused() {
+    let url = fresh_db();
+    drop(PgStore::connect(&url).unwrap());
+    sql(
+        &url,
+        "UPDATE ate_ledger_meta SET value = 99 WHERE name = 'schema_version'",
+    );
+    assert_eq!(
+        PgStore::connect(&url).err(),
+        Some(Error::UnknownSchema {
+            found: 99,
+            supported: PgStore::SCHEMA_VERSION,
+        })
+    );
+}
+
+#[test]
+fn replicas_starting_at_once_all_set_up_the_schema() {
+    let url = fresh_db();
+    let ok = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|| {
+                PgStore::connect(&url).unwrap();
+                ok.fetch_add(1, Ordering::SeqCst);
+            });
+        }
+    });
+    assert_eq!(ok.load(Ordering::SeqCst), 8);
+}
+
+#[test]
+fn a_broken_connection_is_reopened_on_the_next_call() {
+    let url = fresh_db();
+    let ledger = Ledger::new(PgStore::connect(&url).unwrap());
+    let key = Key::new("t", "conn");
+    let _ = ledger.begin(&key, &fp(), "w").unwrap();
+    // The server ends every other session on this database (a failover,
+    // an idle timeout, a restart).
+    let db = url.rsplit("dbname=").next().unwrap().to_owned();
+    sql(
+        &url,
+        &format!(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE datname = '{db}' AND pid <> pg_backend_pid()"
+        ),
+    );
+    // The call that finds the connection dead fails as a storage error
+    // (nothing is retried behind the caller's back)...
+    let first = ledger.get(&key);
+    assert!(
+        matches!(first, Err(Error::Storage(_)) | Ok(Some(_))),
+        "{first:?}"
+    );
+    // ...and the next one reconnects.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match ledger.get(&key) {
+            Ok(Some(r)) => {
+                assert_eq!(r.key, key);
+                break;
+            }
+            other if Instant::now() < deadline => {
+                let _ = other;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => panic!("no reconnect: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_bad_connection_string_is_a_storage_error_naming_it() {
+    let err = PgStore::connect("host=/nonexistent port=notaport").unwrap_err();
+    assert!(
+        matches!(&err, Error::Storage(m) if m.contains("connection string")),
+        "{err}"
+    );
+    let debug = format!(
+        "{:?}",
+        PgStore::connect(&format!("{} password=hunter2", fresh_db())).unwrap()
+    );
+    assert!(!debug.contains("hunter2"), "{debug}");
+}
+
+fn check<S: Store>(store: S, seq: &[ate_ledger::testing::Op]) -> Result<(), TestCaseError> {
+    let clock = ManualClock::default();
+    let ledger = Ledger::with_clock(store, Config::default(), clock.clone());
+    let mut driver = Driver::new(clock);
+    let mut model = Model::new(Config::default());
+    for op in seq {
+        let got = driver.apply(&ledger, op);
+        let want = model.apply(op);
+        prop_assert_eq!(got, want, "{:?}", op);
+        for k in 0..3u8 {
+            let record = ledger.get(&key(k)).unwrap();
+            prop_assert_eq!(record.as_ref().map(|r| r.state.name()), model.state(k));
+            if let Some(r) = record {
+                prop_assert!(r.check_invariants().is_ok(), "{:?}", r.check_invariants());
+                if r.ever_dispatched() {
+                    prop_assert!(!r.is_revivable(), "a dispatched key is revivable");
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    // A database per case: fewer cases than in memory.
+    #![proptest_config(ProptestConfig::with_cases(16))]
+
+    #[test]
+    fn postgres_store_matches_the_model(seq in ops(40)) {
+        let url = fresh_db();
+        check(PgStore::connect(&url).unwrap(), &seq)?;
+    }
+}
