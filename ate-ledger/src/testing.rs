@@ -1,7 +1,10 @@
 //! Testing support (feature `test-util`): the reference model of the
 //! ledger's state machine, a driver that runs the same operations against a
 //! real [`Ledger`], and proptest strategies (bursts of begins, crashes
-//! mid-attempt as lease expiries, recoveries, clock jumps).
+//! mid-attempt as lease expiries, recoveries, clock jumps). With the
+//! `postgres` feature too, `fresh_database` gives each test its own
+//! database on a throwaway PostgreSQL server, for testing `PgStore` and
+//! the services built on it.
 //!
 //! # Example: property-testing against the model
 //!
@@ -23,6 +26,12 @@
 
 use std::collections::HashMap;
 use std::time::Duration;
+
+#[cfg(feature = "postgres")]
+#[path = "testing_pg.rs"]
+mod pg;
+#[cfg(feature = "postgres")]
+pub use pg::fresh_database;
 
 use proptest::prelude::*;
 

@@ -2,175 +2,22 @@
 //! the store contract, several replicas racing on one database, the
 //! reference model, corruption and schema checks, and a broken connection.
 //!
-//! The server is `ATE_TEST_POSTGRES_URL` if set (a database the tests may
-//! create databases in); otherwise the tests start a throwaway one from
-//! the machine's PostgreSQL binaries (`initdb` and `postgres` on `PATH` or
-//! under `/usr/lib/postgresql/*/bin`), in a temp dir, on a Unix socket
-//! only, stopped and removed when the test process exits. A machine with
-//! neither fails these tests with a message saying so: they are never
-//! skipped.
+//! Each test gets its own database from
+//! [`ate_ledger::testing::fresh_database`]: on `ATE_TEST_POSTGRES_URL` if
+//! set, else on a throwaway server started from the machine's PostgreSQL
+//! binaries. A machine with neither fails these tests with a message
+//! saying so: they are never skipped.
 #![cfg(feature = "postgres")]
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use ate_ledger::testing::{Driver, Model, key, ops};
+use ate_ledger::testing::{Driver, Model, fresh_database, key, ops};
 use ate_ledger::{
     Begin, Close, Config, Error, Fingerprint, Key, Ledger, ManualClock, PgStore, Store,
 };
 use chrono::{TimeZone, Utc};
 use proptest::prelude::*;
-
-/// The running server: a connection string without `dbname`, and the
-/// wrapper holding it (closing the wrapper's stdin, which this process's
-/// exit does, stops the server and removes its dir).
-struct Server {
-    base: String,
-    _wrapper: Option<Mutex<(Child, ChildStdin)>>,
-}
-
-fn pg_bin(name: &str) -> Option<PathBuf> {
-    let on_path = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join(name))
-            .find(|p| p.is_file())
-    });
-    on_path.or_else(|| {
-        let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-            .ok()?
-            .filter_map(|e| e.ok().map(|e| e.path().join("bin").join(name)))
-            .filter(|p| p.is_file())
-            .collect();
-        found.sort();
-        found.pop()
-    })
-}
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| o.stdout.trim_ascii() == b"0")
-}
-
-/// `cmd` as the `postgres` user when this process is root (PostgreSQL
-/// refuses to run as root).
-fn as_server_user(program: &Path) -> Command {
-    if is_root() {
-        let mut c = Command::new("runuser");
-        c.args(["-u", "postgres", "--"]).arg(program);
-        c
-    } else {
-        Command::new(program)
-    }
-}
-
-fn start_server() -> Server {
-    if let Ok(url) = std::env::var("ATE_TEST_POSTGRES_URL") {
-        return Server {
-            base: url,
-            _wrapper: None,
-        };
-    }
-    let (Some(initdb), Some(postgres)) = (pg_bin("initdb"), pg_bin("postgres")) else {
-        panic!(
-            "PostgreSQL server binaries (initdb, postgres) not found on PATH or under \
-             /usr/lib/postgresql/*/bin: install PostgreSQL (Debian: apt-get install postgresql) \
-             or set ATE_TEST_POSTGRES_URL to a server these tests may create databases on"
-        );
-    };
-    let dir = std::env::temp_dir().join(format!("ate-ledger-pg-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    if is_root() {
-        let ok = Command::new("chown")
-            .args(["postgres:"])
-            .arg(&dir)
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "chown {} to the postgres user", dir.display());
-    }
-    let data = dir.join("data");
-    let out = as_server_user(&initdb)
-        .args(["-A", "trust", "-U", "ate", "--no-sync", "-D"])
-        .arg(&data)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "initdb failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    // The wrapper starts the server, waits for its stdin to close (this
-    // process exiting closes it) and then stops it and removes the dir.
-    let script = format!(
-        "'{pg}' -D '{data}' -k '{dir}' -c listen_addresses= -c fsync=off -c max_connections=200 \
-         >'{dir}/log' 2>&1 & pid=$!; cat >/dev/null; kill -INT $pid; wait $pid; rm -rf '{dir}'",
-        pg = postgres.display(),
-        data = data.display(),
-        dir = dir.display(),
-    );
-    let mut wrapper = if is_root() {
-        let mut c = Command::new("runuser");
-        c.args(["-u", "postgres", "--", "sh", "-c", &script]);
-        c
-    } else {
-        let mut c = Command::new("sh");
-        c.args(["-c", &script]);
-        c
-    };
-    let mut child = wrapper
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdin = child.stdin.take().unwrap();
-    let base = format!("host={} port=5432 user=ate", dir.display());
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        match postgres::Client::connect(&format!("{base} dbname=postgres"), postgres::NoTls) {
-            Ok(_) => break,
-            Err(e) if Instant::now() < deadline => {
-                let _ = e;
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            Err(e) => panic!(
-                "the test server did not start: {e}; log: {}",
-                std::fs::read_to_string(dir.join("log")).unwrap_or_default()
-            ),
-        }
-    }
-    Server {
-        base,
-        _wrapper: Some(Mutex::new((child, stdin))),
-    }
-}
-
-fn server() -> &'static Server {
-    static SERVER: OnceLock<Server> = OnceLock::new();
-    SERVER.get_or_init(start_server)
-}
-
-/// A fresh, empty database: its connection string.
-fn fresh_db() -> String {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let name = format!(
-        "ate_test_{}_{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    );
-    let base = &server().base;
-    let mut admin = postgres::Client::connect(&format!("{base} dbname=postgres"), postgres::NoTls)
-        .expect("connect to the test server");
-    admin
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .unwrap();
-    format!("{base} dbname={name}")
-}
 
 fn sql(url: &str, statement: &str) {
     let mut c = postgres::Client::connect(url, postgres::NoTls).unwrap();
@@ -183,7 +30,7 @@ fn fp() -> Fingerprint {
 
 #[test]
 fn acknowledged_transitions_survive_a_new_connection() {
-    let url = fresh_db();
+    let url = fresh_database();
     let key = Key::new("t", "a");
     {
         let ledger = Ledger::new(PgStore::connect(&url).unwrap());
@@ -207,7 +54,7 @@ fn acknowledged_transitions_survive_a_new_connection() {
 
 #[test]
 fn puts_are_conditional_on_the_version_and_say_what_is_stored() {
-    let url = fresh_db();
+    let url = fresh_database();
     let store = PgStore::connect(&url).unwrap();
     // A record as a ledger writes it, taken from one in memory.
     let key = Key::new("t", "v");
@@ -256,7 +103,7 @@ fn puts_are_conditional_on_the_version_and_say_what_is_stored() {
 
 #[test]
 fn open_lists_in_flight_attempts_and_purge_never_deletes_them() {
-    let url = fresh_db();
+    let url = fresh_database();
     let clock = ManualClock::new(Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap());
     let ledger = Ledger::with_clock(
         PgStore::connect(&url).unwrap(),
@@ -289,7 +136,7 @@ fn clock_now(clock: &ManualClock) -> chrono::DateTime<Utc> {
 
 #[test]
 fn replicas_racing_on_one_database_have_exactly_one_winner() {
-    let url = fresh_db();
+    let url = fresh_database();
     // Four replicas: four ledgers, four connections, one database.
     let replicas: Vec<Ledger<PgStore>> = (0..4)
         .map(|_| Ledger::new(PgStore::connect(&url).unwrap()))
@@ -335,7 +182,7 @@ fn replicas_racing_on_one_database_have_exactly_one_winner() {
 
 #[test]
 fn a_replica_whose_lease_expired_cannot_close_after_another_took_over() {
-    let url = fresh_db();
+    let url = fresh_database();
     let clock = ManualClock::new(Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap());
     let a = Ledger::with_clock(
         PgStore::connect(&url).unwrap(),
@@ -372,7 +219,7 @@ fn a_replica_whose_lease_expired_cannot_close_after_another_took_over() {
 
 #[test]
 fn a_corrupt_record_is_an_error_never_another_state() {
-    let url = fresh_db();
+    let url = fresh_database();
     let store = PgStore::connect(&url).unwrap();
     let ledger = Ledger::new(PgStore::connect(&url).unwrap());
     let (a, b) = (Key::new("t", "a"), Key::new("t", "b"));
@@ -404,7 +251,7 @@ fn a_corrupt_record_is_an_error_never_another_state() {
 
 #[test]
 fn a_database_from_a_newer_schema_is_refused() {
-    let url = fresh_db();
+    let url = fresh_database();
     drop(PgStore::connect(&url).unwrap());
     sql(
         &url,
@@ -421,7 +268,7 @@ fn a_database_from_a_newer_schema_is_refused() {
 
 #[test]
 fn replicas_starting_at_once_all_set_up_the_schema() {
-    let url = fresh_db();
+    let url = fresh_database();
     let ok = AtomicUsize::new(0);
     std::thread::scope(|s| {
         for _ in 0..8 {
@@ -436,7 +283,7 @@ fn replicas_starting_at_once_all_set_up_the_schema() {
 
 #[test]
 fn a_broken_connection_is_reopened_on_the_next_call() {
-    let url = fresh_db();
+    let url = fresh_database();
     let ledger = Ledger::new(PgStore::connect(&url).unwrap());
     let key = Key::new("t", "conn");
     let _ = ledger.begin(&key, &fp(), "w").unwrap();
@@ -483,7 +330,7 @@ fn a_bad_connection_string_is_a_storage_error_naming_it() {
     );
     let debug = format!(
         "{:?}",
-        PgStore::connect(&format!("{} password=hunter2", fresh_db())).unwrap()
+        PgStore::connect(&format!("{} password=hunter2", fresh_database())).unwrap()
     );
     assert!(!debug.contains("hunter2"), "{debug}");
 }
@@ -517,7 +364,7 @@ proptest! {
 
     #[test]
     fn postgres_store_matches_the_model(seq in ops(40)) {
-        let url = fresh_db();
+        let url = fresh_database();
         check(PgStore::connect(&url).unwrap(), &seq)?;
     }
 }

@@ -1,0 +1,183 @@
+//! A throwaway PostgreSQL server for tests of `PgStore` and of services
+//! built on it (features `test-util` and `postgres`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// The running server: a connection string without `dbname`, and the
+/// wrapper holding it (closing the wrapper's stdin, which this process's
+/// exit does, stops the server and removes its dir).
+struct Server {
+    base: String,
+    _wrapper: Option<Mutex<(Child, ChildStdin)>>,
+}
+
+fn pg_bin(name: &str) -> Option<PathBuf> {
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    });
+    on_path.or_else(|| {
+        let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+            .ok()?
+            .filter_map(|e| e.ok().map(|e| e.path().join("bin").join(name)))
+            .filter(|p| p.is_file())
+            .collect();
+        found.sort();
+        found.pop()
+    })
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.trim_ascii() == b"0")
+}
+
+/// `cmd` as the `postgres` user when this process is root (PostgreSQL
+/// refuses to run as root).
+fn as_server_user(program: &Path) -> Command {
+    if is_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--"]).arg(program);
+        c
+    } else {
+        Command::new(program)
+    }
+}
+
+fn start_server() -> Server {
+    if let Ok(url) = std::env::var("ATE_TEST_POSTGRES_URL") {
+        return Server {
+            base: url,
+            _wrapper: None,
+        };
+    }
+    let (Some(initdb), Some(postgres)) = (pg_bin("initdb"), pg_bin("postgres")) else {
+        panic!(
+            "PostgreSQL server binaries (initdb, postgres) not found on PATH or under \
+             /usr/lib/postgresql/*/bin: install PostgreSQL (Debian: apt-get install postgresql) \
+             or set ATE_TEST_POSTGRES_URL to a server these tests may create databases on"
+        );
+    };
+    let dir = std::env::temp_dir().join(format!("ate-ledger-pg-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    if is_root() {
+        let ok = Command::new("chown")
+            .args(["postgres:"])
+            .arg(&dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "chown {} to the postgres user", dir.display());
+    }
+    let data = dir.join("data");
+    let out = as_server_user(&initdb)
+        .args(["-A", "trust", "-U", "ate", "--no-sync", "-D"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "initdb failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The wrapper starts the server, waits for its stdin to close (this
+    // process exiting closes it) and then stops it and removes the dir.
+    let script = format!(
+        "'{pg}' -D '{data}' -k '{dir}' -c listen_addresses= -c fsync=off -c max_connections=200 \
+         >'{dir}/log' 2>&1 & pid=$!; cat >/dev/null; kill -INT $pid; wait $pid; rm -rf '{dir}'",
+        pg = postgres.display(),
+        data = data.display(),
+        dir = dir.display(),
+    );
+    let mut wrapper = if is_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--", "sh", "-c", &script]);
+        c
+    } else {
+        let mut c = Command::new("sh");
+        c.args(["-c", &script]);
+        c
+    };
+    let mut child = wrapper
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let base = format!("host={} port=5432 user=ate", dir.display());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match postgres::Client::connect(&format!("{base} dbname=postgres"), postgres::NoTls) {
+            Ok(_) => break,
+            Err(e) if Instant::now() < deadline => {
+                let _ = e;
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => panic!(
+                "the test server did not start: {e}; log: {}",
+                std::fs::read_to_string(dir.join("log")).unwrap_or_default()
+            ),
+        }
+    }
+    Server {
+        base,
+        _wrapper: Some(Mutex::new((child, stdin))),
+    }
+}
+
+/// The server every [`fresh_database`] is made on.
+fn server() -> &'static Server {
+    static SERVER: OnceLock<Server> = OnceLock::new();
+    SERVER.get_or_init(start_server)
+}
+
+/// A fresh, empty database: its connection string.
+/// A fresh, empty database on the test server, as a connection string for
+/// [`PgStore::connect`](crate::PgStore::connect).
+///
+/// The server is `ATE_TEST_POSTGRES_URL` if set (a connection string
+/// without `dbname`, to a server where the tests may create databases).
+/// Otherwise the first call starts a throwaway server from the machine's
+/// PostgreSQL binaries (`initdb` and `postgres` on `PATH` or under
+/// `/usr/lib/postgresql/*/bin`; as the `postgres` user when run as root),
+/// in a temp dir, listening on a Unix socket only, with `fsync=off`; it is
+/// stopped and its dir removed when the test process exits. Each call
+/// creates a new database on it, so tests running in parallel never share
+/// tables.
+///
+/// # Panics
+///
+/// If neither is available (a test that needs PostgreSQL fails, saying
+/// how to install it, rather than passing untested), or if the server does
+/// not start within 60 s.
+///
+/// ```no_run
+/// use ate_ledger::{Ledger, PgStore};
+///
+/// let store = PgStore::connect(&ate_ledger::testing::fresh_database())?;
+/// let ledger = Ledger::new(store);
+/// # Ok::<(), ate_ledger::Error>(())
+/// ```
+pub fn fresh_database() -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let name = format!(
+        "ate_test_{}_{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    );
+    let base = &server().base;
+    let mut admin = postgres::Client::connect(&format!("{base} dbname=postgres"), postgres::NoTls)
+        .expect("connect to the test server");
+    admin
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .unwrap();
+    format!("{base} dbname={name}")
+}
