@@ -2,7 +2,8 @@
 //! replicas of a service.
 
 use chrono::{DateTime, Utc};
-use parking_lot::Mutex;
+use std::sync::mpsc;
+
 use postgres::{Client, Config, NoTls};
 
 use crate::store::Store;
@@ -61,8 +62,12 @@ fn to_i64(key: &Key, version: u64) -> Result<i64, Error> {
 ///   `options='-c search_path=ledger'` in the connection string to choose a
 ///   schema). A database written by a newer schema is
 ///   [`Error::UnknownSchema`].
-/// - The connection is one per store, behind a lock; a connection that
-///   broke is reopened on the next call (one made by [`connect`](Self::connect)).
+/// - The connection is one per store, owned by a thread of the store's:
+///   calls from any thread, async runtimes included, run there in turn
+///   (the caller blocks for the round trip, as on a file write; in an
+///   async handler, call the ledger from `spawn_blocking`). A connection
+///   that broke is reopened on the next call (one made by
+///   [`connect`](Self::connect)).
 ///
 /// Recovery on a shared store: call
 /// [`Ledger::recover`](crate::Ledger::recover), which resolves only attempts
@@ -78,23 +83,29 @@ fn to_i64(key: &Key, version: u64) -> Result<i64, Error> {
 /// # Ok::<(), ate_ledger::Error>(())
 /// ```
 pub struct PgStore {
+    /// Where calls go: the thread that owns the connection.
+    jobs: mpsc::Sender<Job>,
+    /// Where it points (never the password), for `Debug`.
+    target: String,
+}
+
+/// One call, run on the connection's thread.
+type Job = Box<dyn FnOnce(&mut Conn) + Send>;
+
+/// The connection, owned by one thread: the `postgres` client drives its
+/// own runtime on every call, which panics on a thread already running
+/// one (an async handler, `#[tokio::main]`). On its own thread, a store
+/// works from any caller, async or not (the caller blocks, as on a file).
+struct Conn {
     /// How to reconnect (`None` for a client the caller built).
     config: Option<Config>,
-    client: Mutex<Client>,
+    client: Client,
 }
 
 impl std::fmt::Debug for PgStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // The config may hold a password: only where it points.
-        let target = self.config.as_ref().map(|c| {
-            (
-                c.get_hosts().len(),
-                c.get_dbname().map(str::to_owned),
-                c.get_user().map(str::to_owned),
-            )
-        });
         f.debug_struct("PgStore")
-            .field("target (hosts, dbname, user)", &target)
+            .field("target", &self.target)
             .finish_non_exhaustive()
     }
 }
@@ -112,18 +123,67 @@ impl PgStore {
         let config: Config = params
             .parse()
             .map_err(|e| Error::Storage(format!("postgres connection string: {e}")))?;
-        let client = config.connect(NoTls).map_err(storage)?;
-        Self::setup(Some(config), client)
+        let target = format!(
+            "dbname={} user={} ({} host(s))",
+            config.get_dbname().unwrap_or("-"),
+            config.get_user().unwrap_or("-"),
+            config.get_hosts().len()
+        );
+        Self::spawn(target, move || {
+            let client = config.connect(NoTls).map_err(storage)?;
+            Ok(Conn {
+                config: Some(config),
+                client,
+            })
+        })
     }
 
     /// Uses a client the caller connected (say, over TLS) and creates the
     /// tables if missing. A store made this way cannot reconnect: once the
     /// connection breaks, calls fail with [`Error::Storage`].
     pub fn with_client(client: Client) -> Result<Self, Error> {
-        Self::setup(None, client)
+        Self::spawn("a caller's client".into(), move || {
+            Ok(Conn {
+                config: None,
+                client,
+            })
+        })
     }
 
-    fn setup(config: Option<Config>, mut client: Client) -> Result<Self, Error> {
+    /// Starts the connection's thread: it connects, sets the schema up,
+    /// reports, then runs calls until the store is dropped.
+    fn spawn(
+        target: String,
+        open: impl FnOnce() -> Result<Conn, Error> + Send + 'static,
+    ) -> Result<Self, Error> {
+        let (jobs, inbox) = mpsc::channel::<Job>();
+        let (ready, opened) = mpsc::sync_channel::<Result<(), Error>>(1);
+        std::thread::Builder::new()
+            .name("ate-ledger-pg".into())
+            .spawn(move || {
+                let mut conn = match open().and_then(|mut c| Self::setup(&mut c.client).map(|()| c))
+                {
+                    Ok(conn) => {
+                        let _ = ready.send(Ok(()));
+                        conn
+                    }
+                    Err(e) => {
+                        let _ = ready.send(Err(e));
+                        return;
+                    }
+                };
+                for job in inbox {
+                    job(&mut conn);
+                }
+            })
+            .map_err(|e| Error::Storage(format!("cannot start the postgres thread: {e}")))?;
+        opened
+            .recv()
+            .map_err(|_| Error::Storage("the postgres thread ended while connecting".into()))??;
+        Ok(Self { jobs, target })
+    }
+
+    fn setup(client: &mut Client) -> Result<(), Error> {
         let mut tx = client.transaction().map_err(storage)?;
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK])
             .map_err(storage)?;
@@ -148,22 +208,30 @@ impl PgStore {
                 supported: Self::SCHEMA_VERSION,
             });
         }
-        tx.commit().map_err(storage)?;
-        Ok(Self {
-            config,
-            client: Mutex::new(client),
-        })
+        tx.commit().map_err(storage)
     }
 
-    /// Runs `f` on the connection, reopening it first if it broke.
-    fn with<T>(&self, f: impl FnOnce(&mut Client) -> Result<T, Error>) -> Result<T, Error> {
-        let mut client = self.client.lock();
-        if client.is_closed()
-            && let Some(config) = &self.config
-        {
-            *client = config.connect(NoTls).map_err(storage)?;
-        }
-        f(&mut client)
+    /// Runs `f` on the connection's thread, reopening the connection first
+    /// if it broke, and waits for the answer.
+    fn with<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Client) -> Result<T, Error> + Send + 'static,
+    ) -> Result<T, Error> {
+        let (reply, answer) = mpsc::sync_channel(1);
+        let job: Job = Box::new(move |conn: &mut Conn| {
+            let result = (|| {
+                if conn.client.is_closed()
+                    && let Some(config) = &conn.config
+                {
+                    conn.client = config.connect(NoTls).map_err(storage)?;
+                }
+                f(&mut conn.client)
+            })();
+            let _ = reply.send(result);
+        });
+        let gone = || Error::Storage("the postgres connection thread has ended".into());
+        self.jobs.send(job).map_err(|_| gone())?;
+        answer.recv().map_err(|_| gone())?
     }
 
     fn decode(key: &Key, version: i64, open: bool, text: &str) -> Result<Record, Error> {
@@ -190,7 +258,8 @@ impl PgStore {
 
 impl Store for PgStore {
     fn get(&self, key: &Key) -> Result<Option<Record>, Error> {
-        self.with(|c| {
+        let key = key.clone();
+        self.with(move |c| {
             let row = c
                 .query_opt(
                     "SELECT version, open, record FROM ate_ledger_records
@@ -198,42 +267,31 @@ impl Store for PgStore {
                     &[&key.scope, &key.id],
                 )
                 .map_err(storage)?;
-            row.map(|r| Self::decode(key, r.get(0), r.get(1), r.get(2)))
+            row.map(|r| Self::decode(&key, r.get(0), r.get(1), r.get(2)))
                 .transpose()
         })
     }
 
     fn put(&self, record: &Record, expected: Option<u64>) -> Result<(), Error> {
-        let key = &record.key;
+        let key = record.key.clone();
         let text = serde_json::to_string(record).map_err(|e| Error::Storage(e.to_string()))?;
-        let version = to_i64(key, record.version)?;
+        let version = to_i64(&key, record.version)?;
+        let expected_i64 = expected.map(|v| to_i64(&key, v)).transpose()?;
         let open = !record.state.is_closed();
-        self.with(|c| {
-            let written = match expected {
+        let ended_at = record.ended_at;
+        self.with(move |c| {
+            let written = match expected_i64 {
                 None => c.execute(
                     "INSERT INTO ate_ledger_records (scope, id, version, open, ended_at, record)
                      VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (scope, id) DO NOTHING",
-                    &[
-                        &key.scope,
-                        &key.id,
-                        &version,
-                        &open,
-                        &record.ended_at,
-                        &text,
-                    ],
+                    &[&key.scope, &key.id, &version, &open, &ended_at, &text],
                 ),
                 Some(expected) => c.execute(
                     "UPDATE ate_ledger_records
                      SET version = $3, open = $4, ended_at = $5, record = $6
                      WHERE scope = $1 AND id = $2 AND version = $7",
                     &[
-                        &key.scope,
-                        &key.id,
-                        &version,
-                        &open,
-                        &record.ended_at,
-                        &text,
-                        &to_i64(key, expected)?,
+                        &key.scope, &key.id, &version, &open, &ended_at, &text, &expected,
                     ],
                 ),
             }
@@ -269,19 +327,15 @@ impl Store for PgStore {
                 .map_err(storage)?;
             rows.iter()
                 .map(|r| {
-                    Self::decode(
-                        &Key::new(r.get::<_, String>(0), r.get::<_, String>(1)),
-                        r.get(2),
-                        r.get(3),
-                        r.get(4),
-                    )
+                    let key = Key::new(r.get::<_, String>(0), r.get::<_, String>(1));
+                    Self::decode(&key, r.get(2), r.get(3), r.get(4))
                 })
                 .collect()
         })
     }
 
     fn purge(&self, cutoff: DateTime<Utc>) -> Result<usize, Error> {
-        self.with(|c| {
+        self.with(move |c| {
             let n = c
                 .execute(
                     "DELETE FROM ate_ledger_records WHERE NOT open AND ended_at < $1",

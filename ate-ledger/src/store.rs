@@ -13,8 +13,12 @@ use crate::{Error, Key, Record};
 /// Shaped for a SQL implementation too: `get` is a `SELECT`, `put` an
 /// `INSERT ... ON CONFLICT DO NOTHING` (expected `None`) or an
 /// `UPDATE ... WHERE version = $expected` (checking the row count), `open`
-/// an indexed scan on state, `purge` a `DELETE ... WHERE ended_at < $cutoff`.
-pub trait Store: Send + Sync {
+/// an indexed scan on state, `purge` a `DELETE ... WHERE ended_at < $cutoff`
+/// (`PgStore`, feature `postgres`, is exactly that).
+///
+/// `Debug` is required so that a [`Ledger`](crate::Ledger) over any store,
+/// including `Arc<dyn Store>` (a store chosen at startup), is `Debug`.
+pub trait Store: std::fmt::Debug + Send + Sync {
     /// The record for `key`.
     fn get(&self, key: &Key) -> Result<Option<Record>, Error>;
 

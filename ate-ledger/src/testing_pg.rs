@@ -167,6 +167,14 @@ fn server() -> &'static Server {
 /// # Ok::<(), ate_ledger::Error>(())
 /// ```
 pub fn fresh_database() -> String {
+    // On a thread of its own: the `postgres` client runs its own runtime,
+    // which would panic on a thread already running one (`#[tokio::test]`).
+    std::thread::spawn(create_database)
+        .join()
+        .unwrap_or_else(|e| std::panic::resume_unwind(e))
+}
+
+fn create_database() -> String {
     static N: AtomicUsize = AtomicUsize::new(0);
     let name = format!(
         "ate_test_{}_{}",

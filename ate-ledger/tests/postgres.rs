@@ -321,6 +321,23 @@ fn a_broken_connection_is_reopened_on_the_next_call() {
     }
 }
 
+#[tokio::test]
+async fn a_store_works_when_called_from_inside_an_async_runtime() {
+    // The `postgres` client drives a runtime of its own on every call, which
+    // panics on a thread already running one: the store must not expose
+    // that to an async service that connects at startup or calls it from a
+    // handler.
+    let url = fresh_database();
+    let ledger = Ledger::new(PgStore::connect(&url).unwrap());
+    let key = Key::new("t", "async");
+    let Begin::Started(lease) = ledger.begin(&key, &fp(), "w").unwrap() else {
+        panic!("new key")
+    };
+    ledger.mark_dispatched(&lease).unwrap();
+    ledger.close(&lease, Close::Succeeded("ok".into())).unwrap();
+    assert_eq!(ledger.get(&key).unwrap().unwrap().state.name(), "succeeded");
+}
+
 #[test]
 fn a_bad_connection_string_is_a_storage_error_naming_it() {
     let err = PgStore::connect("host=/nonexistent port=notaport").unwrap_err();

@@ -91,11 +91,19 @@ fn init_tracing() {
 pub fn banner(addr: SocketAddr, config: &Config) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "listening on http://{addr}");
-    let _ = writeln!(
-        out,
-        "data dir (ledger, rate-limit audit trail): {}",
-        config.data_dir.display()
-    );
+    if config.ledger_postgres_url.is_some() {
+        let _ = writeln!(
+            out,
+            "data dir (rate-limit audit trail): {}; ledger: PostgreSQL (ATE_LEDGER_POSTGRES_URL)",
+            config.data_dir.display()
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "data dir (ledger, rate-limit audit trail): {}",
+            config.data_dir.display()
+        );
+    }
     let _ = writeln!(out, "try:");
     for line in [
         format!("  curl -i http://{addr}/ready"),

@@ -35,7 +35,12 @@ pub struct Config {
     /// until a caller's window drains, instead of the table growing under
     /// a flood of made-up caller names.
     pub max_callers: usize,
-    /// Where the durable ledger lives.
+    /// A PostgreSQL connection string for a ledger every replica shares
+    /// (`ATE_LEDGER_POSTGRES_URL`); unset: the ledger is a redb file in
+    /// the data dir, which only this process uses.
+    pub ledger_postgres_url: Option<String>,
+    /// Where the rate-limit audit trail (and, without a PostgreSQL ledger,
+    /// the ledger) lives.
     pub data_dir: PathBuf,
 }
 
@@ -92,12 +97,27 @@ impl Config {
             Ok(t) => Some(t),
             Err(_) => None,
         };
+        let ledger_postgres_url = match std::env::var("ATE_LEDGER_POSTGRES_URL") {
+            Ok(u) if u.trim().is_empty() => {
+                return Err(ConfigError::Other(
+                    "invalid value for ATE_LEDGER_POSTGRES_URL: empty (unset it to keep the ledger in the data dir)".into(),
+                ));
+            }
+            Ok(u) => Some(u),
+            Err(std::env::VarError::NotPresent) => None,
+            Err(std::env::VarError::NotUnicode(_)) => {
+                return Err(ConfigError::Other(
+                    "invalid value for ATE_LEDGER_POSTGRES_URL: not valid UTF-8".into(),
+                ));
+            }
+        };
         Ok(Self {
             limits,
             drain_timeout: Duration::from_secs(drain.into()),
             control_token,
             reconcile_interval: (reconcile > 0).then(|| Duration::from_millis(reconcile.into())),
             max_callers: usize::try_from(max_callers).unwrap_or(usize::MAX),
+            ledger_postgres_url,
             data_dir,
         })
     }

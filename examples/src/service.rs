@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use ate_generation::{Decision, Latch, Observe, Writer};
-use ate_ledger::{Begin, Close, Fingerprint, Key, Ledger, RedbStore, State};
+use ate_ledger::{Begin, Close, Fingerprint, Key, Ledger, PgStore, RedbStore, State, Store};
 use ate_ratelimit::{
     Decision as RateDecision, KeyedLimiter, LimitId, LimitSet, MonotonicClock, Policy,
 };
@@ -85,11 +85,17 @@ pub struct AppState {
     audit: Audit,
     audit_failures: AtomicU64,
     objects: Mutex<HashMap<String, Object>>,
-    ledger: Arc<Ledger<RedbStore>>,
+    ledger: Arc<Ledger<LedgerStore>>,
     /// Metrics.
     pub metrics: Metrics,
     owner: String,
+    /// Held for the process's life: one process per data dir.
+    _data_dir_lock: std::fs::File,
 }
+
+/// The ledger's store: a redb file in the data dir, or PostgreSQL shared by
+/// every replica.
+type LedgerStore = Arc<dyn Store>;
 
 /// Shared state.
 pub type Shared = Arc<AppState>;
@@ -119,27 +125,56 @@ impl AppState {
                 config.data_dir.display()
             ))
         })?;
-        // The ledger first: its file lock makes this process the data
-        // dir's only user, so a second process on it stops here, before it
-        // touches the audit trail.
-        let path = config.data_dir.join("ledger.redb");
-        let store = RedbStore::open(&path).map_err(|e| match e {
-            ate_ledger::Error::AlreadyOpen { .. } => ConfigError::Other(format!(
-                "the ledger {} is already open: is another service running on this \
-                 data dir? Give each its own --data-dir",
-                path.display()
-            )),
-            e => ConfigError::Other(format!("cannot open ledger {}: {e}", path.display())),
+        // First, the data dir's lock: a second process on it stops here,
+        // before it touches the ledger file or the audit trail.
+        let lock_path = config.data_dir.join("lock");
+        let data_dir_lock = std::fs::File::create(&lock_path).map_err(|e| {
+            ConfigError::Other(format!("cannot create {}: {e}", lock_path.display()))
         })?;
-        let ledger = Ledger::new(store);
-        // So every attempt still open was left by a run that has ended (a
-        // crash, a SIGKILL): resolve them now rather than keep their callers
-        // on 409 until the dead run's leases expire.
-        match ledger.recover_all() {
-            Ok(r) if !r.is_empty() => tracing::warn!(count = r.len(), "recovered open attempts"),
-            Ok(_) => {}
-            Err(e) => return Err(ConfigError::Other(format!("ledger recovery failed: {e}"))),
-        }
+        data_dir_lock.try_lock().map_err(|e| match e {
+            std::fs::TryLockError::WouldBlock => ConfigError::Other(format!(
+                "the data dir {} is already open by another process: is another service \
+                 running on it? Give each its own --data-dir",
+                config.data_dir.display()
+            )),
+            std::fs::TryLockError::Error(e) => {
+                ConfigError::Other(format!("cannot lock {}: {e}", lock_path.display()))
+            }
+        })?;
+        let ledger = match &config.ledger_postgres_url {
+            // Shared by every replica: an attempt found open may belong to
+            // a live replica, so only those whose lease expired (their
+            // worker is gone) are resolved, as `begin` does for a retry.
+            Some(url) => {
+                let store = PgStore::connect(url).map_err(|e| {
+                    ConfigError::Other(format!(
+                        "cannot open the ledger database (ATE_LEDGER_POSTGRES_URL): {e}"
+                    ))
+                })?;
+                let ledger = Ledger::new(Arc::new(store) as LedgerStore);
+                recovered(ledger.recover())?;
+                tracing::info!("ledger: PostgreSQL, shared by every replica");
+                ledger
+            }
+            // This process's own: every attempt still open was left by a run
+            // that has ended (a crash, a SIGKILL), so resolve them all now
+            // rather than keep their callers on 409 until the dead run's
+            // leases expire.
+            None => {
+                let path = config.data_dir.join("ledger.redb");
+                let store = RedbStore::open(&path).map_err(|e| match e {
+                    ate_ledger::Error::AlreadyOpen { .. } => ConfigError::Other(format!(
+                        "the ledger {} is already open: is another service running on this \
+                         data dir? Give each its own --data-dir",
+                        path.display()
+                    )),
+                    e => ConfigError::Other(format!("cannot open ledger {}: {e}", path.display())),
+                })?;
+                let ledger = Ledger::new(Arc::new(store) as LedgerStore);
+                recovered(ledger.recover_all())?;
+                ledger
+            }
+        };
         // The rate-limit audit trail: a restart seeds every caller's windows
         // from it instead of handing out a fresh burst.
         let audit_path = config.data_dir.join("ratelimit-audit.jsonl");
@@ -173,7 +208,13 @@ impl AppState {
             objects: Mutex::new(HashMap::new()),
             ledger: Arc::new(ledger),
             metrics: Metrics::new(),
-            owner: format!("pid-{}", std::process::id()),
+            // Pods all run as PID 1: the pod's name tells replicas apart.
+            owner: format!(
+                "{}/pid-{}",
+                std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into()),
+                std::process::id()
+            ),
+            _data_dir_lock: data_dir_lock,
         }))
     }
 
@@ -540,7 +581,7 @@ impl AppState {
 
     async fn blocking<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&Ledger<RedbStore>) -> T + Send + 'static,
+        f: impl FnOnce(&Ledger<LedgerStore>) -> T + Send + 'static,
     ) -> Result<T, ApiResponse> {
         let ledger = self.ledger.clone();
         tokio::task::spawn_blocking(move || f(&ledger))
@@ -759,6 +800,20 @@ async fn every_while_serving<F: std::future::Future<Output = ()>>(
     while state.gate.is_serving() {
         tick.tick().await;
         work().await;
+    }
+}
+
+/// Logs what startup recovery resolved; a failure stops the start.
+fn recovered(
+    result: Result<Vec<ate_ledger::Record>, ate_ledger::Error>,
+) -> Result<(), ConfigError> {
+    match result {
+        Ok(r) if !r.is_empty() => {
+            tracing::warn!(count = r.len(), "recovered open attempts");
+            Ok(())
+        }
+        Ok(_) => Ok(()),
+        Err(e) => Err(ConfigError::Other(format!("ledger recovery failed: {e}"))),
     }
 }
 

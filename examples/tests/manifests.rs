@@ -11,8 +11,11 @@ fn manifest() -> PathBuf {
 }
 
 #[test]
-fn the_example_manifest_passes_the_config_guard() {
-    let m = load_paths(&[manifest()], &LoadOptions::default()).unwrap();
+fn the_example_manifests_pass_the_config_guard() {
+    // The whole directory, as `kubectl apply -f examples/k8s/` applies it.
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("k8s");
+    let m = load_paths(&[dir], &LoadOptions::default()).unwrap();
+    assert_eq!(m.workloads.len(), 2, "the service and its ledger database");
     let report = check(&CheckInput {
         current: m.clone(),
         proposed: m,

@@ -1,0 +1,141 @@
+//! Several replicas behind one load balancer share one ledger
+//! (`ATE_LEDGER_POSTGRES_URL`): a retry that lands on another replica
+//! replays, waits or revives exactly as on the first, and the provider is
+//! called once. With a ledger per replica, the retry on the second replica
+//! would execute the request again.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use serde_json::{Value, json};
+
+async fn invoke(
+    c: &reqwest::Client,
+    s: &Service,
+    key: &str,
+    body: &Value,
+    simulate: &str,
+    delay_ms: u64,
+) -> reqwest::Response {
+    c.post(s.url("/invoke"))
+        .header("idempotency-key", key)
+        .header("x-simulate", simulate)
+        .header("x-simulate-delay-ms", delay_ms.to_string())
+        .json(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// Provider calls the replicas made: dispatched transitions, summed.
+async fn dispatched(replicas: &[&Service]) -> u64 {
+    let mut total = 0;
+    for s in replicas {
+        let text = s.metrics().await;
+        total += text
+            .lines()
+            .find_map(|l| l.strip_prefix("ate_ledger_transitions_total{outcome=\"dispatched\"} "))
+            .map_or(0, |n| n.trim().parse::<u64>().unwrap());
+    }
+    total
+}
+
+#[tokio::test]
+async fn a_retry_on_another_replica_replays_waits_or_revives_and_never_re_executes() {
+    let url = ate_ledger::testing::fresh_database();
+    let env = [("ATE_LEDGER_POSTGRES_URL", url.as_str())];
+    // One replica of each framework: the same API over one ledger.
+    let a = Service::start(SERVICES[0], &env);
+    let b = Service::start(SERVICES[1], &env);
+    let c = client();
+    let body = json!({"amount": 5});
+
+    // Done on A, retried on B: replayed, not executed again.
+    let first = invoke(&c, &a, "pay-1", &body, "success", 0).await;
+    assert_eq!(first.status(), 200);
+    let first_body = first.text().await.unwrap();
+    let retry = invoke(&c, &b, "pay-1", &body, "success", 0).await;
+    assert_eq!(retry.status(), 200);
+    assert_eq!(retry.headers()["idempotent-replayed"], "true");
+    assert_eq!(retry.text().await.unwrap(), first_body);
+    assert_eq!(dispatched(&[&a, &b]).await, 1, "one provider call");
+    // The same key with another request is refused on every replica.
+    let other = invoke(&c, &b, "pay-1", &json!({"amount": 6}), "success", 0).await;
+    assert_eq!(other.status(), 422);
+
+    // In flight on A: B answers 409 with Retry-After, never a second call.
+    let slow = {
+        let (c, body, url) = (c.clone(), body.clone(), a.url("/invoke"));
+        tokio::spawn(async move {
+            c.post(url)
+                .header("idempotency-key", "pay-2")
+                .header("x-simulate", "success")
+                .header("x-simulate-delay-ms", "1500")
+                .json(&body)
+                .send()
+                .await
+                .unwrap()
+                .status()
+        })
+    };
+    eventually(Duration::from_secs(5), || async {
+        dispatched(&[&a, &b]).await == 2
+    })
+    .await;
+    let during = invoke(&c, &b, "pay-2", &body, "success", 0).await;
+    assert_eq!(during.status(), 409);
+    assert!(during.headers().contains_key("retry-after"));
+    assert_eq!(slow.await.unwrap(), 200);
+    let after = invoke(&c, &b, "pay-2", &body, "success", 0).await;
+    assert_eq!(after.headers()["idempotent-replayed"], "true");
+
+    // Failed before dispatch on B: the retry on A revives it and runs.
+    let failed = invoke(&c, &b, "pay-3", &body, "credential_error", 0).await;
+    assert_eq!(failed.status(), 424);
+    let revived = invoke(&c, &a, "pay-3", &body, "success", 0).await;
+    assert_eq!(revived.status(), 200);
+    assert!(revived.headers().get("idempotent-replayed").is_none());
+
+    // Dispatched and lost on A: never executed again, on any replica.
+    let lost = invoke(&c, &a, "pay-4", &body, "timeout", 0).await;
+    assert_eq!(lost.status(), 504);
+    let again = invoke(&c, &b, "pay-4", &body, "success", 0).await;
+    assert_eq!(again.status(), 504);
+    assert_eq!(dispatched(&[&a, &b]).await, 4, "pay-1..4, once each");
+}
+
+#[tokio::test]
+async fn a_ledger_database_that_cannot_be_reached_stops_the_start_naming_the_variable() {
+    for bin in SERVICES {
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new(bin)
+            .args(["--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(dir.path())
+            .env(
+                "ATE_LEDGER_POSTGRES_URL",
+                "host=/nonexistent-ate-socket-dir user=ate password=hunter2",
+            )
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{bin}");
+        assert!(
+            stderr.contains("ATE_LEDGER_POSTGRES_URL"),
+            "{bin}: {stderr}"
+        );
+        assert!(!stderr.contains("hunter2"), "{bin}: {stderr}");
+        let empty = std::process::Command::new(bin)
+            .args(["--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(dir.path())
+            .env("ATE_LEDGER_POSTGRES_URL", "")
+            .output()
+            .unwrap();
+        assert!(!empty.status.success(), "{bin}");
+        assert!(
+            String::from_utf8_lossy(&empty.stderr).contains("ATE_LEDGER_POSTGRES_URL"),
+            "{bin}"
+        );
+    }
+}
