@@ -1,9 +1,9 @@
 //! The store on PostgreSQL (feature `postgres`): one ledger shared by many
 //! replicas of a service.
 
-use chrono::{DateTime, Utc};
 use std::sync::mpsc;
 
+use chrono::{DateTime, Utc};
 use postgres::{Client, Config, NoTls};
 
 use crate::store::Store;

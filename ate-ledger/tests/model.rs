@@ -1,4 +1,5 @@
-//! Property tests: the ledger on both stores against the reference model.
+//! Property tests: the ledger on every store against the reference model
+//! (PostgreSQL with the `postgres` feature).
 
 use ate_ledger::testing::{Driver, Model, is_final, key, ops};
 use ate_ledger::{Config, Ledger, ManualClock, MemoryStore, RedbStore, Store};
@@ -50,5 +51,17 @@ proptest! {
     fn redb_store_matches_the_model(seq in ops(40)) {
         let dir = tempfile::tempdir().unwrap();
         check(RedbStore::open(dir.path().join("ledger.redb")).unwrap(), &seq)?;
+    }
+}
+
+#[cfg(feature = "postgres")]
+proptest! {
+    // A database per case on a real server: fewer cases.
+    #![proptest_config(ProptestConfig::with_cases(16))]
+
+    #[test]
+    fn postgres_store_matches_the_model(seq in ops(40)) {
+        let url = ate_ledger::testing::fresh_database();
+        check(ate_ledger::PgStore::connect(&url).unwrap(), &seq)?;
     }
 }

@@ -1,6 +1,7 @@
 //! `PgStore` against a real PostgreSQL server (feature `postgres`):
-//! the store contract, several replicas racing on one database, the
-//! reference model, corruption and schema checks, and a broken connection.
+//! the store contract, several replicas racing on one database, corruption
+//! and schema checks, and a broken connection (the reference model runs on
+//! it in `model.rs`).
 //!
 //! Each test gets its own database from
 //! [`ate_ledger::testing::fresh_database`]: on `ATE_TEST_POSTGRES_URL` if
@@ -12,12 +13,11 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use ate_ledger::testing::{Driver, Model, fresh_database, key, ops};
+use ate_ledger::testing::fresh_database;
 use ate_ledger::{
     Begin, Close, Config, Error, Fingerprint, Key, Ledger, ManualClock, PgStore, Store,
 };
 use chrono::{TimeZone, Utc};
-use proptest::prelude::*;
 
 fn sql(url: &str, statement: &str) {
     let mut c = postgres::Client::connect(url, postgres::NoTls).unwrap();
@@ -350,38 +350,4 @@ fn a_bad_connection_string_is_a_storage_error_naming_it() {
         PgStore::connect(&format!("{} password=hunter2", fresh_database())).unwrap()
     );
     assert!(!debug.contains("hunter2"), "{debug}");
-}
-
-fn check<S: Store>(store: S, seq: &[ate_ledger::testing::Op]) -> Result<(), TestCaseError> {
-    let clock = ManualClock::default();
-    let ledger = Ledger::with_clock(store, Config::default(), clock.clone());
-    let mut driver = Driver::new(clock);
-    let mut model = Model::new(Config::default());
-    for op in seq {
-        let got = driver.apply(&ledger, op);
-        let want = model.apply(op);
-        prop_assert_eq!(got, want, "{:?}", op);
-        for k in 0..3u8 {
-            let record = ledger.get(&key(k)).unwrap();
-            prop_assert_eq!(record.as_ref().map(|r| r.state.name()), model.state(k));
-            if let Some(r) = record {
-                prop_assert!(r.check_invariants().is_ok(), "{:?}", r.check_invariants());
-                if r.ever_dispatched() {
-                    prop_assert!(!r.is_revivable(), "a dispatched key is revivable");
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-proptest! {
-    // A database per case: fewer cases than in memory.
-    #![proptest_config(ProptestConfig::with_cases(16))]
-
-    #[test]
-    fn postgres_store_matches_the_model(seq in ops(40)) {
-        let url = fresh_database();
-        check(PgStore::connect(&url).unwrap(), &seq)?;
-    }
 }
