@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::InputError;
 use crate::model::{
-    ConfigKind, ConfigObject, Finding, Inventory, Manifests, ObjectId, Reference, Severity, Side,
-    Workload,
+    ConfigKind, ConfigObject, Finding, Inventory, Manifests, ObjectId, Reference, ServiceAccount,
+    Severity, Side, Workload,
 };
 
 /// Which current objects the proposed state deletes.
@@ -119,6 +119,25 @@ pub fn parse_object_id(s: &str) -> Result<ObjectId, InputError> {
 
 type Index<'a> = HashMap<&'a ObjectId, &'a ConfigObject>;
 
+type Accounts<'a> = HashMap<(&'a str, &'a str), &'a ServiceAccount>;
+
+/// ServiceAccounts by namespace and name.
+fn accounts<'a>(list: &'a [ServiceAccount], at: &str) -> Result<Accounts<'a>, InputError> {
+    let mut map = HashMap::with_capacity(list.len());
+    for sa in list {
+        if map
+            .insert((sa.namespace.as_str(), sa.name.as_str()), sa)
+            .is_some()
+        {
+            return Err(InputError::Invalid {
+                at: at.into(),
+                message: format!("ServiceAccount/{}/{} appears twice", sa.namespace, sa.name),
+            });
+        }
+    }
+    Ok(map)
+}
+
 /// Objects by identity, borrowed (no copies of key sets).
 fn index<'a>(objects: &'a [ConfigObject], at: &str) -> Result<Index<'a>, InputError> {
     let mut map = HashMap::with_capacity(objects.len());
@@ -193,6 +212,8 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
         holders: OnceCell::new(),
     };
 
+    let current_accounts = accounts(&input.current.service_accounts, "current state")?;
+    let proposed_accounts = accounts(&input.proposed.service_accounts, "proposed state")?;
     let mut findings: BTreeSet<Finding> = BTreeSet::new();
     let mut references = 0;
     let sides = [
@@ -204,6 +225,30 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
             for r in &w.references {
                 references += 1;
                 check_reference(&ctx, w, side, r, &mut findings);
+            }
+            // The pull secrets its ServiceAccount adds to every pod: the
+            // account as the pods of that side get it (a proposed workload
+            // gets the proposed account, or the current one if the
+            // proposed input leaves it as it is).
+            let id = (w.id.namespace.as_str(), w.service_account.as_str());
+            let account = match side {
+                Side::Current => current_accounts.get(&id),
+                Side::Proposed => proposed_accounts
+                    .get(&id)
+                    .or_else(|| current_accounts.get(&id)),
+            };
+            for secret in account.iter().flat_map(|a| &a.image_pull_secrets) {
+                let r = Reference {
+                    container: None,
+                    site: format!("serviceAccount {}.imagePullSecrets", w.service_account),
+                    kind: ConfigKind::Secret,
+                    name: secret.clone(),
+                    key: None,
+                    bulk: false,
+                    optional: false,
+                };
+                references += 1;
+                check_reference(&ctx, w, side, &r, &mut findings);
             }
         }
     }

@@ -90,8 +90,8 @@ pub use check::{CheckInput, Deletion, Report, check, inventory, parse_object_id}
 pub use drift::{Source, drift};
 pub use load::{LoadOptions, load_paths, load_str, pod_references};
 pub use model::{
-    ConfigKind, ConfigObject, Finding, Inventory, Manifests, ObjectId, Reference, Severity, Side,
-    Workload, WorkloadId,
+    ConfigKind, ConfigObject, Finding, Inventory, Manifests, ObjectId, Reference, ServiceAccount,
+    Severity, Side, Workload, WorkloadId,
 };
 
 /// Input the guard cannot use: the CLI exits 2. Messages name files,

@@ -11,8 +11,8 @@ use serde::de::DeserializeOwned;
 
 use crate::InputError;
 use crate::model::{
-    ConfigKind, ConfigObject, Finding, Manifests, ObjectId, Reference, Severity, Workload,
-    WorkloadId,
+    ConfigKind, ConfigObject, Finding, Manifests, ObjectId, Reference, ServiceAccount, Severity,
+    Workload, WorkloadId,
 };
 use crate::parse::{Node, documents};
 
@@ -184,6 +184,7 @@ fn load_str_into(
         out.objects.extend(m.objects);
         out.workloads.extend(m.workloads);
         out.notes.extend(m.notes);
+        out.service_accounts.extend(m.service_accounts);
     }
     Ok(())
 }
@@ -377,6 +378,34 @@ fn load_doc(
                 at,
             )?;
         }
+        "ServiceAccount" => {
+            expect_api(&["v1"])?;
+            let (namespace, name) = meta_names(&doc, at, options)?;
+            let image_pull_secrets = match doc.get("imagePullSecrets") {
+                None | Some(Node::Null) => Vec::new(),
+                Some(Node::Seq(items)) => items
+                    .iter()
+                    .map(|i| match i.get("name").and_then(Node::as_str) {
+                        Some(n) if !n.is_empty() => Ok(n.to_owned()),
+                        _ => Err(bad(
+                            at,
+                            format!("ServiceAccount {name}: an imagePullSecrets name is empty"),
+                        )),
+                    })
+                    .collect::<Result<_, _>>()?,
+                Some(_) => {
+                    return Err(bad(
+                        at,
+                        format!("ServiceAccount {name}: imagePullSecrets is not a list"),
+                    ));
+                }
+            };
+            out.service_accounts.push(ServiceAccount {
+                namespace,
+                name,
+                image_pull_secrets,
+            });
+        }
         "Ingress" => {
             let (ns, name) = meta_names(&doc, at, options)?;
             if let Some(Node::Seq(tls)) = doc.get("spec").and_then(|s| s.get("tls")) {
@@ -523,6 +552,12 @@ fn push_workload(
     at: &str,
 ) -> Result<(), InputError> {
     let references = pod_references(&spec).map_err(|m| bad(at, format!("{kind} {name}: {m}")))?;
+    // `serviceAccount` is the deprecated spelling Kubernetes still reads.
+    let service_account = spec
+        .service_account_name
+        .or(spec.service_account)
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "default".into());
     out.workloads.push(Workload {
         id: WorkloadId {
             kind: kind.to_owned(),
@@ -531,6 +566,7 @@ fn push_workload(
         },
         references,
         dormant,
+        service_account,
     });
     Ok(())
 }

@@ -125,6 +125,27 @@ pub struct Workload {
     /// it again (a rollback) would fail.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dormant: Option<String>,
+    /// The ServiceAccount its pods run as (`serviceAccountName`, else
+    /// `default`, as Kubernetes applies): the account's `imagePullSecrets`
+    /// are added to every pod it creates, so they are references too.
+    #[serde(default = "default_service_account")]
+    pub service_account: String,
+}
+
+fn default_service_account() -> String {
+    "default".into()
+}
+
+/// A ServiceAccount's `imagePullSecrets` (names only): Kubernetes adds them
+/// to every pod that runs as the account.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServiceAccount {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// The Secrets named in `imagePullSecrets`.
+    pub image_pull_secrets: Vec<String>,
 }
 
 /// How bad a finding is.
@@ -235,4 +256,6 @@ pub struct Manifests {
     pub workloads: Vec<Workload>,
     /// Findings made while reading (references outside pod specs).
     pub notes: Vec<Finding>,
+    /// ServiceAccounts and the pull secrets they add to their pods.
+    pub service_accounts: Vec<ServiceAccount>,
 }

@@ -149,6 +149,7 @@ fn workloads(prefix: &'static str) -> impl Strategy<Value = Vec<Workload>> {
                 },
                 references,
                 dormant: dormant.then(|| "an old revision".into()),
+                service_account: "default".into(),
             })
             .collect()
     })
@@ -186,11 +187,13 @@ pub fn transition() -> impl Strategy<Value = CheckInput> {
                     objects: cur_objs,
                     workloads: cur_w,
                     notes: Vec::new(),
+                    service_accounts: Vec::new(),
                 },
                 proposed: Manifests {
                     objects: prop_objs,
                     workloads: prop_w,
                     notes: Vec::new(),
+                    service_accounts: Vec::new(),
                 },
                 inventory: None,
                 deletion: if prune {

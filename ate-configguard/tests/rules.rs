@@ -380,3 +380,85 @@ fn dormant_workloads_are_warned_about_and_serving_ones_fail() {
         }
     }
 }
+
+#[test]
+fn a_service_accounts_pull_secrets_are_references_of_every_pod_that_runs_as_it() {
+    // Kubernetes adds the account's imagePullSecrets to each pod it admits,
+    // so deleting one breaks image pulls of pods no manifest names it in.
+    let account = |name: &str, secrets: &str| {
+        format!(
+            "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: {name}\nimagePullSecrets: {secrets}\n"
+        )
+    };
+    let containers =
+        "      containers:\n        - name: app\n          image: registry.example/app:1\n";
+    let runs_as = |sa: &str| {
+        deployment(
+            "web",
+            &format!("      serviceAccountName: {sa}\n{containers}"),
+        )
+    };
+    let regcred = secret("regcred", &[".dockerconfigjson"]);
+    let delete = ["Secret/default/regcred"];
+    for (what, workload, accounts, breaks) in [
+        (
+            "its named account",
+            runs_as("builder"),
+            account("builder", "[{name: regcred}]"),
+            true,
+        ),
+        // No serviceAccountName: the namespace's `default` account.
+        (
+            "the default account",
+            deployment("web", containers),
+            account("default", "[{name: regcred}]"),
+            true,
+        ),
+        (
+            "another account",
+            runs_as("other"),
+            account("builder", "[{name: regcred}]"),
+            false,
+        ),
+        (
+            "an account without pull secrets",
+            runs_as("builder"),
+            account("builder", "[]"),
+            false,
+        ),
+    ] {
+        let current = [regcred.as_str(), &accounts, &workload].join("\n---\n");
+        let report = run_with(&current, &accounts, Deletion::Listed, &delete);
+        if breaks {
+            assert_eq!(
+                codes(&report),
+                vec![("missing-object".into(), None)],
+                "{what}"
+            );
+            let f = &report.failures[0];
+            assert!(
+                f.site.as_deref().unwrap().contains("imagePullSecrets"),
+                "{what}: {f}"
+            );
+            assert_eq!(
+                f.object.as_ref().unwrap().to_string(),
+                "Secret/default/regcred"
+            );
+        } else {
+            assert!(report.is_safe(), "{what}: {}", report.to_text());
+        }
+    }
+    // A proposed workload runs as the proposed account: one that drops
+    // the secret no longer needs it (the current pods still do).
+    let current = [regcred.as_str(), &account("builder", "[{name: regcred}]")].join("\n---\n");
+    let proposed = [account("builder", "[]"), runs_as("builder")].join("\n---\n");
+    let report = run_with(&current, &proposed, Deletion::Listed, &delete);
+    assert!(report.is_safe(), "{}", report.to_text());
+    // Two accounts of one name in one state are an input error.
+    let twice = [account("a", "[]"), account("a", "[]")].join("\n---\n");
+    let input = CheckInput {
+        current: load(&twice),
+        ..Default::default()
+    };
+    assert!(check(&input).is_err());
+}
