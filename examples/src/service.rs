@@ -704,6 +704,22 @@ impl AppState {
                 422,
                 json!({"error": "this Idempotency-Key was used with a different request"}),
             ),
+            // The store is unreachable (a database down or failing over) or
+            // the key too contended: nothing about the request was decided,
+            // so the client may retry, and a load balancer may retry
+            // elsewhere. A request that was not yet marked dispatched was
+            // not sent; one that was is never sent again (the dispatch rule).
+            unavailable @ (E::Storage(_) | E::Contended { .. }) => {
+                tracing::error!("ledger unavailable: {unavailable}");
+                ApiResponse::json(
+                    503,
+                    json!({
+                        "error": format!("the ledger is unavailable: {unavailable}"),
+                        "retryable": true,
+                    }),
+                )
+                .with_header("retry-after", "1")
+            }
             other => {
                 tracing::error!("ledger error: {other}");
                 ApiResponse::json(500, json!({"error": other.to_string()}))

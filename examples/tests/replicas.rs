@@ -139,3 +139,56 @@ async fn a_ledger_database_that_cannot_be_reached_stops_the_start_naming_the_var
         );
     }
 }
+
+/// Runs `statement` on the test server's `postgres` database (off the
+/// async runtime: the `postgres` client runs a runtime of its own).
+fn admin(url: &str, statement: String) {
+    let admin_url = format!("{} dbname=postgres", url.rsplit_once(" dbname=").unwrap().0);
+    std::thread::spawn(move || {
+        let mut c = postgres::Client::connect(&admin_url, postgres::NoTls).unwrap();
+        c.batch_execute(&statement).unwrap();
+    })
+    .join()
+    .unwrap();
+}
+
+#[tokio::test]
+async fn a_ledger_database_that_goes_away_is_503_with_retry_after_and_comes_back() {
+    let url = ate_ledger::testing::fresh_database();
+    let db = url.rsplit_once("dbname=").unwrap().1.to_owned();
+    for bin in SERVICES {
+        let s = Service::start(bin, &[("ATE_LEDGER_POSTGRES_URL", url.as_str())]);
+        let c = client();
+        let body = json!({"amount": 1});
+        let key = format!("outage-{}", bin.len());
+        assert_eq!(
+            invoke(&c, &s, &key, &body, "success", 0).await.status(),
+            200
+        );
+        // The database goes away: it refuses new connections and ends the
+        // service's (a failover, a restart).
+        admin(
+            &url,
+            format!(
+                "ALTER DATABASE {db} ALLOW_CONNECTIONS false; \
+                 SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{db}'"
+            ),
+        );
+        let down = invoke(&c, &s, &format!("{key}-b"), &body, "success", 0).await;
+        assert_eq!(down.status(), 503, "{bin}");
+        assert_eq!(down.headers()["retry-after"], "1", "{bin}");
+        let error: Value = down.json().await.unwrap();
+        assert_eq!(error["retryable"], true, "{bin}: {error}");
+        assert_eq!(
+            dispatched(&[&s]).await,
+            1,
+            "{bin}: nothing was sent while down"
+        );
+        // Back: the next call reconnects and runs.
+        admin(&url, format!("ALTER DATABASE {db} ALLOW_CONNECTIONS true"));
+        let up = invoke(&c, &s, &format!("{key}-b"), &body, "success", 0).await;
+        assert_eq!(up.status(), 200, "{bin}");
+        let replay = invoke(&c, &s, &key, &body, "success", 0).await;
+        assert_eq!(replay.headers()["idempotent-replayed"], "true", "{bin}");
+    }
+}
