@@ -75,3 +75,51 @@ fn serde_saphyr_value(doc: &str) -> serde_json::Value {
     let m: serde_json::Value = serde_saphyr::from_str(doc).unwrap();
     m
 }
+
+#[test]
+fn every_shipped_manifest_decodes_into_its_kubernetes_type_with_no_unknown_field() {
+    // A misspelt field (`volumeClaimTemplate`, `secretkeyRef`) is dropped
+    // by the API server or kubectl without a word: catch it here.
+    use k8s_openapi::api::apps::v1::StatefulSet;
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+    fn decode<T: serde::de::DeserializeOwned>(doc: serde_json::Value, at: &str) {
+        let mut unknown = Vec::new();
+        let decoded: Result<T, _> =
+            serde_ignored::deserialize(doc, |path| unknown.push(path.to_string()));
+        assert!(decoded.is_ok(), "{at}: {}", decoded.err().unwrap());
+        assert!(unknown.is_empty(), "{at}: unknown fields {unknown:?}");
+    }
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("k8s");
+    let mut kinds = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        for (i, doc) in text.split("\n---\n").enumerate() {
+            let value = serde_saphyr_value(doc);
+            let kind = value["kind"].as_str().unwrap().to_owned();
+            let at = format!("{} document {}", path.display(), i + 1);
+            match kind.as_str() {
+                "Deployment" => decode::<Deployment>(value, &at),
+                "StatefulSet" => decode::<StatefulSet>(value, &at),
+                "Service" => decode::<Service>(value, &at),
+                "Secret" => decode::<Secret>(value, &at),
+                "ConfigMap" => decode::<ConfigMap>(value, &at),
+                other => panic!("{at}: no check for kind {other}"),
+            }
+            kinds.push(kind);
+        }
+    }
+    kinds.sort();
+    assert_eq!(
+        kinds,
+        [
+            "ConfigMap",
+            "Deployment",
+            "Secret",
+            "Secret",
+            "Service",
+            "Service",
+            "StatefulSet"
+        ]
+    );
+}
