@@ -65,7 +65,14 @@ fn start_server() -> Server {
              or set ATE_TEST_POSTGRES_URL to a server these tests may create databases on"
         );
     };
-    let dir = std::env::temp_dir().join(format!("ate-ledger-pg-{}", std::process::id()));
+    // As root the server runs as `postgres`, which must reach the dir: not
+    // under a `TMPDIR` in root's home, so `/tmp` itself.
+    let tmp = if is_root() {
+        PathBuf::from("/tmp")
+    } else {
+        std::env::temp_dir()
+    };
+    let dir = tmp.join(format!("ate-ledger-pg-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     if is_root() {
