@@ -419,7 +419,24 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     /// dispatched → provider unavailable (not revivable). Returns the
     /// resolved records.
     pub fn recover(&self) -> Result<Vec<Record>, Error> {
-        self.recover_where(true)
+        self.recover_where(|_| false)
+    }
+
+    /// Resolves, by the same rule as [`recover`](Self::recover), every
+    /// in-flight attempt whose lease has expired or is held by `owner`,
+    /// live or not.
+    ///
+    /// For a worker that restarts under the same owner name on a store
+    /// that live workers share (a Kubernetes pod whose container restarted
+    /// keeps its name): the attempts its previous run left open are
+    /// resolved at start instead of keeping their callers on 409 until
+    /// those leases expire, while other workers' live attempts are left
+    /// alone. The owner name must be unique among live workers. If it is
+    /// not, nothing runs twice (the other worker's later transitions fail
+    /// with [`Error::StaleLease`] and a dispatched attempt is closed as not
+    /// revivable), but that worker's outcomes are lost.
+    pub fn recover_owner(&self, owner: &str) -> Result<Vec<Record>, Error> {
+        self.recover_where(|lease| lease.owner == owner)
     }
 
     /// Resolves every in-flight attempt by the same rule as
@@ -435,15 +452,17 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     /// dispatched attempt is closed as not revivable), but their outcomes
     /// are lost.
     pub fn recover_all(&self) -> Result<Vec<Record>, Error> {
-        self.recover_where(false)
+        self.recover_where(|_| true)
     }
 
-    fn recover_where(&self, only_expired: bool) -> Result<Vec<Record>, Error> {
+    /// Resolves the in-flight attempts whose lease has expired, and those
+    /// whose live lease `also` accepts.
+    fn recover_where(&self, also: impl Fn(&Lease) -> bool) -> Result<Vec<Record>, Error> {
         let now = self.clock.now();
         let mut out = Vec::new();
         for record in self.store.open()? {
             let expired = record.lease.as_ref().is_none_or(|l| l.expires_at <= now);
-            if only_expired && !expired {
+            if !expired && !record.lease.as_ref().is_some_and(&also) {
                 continue;
             }
             let lost = if expired {

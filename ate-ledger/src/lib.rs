@@ -15,7 +15,9 @@
 //! - [`Ledger::recover`]: expired leases → not dispatched: pre-provider
 //!   (revivable); dispatched: provider unavailable (never re-executed).
 //!   [`Ledger::recover_all`] applies the same rule without waiting for
-//!   leases, for a process that is the store's only worker (at its start).
+//!   leases, for a process that is the store's only worker (at its start);
+//!   [`Ledger::recover_owner`] to one owner's attempts, for a worker that
+//!   restarts under its name on a shared store.
 //! - [`Store`]: [`MemoryStore`]; `RedbStore` (feature `redb`, default),
 //!   which fsyncs every commit and locks its file: a second open, from any
 //!   process, is [`Error::AlreadyOpen`]; and `PgStore` (feature
@@ -68,8 +70,8 @@
 //! row count, so of two replicas racing on a key exactly one moves it;
 //! `open()` is an indexed scan of the open rows. Each call is its own
 //! transaction, durable when it returns. Recovery on a shared store is
-//! [`Ledger::recover`] (expired leases only), never
-//! [`Ledger::recover_all`].
+//! [`Ledger::recover`] (expired leases only) or [`Ledger::recover_owner`]
+//! (a restarted worker's own attempts too), never [`Ledger::recover_all`].
 #![warn(missing_docs)]
 
 mod clock;

@@ -71,9 +71,10 @@ fn to_i64(key: &Key, version: u64) -> Result<i64, Error> {
 ///
 /// Recovery on a shared store: call
 /// [`Ledger::recover`](crate::Ledger::recover), which resolves only attempts
-/// whose lease expired (their worker is gone), never
-/// [`Ledger::recover_all`](crate::Ledger::recover_all), which would take
-/// over attempts live replicas are still running.
+/// whose lease expired (their worker is gone), or, at a worker's start,
+/// [`Ledger::recover_owner`](crate::Ledger::recover_owner) with its own
+/// name; never [`Ledger::recover_all`](crate::Ledger::recover_all), which
+/// would take over attempts live replicas are still running.
 ///
 /// ```no_run
 /// use ate_ledger::{Ledger, PgStore};

@@ -85,6 +85,12 @@ pub enum Op {
     Recover,
     /// The process restarts on a store only it uses: `recover_all()`.
     RecoverAll,
+    /// A worker restarts under an owner name: `recover_owner()` with the
+    /// name every lease so far was taken under (`mine`), or another.
+    RecoverOwner {
+        /// Whether the name is the one the driver's leases carry.
+        mine: bool,
+    },
     /// Time passes (seconds).
     Advance(u16),
 }
@@ -110,7 +116,8 @@ pub enum Outcome {
     NotRevivable,
     /// No record.
     NotFound,
-    /// `recover()` or `recover_all()` resolved this many attempts.
+    /// `recover()`, `recover_all()` or `recover_owner()` resolved this many
+    /// attempts.
     Recovered(usize),
     /// Nothing to do (no lease held for the key).
     Skipped,
@@ -257,6 +264,11 @@ impl Model {
             }
             Op::Recover => Outcome::Recovered(self.recover_where(|k| k.lease_expires <= now)),
             Op::RecoverAll => Outcome::Recovered(self.recover_where(|_| true)),
+            // Every lease is the driver's: its own name takes them all,
+            // another name only the expired ones.
+            Op::RecoverOwner { mine } => {
+                Outcome::Recovered(self.recover_where(|k| mine || k.lease_expires <= now))
+            }
             Op::Advance(s) => {
                 self.now += u64::from(s);
                 Outcome::Skipped
@@ -264,6 +276,9 @@ impl Model {
         }
     }
 }
+
+/// The owner name the driver takes every lease under.
+const OWNER: &str = "driver";
 
 /// Runs [`Op`]s against a real ledger, holding the last lease per key.
 #[derive(Debug)]
@@ -314,7 +329,7 @@ impl Driver {
                 .map_or("none", |r| r.state.name())
         };
         let result = match *op {
-            Op::Begin { key: k, fp } => match ledger.begin(&key(k), &fingerprint(fp), "driver") {
+            Op::Begin { key: k, fp } => match ledger.begin(&key(k), &fingerprint(fp), OWNER) {
                 Ok(Begin::Started(lease)) => {
                     self.leases.insert(k, lease);
                     Ok(Outcome::Started)
@@ -344,7 +359,7 @@ impl Driver {
                 let fp = ledger.get(&key(k)).ok().flatten().map(|r| r.fingerprint);
                 match fp {
                     None => Ok(Outcome::NotFound),
-                    Some(fp) => ledger.revive(&key(k), &fp, "driver").map(|lease| {
+                    Some(fp) => ledger.revive(&key(k), &fp, OWNER).map(|lease| {
                         self.leases.insert(k, lease);
                         Outcome::Ok("in_flight")
                     }),
@@ -356,6 +371,9 @@ impl Driver {
             }
             Op::Recover => ledger.recover().map(|r| Outcome::Recovered(r.len())),
             Op::RecoverAll => ledger.recover_all().map(|r| Outcome::Recovered(r.len())),
+            Op::RecoverOwner { mine } => ledger
+                .recover_owner(if mine { OWNER } else { "another-worker" })
+                .map(|r| Outcome::Recovered(r.len())),
             Op::Advance(s) => {
                 self.clock.advance(Duration::from_secs(u64::from(s)));
                 Ok(Outcome::Skipped)
@@ -383,6 +401,7 @@ pub fn op(keys: u8) -> impl Strategy<Value = Op> {
         1 => Just(Op::CrashWorker),
         2 => Just(Op::Recover),
         1 => Just(Op::RecoverAll),
+        1 => any::<bool>().prop_map(|mine| Op::RecoverOwner { mine }),
         2 => (0u16..20).prop_map(Op::Advance),
     ]
 }

@@ -284,6 +284,45 @@ fn recover_all_resolves_open_attempts_without_waiting_for_their_leases() {
 }
 
 #[test]
+fn recover_owner_resolves_the_owners_attempts_and_expired_ones_not_other_live_ones() {
+    let (ledger, clock) = setup();
+    // "ended-run" is this worker's previous run (same owner name).
+    let mine = two_open_attempts(&ledger);
+    let Begin::Started(live) = ledger
+        .begin(&Key::new("t", "live"), &fp(), "pod-b")
+        .unwrap()
+    else {
+        panic!()
+    };
+    let Begin::Started(_) = ledger
+        .begin(&Key::new("t", "stale"), &fp(), "pod-c")
+        .unwrap()
+    else {
+        panic!()
+    };
+    // pod-c's lease runs out; pod-b renews its own.
+    clock.advance(Config::default().lease_ttl - Duration::from_secs(1));
+    let live = ledger.renew(&live).unwrap();
+    clock.advance(Duration::from_secs(2));
+    let mut recovered: Vec<String> = ledger
+        .recover_owner("ended-run")
+        .unwrap()
+        .into_iter()
+        .map(|r| r.key.id)
+        .collect();
+    recovered.sort();
+    assert_eq!(recovered, ["dispatched", "not-dispatched", "stale"]);
+    mine.assert_resolved_by_the_dispatch_rule(&ledger);
+    // The live worker's attempt is untouched and still its to move.
+    assert_eq!(
+        ledger.get(&live.key).unwrap().unwrap().state,
+        State::InFlight
+    );
+    ledger.mark_dispatched(&live).unwrap();
+    assert!(ledger.recover_owner("ended-run").unwrap().is_empty());
+}
+
+#[test]
 fn records_are_kept_for_the_retention_and_open_ones_never_purged() {
     let (ledger, clock) = setup();
     let done = Key::new("t", "done");

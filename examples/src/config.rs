@@ -39,6 +39,11 @@ pub struct Config {
     /// (`ATE_LEDGER_POSTGRES_URL`); unset: the ledger is a redb file in
     /// the data dir, which only this process uses.
     pub ledger_postgres_url: Option<String>,
+    /// This worker's name on the ledger's leases (`ATE_WORKER_ID`, default
+    /// `HOSTNAME/pid-PID`). Unique among live workers and kept across
+    /// restarts (a pod's name), it lets a restarted worker resolve the
+    /// attempts its previous run left open at once, on a shared ledger too.
+    pub worker_id: String,
     /// Where the rate-limit audit trail (and, without a PostgreSQL ledger,
     /// the ledger) lives.
     pub data_dir: PathBuf,
@@ -111,6 +116,20 @@ impl Config {
                 ));
             }
         };
+        let worker_id = match std::env::var("ATE_WORKER_ID") {
+            Ok(id) if id.trim().is_empty() => {
+                return Err(ConfigError::Other(
+                    "invalid value for ATE_WORKER_ID: empty (unset it for HOSTNAME/pid-PID)".into(),
+                ));
+            }
+            Ok(id) => id,
+            // Pods all run as PID 1: the pod's name tells replicas apart.
+            Err(_) => format!(
+                "{}/pid-{}",
+                std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into()),
+                std::process::id()
+            ),
+        };
         Ok(Self {
             limits,
             drain_timeout: Duration::from_secs(drain.into()),
@@ -118,6 +137,7 @@ impl Config {
             reconcile_interval: (reconcile > 0).then(|| Duration::from_millis(reconcile.into())),
             max_callers: usize::try_from(max_callers).unwrap_or(usize::MAX),
             ledger_postgres_url,
+            worker_id,
             data_dir,
         })
     }

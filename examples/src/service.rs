@@ -88,7 +88,6 @@ pub struct AppState {
     ledger: Arc<Ledger<LedgerStore>>,
     /// Metrics.
     pub metrics: Metrics,
-    owner: String,
     /// Held for the process's life: one process per data dir.
     _data_dir_lock: std::fs::File,
 }
@@ -143,8 +142,9 @@ impl AppState {
         })?;
         let ledger = match &config.ledger_postgres_url {
             // Shared by every replica: an attempt found open may belong to
-            // a live replica, so only those whose lease expired (their
-            // worker is gone) are resolved, as `begin` does for a retry.
+            // a live replica, so only this worker's own (its previous run,
+            // under the same ATE_WORKER_ID) and those whose lease expired
+            // (their worker is gone) are resolved.
             Some(url) => {
                 let store = PgStore::connect(url).map_err(|e| {
                     ConfigError::Other(format!(
@@ -152,8 +152,8 @@ impl AppState {
                     ))
                 })?;
                 let ledger = Ledger::new(Arc::new(store) as LedgerStore);
-                recovered(ledger.recover())?;
-                tracing::info!("ledger: PostgreSQL, shared by every replica");
+                recovered(ledger.recover_owner(&config.worker_id))?;
+                tracing::info!(worker = %config.worker_id, "ledger: PostgreSQL, shared by every replica");
                 ledger
             }
             // This process's own: every attempt still open was left by a run
@@ -208,12 +208,6 @@ impl AppState {
             objects: Mutex::new(HashMap::new()),
             ledger: Arc::new(ledger),
             metrics: Metrics::new(),
-            // Pods all run as PID 1: the pod's name tells replicas apart.
-            owner: format!(
-                "{}/pid-{}",
-                std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into()),
-                std::process::id()
-            ),
             _data_dir_lock: data_dir_lock,
         }))
     }
@@ -596,7 +590,7 @@ impl AppState {
         behaviour: &str,
         delay: u64,
     ) -> ApiResponse {
-        let owner = self.owner.clone();
+        let owner = self.config.worker_id.clone();
         let (k, f, o) = (key.clone(), fp.clone(), owner.clone());
         let begun = match self.blocking(move |l| l.begin(&k, &f, &o)).await {
             Ok(r) => r,

@@ -192,3 +192,60 @@ async fn a_ledger_database_that_goes_away_is_503_with_retry_after_and_comes_back
         assert_eq!(replay.headers()["idempotent-replayed"], "true", "{bin}");
     }
 }
+
+#[tokio::test]
+async fn a_replica_restarted_under_its_worker_id_resolves_its_own_attempts_at_once() {
+    let url = ate_ledger::testing::fresh_database();
+    let pg = ("ATE_LEDGER_POSTGRES_URL", url.as_str());
+    let b = Service::start(SERVICES[1], &[pg, ("ATE_WORKER_ID", "pod-b")]);
+    let c = client();
+    let body = json!({"amount": 7});
+    // B's own call in flight: a live lease of another worker.
+    let b_call = {
+        let (c, body, url) = (c.clone(), body.clone(), b.url("/invoke"));
+        tokio::spawn(async move {
+            c.post(url)
+                .header("idempotency-key", "b-live")
+                .header("x-simulate-delay-ms", "4000")
+                .json(&body)
+                .send()
+                .await
+                .unwrap()
+                .status()
+        })
+    };
+    b.wait_for_metric("ate_ledger_transitions_total{outcome=\"dispatched\"} 1")
+        .await;
+    for bin in SERVICES {
+        let key = format!("crash-{}", bin.len());
+        {
+            let a = Service::start(bin, &[pg, ("ATE_WORKER_ID", "pod-a")]);
+            let slow = c
+                .post(a.url("/invoke"))
+                .header("idempotency-key", &key)
+                .header("x-simulate-delay-ms", "30000")
+                .json(&body)
+                .send();
+            let pending = tokio::spawn(slow);
+            a.wait_for_metric("ate_ledger_transitions_total{outcome=\"dispatched\"} 1")
+                .await;
+            drop(a); // SIGKILL mid-call
+            assert!(pending.await.unwrap().is_err(), "{bin}");
+        }
+        // Its lease (30 s) is live: on a shared ledger B must wait it out...
+        let during = invoke(&c, &b, &key, &body, "success", 0).await;
+        assert_eq!(during.status(), 409, "{bin}");
+        // ...unless the worker comes back under its name (a restarted pod):
+        // its own attempt is resolved at start, by the dispatch rule.
+        let a = Service::start(bin, &[pg, ("ATE_WORKER_ID", "pod-a")]);
+        let retry = invoke(&c, &b, &key, &body, "success", 0).await;
+        assert_eq!(
+            retry.status(),
+            504,
+            "{bin}: dispatched, so never re-executed"
+        );
+        assert!(a.stderr().contains("recovered open attempts"), "{bin}");
+    }
+    // B's live call was left alone and finishes as its own.
+    assert_eq!(b_call.await.unwrap(), 200);
+}
