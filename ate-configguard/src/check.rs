@@ -20,9 +20,19 @@ pub enum Deletion {
     #[default]
     Listed,
     /// Every current object absent from the proposed input is deleted (as
-    /// `helm upgrade` or `kubectl apply --prune` would).
+    /// `helm upgrade` or `kubectl apply --prune` would), except the ones
+    /// the control plane keeps in every namespace whatever is applied
+    /// ([`CONTROL_PLANE_OBJECTS`]): live state lists them and every pod
+    /// mounts one, but no deploy removes them.
     Prune,
 }
+
+/// ConfigMaps and Secrets that Kubernetes itself keeps in every namespace
+/// (re-created at once if deleted): `--prune` never counts them as deleted.
+/// `kube-root-ca.crt` is mounted by every pod's service-account token
+/// volume (`kube-api-access-*`).
+pub const CONTROL_PLANE_OBJECTS: [(ConfigKind, &str); 1] =
+    [(ConfigKind::ConfigMap, "kube-root-ca.crt")];
 
 /// What to check.
 #[derive(Debug, Clone, Default)]
@@ -189,7 +199,12 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
     let proposed_in = index(&input.proposed.objects, "proposed state")?;
     let mut proposed = current.clone();
     if input.deletion == Deletion::Prune {
-        proposed.retain(|id, _| proposed_in.contains_key(*id));
+        proposed.retain(|id, _| {
+            proposed_in.contains_key(*id)
+                || CONTROL_PLANE_OBJECTS
+                    .iter()
+                    .any(|(kind, name)| id.kind == *kind && id.name == *name)
+        });
     }
     for id in &input.delete {
         if proposed_in.contains_key(id) {

@@ -86,7 +86,9 @@ mod parse;
 #[cfg(feature = "test-util")]
 pub mod testing;
 
-pub use check::{CheckInput, Deletion, Report, check, inventory, parse_object_id};
+pub use check::{
+    CONTROL_PLANE_OBJECTS, CheckInput, Deletion, Report, check, inventory, parse_object_id,
+};
 pub use drift::{Source, drift};
 pub use load::{LoadOptions, load_paths, load_str, pod_references};
 pub use model::{

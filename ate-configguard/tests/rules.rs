@@ -462,3 +462,44 @@ fn a_service_accounts_pull_secrets_are_references_of_every_pod_that_runs_as_it()
     };
     assert!(check(&input).is_err());
 }
+
+#[test]
+fn prune_never_deletes_the_root_ca_configmap_the_control_plane_keeps() {
+    // Every live pod mounts kube-root-ca.crt through its service-account
+    // token volume, and `kubectl get` lists it in every namespace; rendered
+    // manifests never hold it, and no deploy removes it.
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web-1\nspec:\n  containers:\n    - name: app\n      image: app:1\n      volumeMounts:\n        - { name: kube-api-access-x, mountPath: /var/run/secrets/kubernetes.io/serviceaccount }\n  volumes:\n    - name: kube-api-access-x\n      projected:\n        sources:\n          - serviceAccountToken: { path: token }\n          - configMap:\n              name: kube-root-ca.crt\n              items: [ { key: ca.crt, path: ca.crt } ]\n";
+    let current = [
+        cm("kube-root-ca.crt", &["ca.crt"]),
+        cm("app", &["A"]),
+        pod.into(),
+    ]
+    .join("\n---\n");
+    let report = run_with(&current, &cm("app", &["A"]), Deletion::Prune, &[]);
+    assert!(report.is_safe(), "{}", report.to_text());
+    // Deleting it by name is still checked.
+    let report = run_with(
+        &current,
+        &cm("app", &["A"]),
+        Deletion::Listed,
+        &["ConfigMap/default/kube-root-ca.crt"],
+    );
+    assert_eq!(
+        codes(&report),
+        vec![("missing-object".into(), Some("ca.crt".into()))]
+    );
+    // Any other object absent from the proposed input is pruned.
+    let with_app = [
+        current.clone(),
+        cm("app-config", &["A"]),
+        deployment("web", ENVFROM_APP),
+    ]
+    .join("\n---\n");
+    let report = run_with(&with_app, &cm("app", &["A"]), Deletion::Prune, &[]);
+    assert_eq!(
+        codes(&report),
+        vec![("missing-object".into(), None)],
+        "{}",
+        report.to_text()
+    );
+}
