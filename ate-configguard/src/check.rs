@@ -20,8 +20,12 @@ pub enum Deletion {
     #[default]
     Listed,
     /// Every current object absent from the proposed input is deleted (as
-    /// `helm upgrade` or `kubectl apply --prune` would), except the ones
-    /// the control plane keeps in every namespace whatever is applied
+    /// `helm upgrade` or `kubectl apply --prune` would) in the namespaces
+    /// the proposed input touches (as `kubectl apply --prune` does: it
+    /// prunes only the namespaces of what it applied; an empty proposed
+    /// input touches none, and then every namespace is pruned, the reading
+    /// that can only fail more), except the ones the
+    /// control plane keeps in every namespace whatever is applied
     /// ([`CONTROL_PLANE_OBJECTS`]): live state lists them and every pod
     /// mounts one, but no deploy removes them.
     Prune,
@@ -199,8 +203,30 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
     let proposed_in = index(&input.proposed.objects, "proposed state")?;
     let mut proposed = current.clone();
     if input.deletion == Deletion::Prune {
+        let touched: BTreeSet<&str> = input
+            .proposed
+            .objects
+            .iter()
+            .map(|o| o.id.namespace.as_str())
+            .chain(
+                input
+                    .proposed
+                    .workloads
+                    .iter()
+                    .map(|w| w.id.namespace.as_str()),
+            )
+            .chain(
+                input
+                    .proposed
+                    .service_accounts
+                    .iter()
+                    .map(|a| a.namespace.as_str()),
+            )
+            .collect();
         proposed.retain(|id, _| {
             proposed_in.contains_key(*id)
+                // Nothing applied gives no scope: then everything goes.
+                || !(touched.is_empty() || touched.contains(id.namespace.as_str()))
                 || CONTROL_PLANE_OBJECTS
                     .iter()
                     .any(|(kind, name)| id.kind == *kind && id.name == *name)

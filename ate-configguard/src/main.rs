@@ -42,8 +42,9 @@ enum Command {
         /// A previous names-only inventory (from `inventory`).
         #[arg(long)]
         inventory: Option<PathBuf>,
-        /// Every current object absent from the proposed input is deleted
-        /// (except kube-root-ca.crt, which the control plane keeps).
+        /// Every current object absent from the proposed input is deleted, in
+        /// the namespaces the proposed input touches (as `kubectl apply
+        /// --prune`), except kube-root-ca.crt, which the control plane keeps.
         #[arg(long, conflicts_with = "delete")]
         prune: bool,
         /// An object the proposed state deletes: KIND/NAMESPACE/NAME.

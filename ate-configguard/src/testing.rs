@@ -28,8 +28,28 @@ use crate::{CheckInput, Deletion};
 /// the slow, obvious way.
 pub fn naive_safe(input: &CheckInput) -> bool {
     let in_proposed = |id: &ObjectId| input.proposed.objects.iter().any(|o| o.id == *id);
+    // `--prune` deletes within the namespaces the proposed input touches
+    // (all of them when it touches none).
+    let touched = |ns: &str| {
+        input.proposed.objects.iter().any(|o| o.id.namespace == ns)
+            || input
+                .proposed
+                .workloads
+                .iter()
+                .any(|w| w.id.namespace == ns)
+            || input
+                .proposed
+                .service_accounts
+                .iter()
+                .any(|a| a.namespace == ns)
+    };
     let deleted = |id: &ObjectId| match input.deletion {
-        Deletion::Prune => !in_proposed(id),
+        Deletion::Prune => {
+            let nothing = input.proposed.objects.is_empty()
+                && input.proposed.workloads.is_empty()
+                && input.proposed.service_accounts.is_empty();
+            !in_proposed(id) && (nothing || touched(&id.namespace))
+        }
         Deletion::Listed => input.delete.contains(id),
     };
     let lookup = |id: &ObjectId| -> Option<&ConfigObject> {

@@ -503,3 +503,32 @@ fn prune_never_deletes_the_root_ca_configmap_the_control_plane_keeps() {
         report.to_text()
     );
 }
+
+#[test]
+fn prune_deletes_only_in_the_namespaces_the_proposed_input_touches() {
+    // `kubectl apply --prune` prunes the namespaces of what it applied: a
+    // live state read with `-A` holds kube-system, which a deploy of one
+    // app's namespace never deletes.
+    let in_ns = |yaml: String, ns: &str| {
+        yaml.replacen("metadata:\n", &format!("metadata:\n  namespace: {ns}\n"), 1)
+    };
+    let coredns = "      containers:\n        - name: coredns\n          image: coredns:1\n          volumeMounts: [ { name: cfg, mountPath: /etc/coredns } ]\n      volumes:\n        - name: cfg\n          configMap: { name: coredns }\n";
+    let current = [
+        in_ns(cm("coredns", &["Corefile"]), "kube-system"),
+        in_ns(deployment("coredns", coredns), "kube-system"),
+        in_ns(cm("app-config", &["A"]), "prod"),
+        in_ns(deployment("web", ENVFROM_APP), "prod"),
+    ]
+    .join("\n---\n");
+    let proposed = in_ns(cm("app-config", &["A"]), "prod");
+    let report = run_with(&current, &proposed, Deletion::Prune, &[]);
+    assert!(report.is_safe(), "{}", report.to_text());
+    // In a namespace it touches, an absent object is deleted.
+    let proposed = in_ns(cm("other", &["B"]), "prod");
+    let report = run_with(&current, &proposed, Deletion::Prune, &[]);
+    assert_eq!(codes(&report), vec![("missing-object".into(), None)]);
+    assert_eq!(
+        report.failures[0].object.as_ref().unwrap().to_string(),
+        "ConfigMap/prod/app-config"
+    );
+}
