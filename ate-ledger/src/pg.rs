@@ -69,6 +69,12 @@ fn to_i64(key: &Key, version: u64) -> Result<i64, Error> {
 ///   that broke is reopened on the next call (one made by
 ///   [`connect`](Self::connect)).
 ///
+/// A call waits for PostgreSQL: bound it in the connection string, for
+/// example `connect_timeout=5 tcp_user_timeout=10
+/// options='-c statement_timeout=5000'` (seconds, seconds, milliseconds),
+/// so a partitioned database fails calls with [`Error::Storage`] instead
+/// of holding them.
+///
 /// Recovery on a shared store: call
 /// [`Ledger::recover`](crate::Ledger::recover), which resolves only attempts
 /// whose lease expired (their worker is gone), or, at a worker's start,

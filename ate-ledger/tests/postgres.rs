@@ -339,6 +339,21 @@ async fn a_store_works_when_called_from_inside_an_async_runtime() {
 }
 
 #[test]
+fn the_documented_timeouts_are_accepted_and_bound_a_statement() {
+    let url = fresh_database();
+    let bounded =
+        format!("{url} connect_timeout=5 tcp_user_timeout=10 options='-c statement_timeout=5000'");
+    let ledger = Ledger::new(PgStore::connect(&bounded).unwrap());
+    let _ = ledger
+        .begin(&Key::new("t", "timeouts"), &fp(), "w")
+        .unwrap();
+    // The statement timeout reached the server: the session reports it.
+    let mut c = postgres::Client::connect(&bounded, postgres::NoTls).unwrap();
+    let timeout: String = c.query_one("SHOW statement_timeout", &[]).unwrap().get(0);
+    assert_eq!(timeout, "5s");
+}
+
+#[test]
 fn a_bad_connection_string_is_a_storage_error_naming_it() {
     let err = PgStore::connect("host=/nonexistent port=notaport").unwrap_err();
     assert!(
