@@ -178,7 +178,7 @@ async fn a_restart_after_a_crash_mid_call_resolves_the_attempt_at_once() {
             (Some("provider_unavailable"), Some(false)),
             "{bin}: {body}"
         );
-        assert!(s.stderr().contains("recovered open attempts"), "{bin}");
+        s.wait_for_stderr("recovered open attempts").await;
     }
 }
 
@@ -239,10 +239,7 @@ async fn ended_records_past_the_retention_are_purged_at_start() {
             ledger.close(&lease, Close::Succeeded("{}".into())).unwrap();
         }
         let s = Service::start_in(bin, &[], dir.path().to_path_buf());
-        eventually(Duration::from_secs(5), || async {
-            s.stderr().contains("purged=1")
-        })
-        .await;
+        s.wait_for_stderr("purged=1").await;
         let c = client();
         // Kept, it would answer 422 (the key was used with another request);
         // purged, the key is free again.

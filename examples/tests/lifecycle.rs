@@ -133,11 +133,7 @@ async fn sigterm_drains_waits_for_in_flight_work_and_exits_zero() {
         let st = st.unwrap_or_else(|| panic!("{bin} did not exit; stderr: {}", s.stderr()));
         assert!(st.success(), "{bin} exit {st:?}");
         assert!(started.elapsed() < Duration::from_secs(10));
-        assert!(
-            s.stderr().contains("in-flight wait completed"),
-            "{}",
-            s.stderr()
-        );
+        s.wait_for_stderr("in-flight wait completed").await;
     }
 }
 
@@ -162,7 +158,7 @@ async fn sigterm_wait_that_outlasts_the_bound_still_exits_reporting_the_timeout(
             "exit not bounded: {:?}",
             started.elapsed()
         );
-        assert!(s.stderr().contains("timed out"), "{}", s.stderr());
+        s.wait_for_stderr("timed out").await;
     }
 }
 

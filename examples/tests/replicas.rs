@@ -200,13 +200,14 @@ async fn a_replica_restarted_under_its_worker_id_resolves_its_own_attempts_at_on
     let b = Service::start(SERVICES[1], &[pg, ("ATE_WORKER_ID", "pod-b")]);
     let c = client();
     let body = json!({"amount": 7});
-    // B's own call in flight: a live lease of another worker.
+    // B's own call in flight: a live lease of another worker, held (10 s)
+    // past both of A's restarts below.
     let b_call = {
         let (c, body, url) = (c.clone(), body.clone(), b.url("/invoke"));
         tokio::spawn(async move {
             c.post(url)
                 .header("idempotency-key", "b-live")
-                .header("x-simulate-delay-ms", "4000")
+                .header("x-simulate-delay-ms", "10000")
                 .json(&body)
                 .send()
                 .await
@@ -244,7 +245,7 @@ async fn a_replica_restarted_under_its_worker_id_resolves_its_own_attempts_at_on
             504,
             "{bin}: dispatched, so never re-executed"
         );
-        assert!(a.stderr().contains("recovered open attempts"), "{bin}");
+        a.wait_for_stderr("recovered open attempts").await;
     }
     // B's live call was left alone and finishes as its own.
     assert_eq!(b_call.await.unwrap(), 200);

@@ -116,6 +116,20 @@ impl Service {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// Waits (at most 5 s) until the log holds `text`: a thread of its own
+    /// copies stderr, so a line the service has just written, or wrote
+    /// before it exited, may not be here yet.
+    pub async fn wait_for_stderr(&self, text: &str) {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(5) {
+            if self.stderr().contains(text) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("stderr never held {text:?}: {}", self.stderr());
+    }
+
     pub fn sigterm(&self) {
         // The shell's builtin `kill`: no dependency on a kill binary.
         let ok = Command::new("sh")
