@@ -39,10 +39,10 @@ fn is_root() -> bool {
         .is_ok_and(|o| o.stdout.trim_ascii() == b"0")
 }
 
-/// `cmd` as the `postgres` user when this process is root (PostgreSQL
-/// refuses to run as root).
-fn as_server_user(program: &Path) -> Command {
-    if is_root() {
+/// `program` as the `postgres` user when this process is `root`
+/// (PostgreSQL refuses to run as root).
+fn as_server_user(program: &Path, root: bool) -> Command {
+    if root {
         let mut c = Command::new("runuser");
         c.args(["-u", "postgres", "--"]).arg(program);
         c
@@ -65,9 +65,10 @@ fn start_server() -> Server {
              or set ATE_TEST_POSTGRES_URL to a server these tests may create databases on"
         );
     };
+    let root = is_root();
     // As root the server runs as `postgres`, which must reach the dir: not
     // under a `TMPDIR` in root's home, so `/tmp` itself.
-    let tmp = if is_root() {
+    let tmp = if root {
         PathBuf::from("/tmp")
     } else {
         std::env::temp_dir()
@@ -75,7 +76,7 @@ fn start_server() -> Server {
     let dir = tmp.join(format!("ate-ledger-pg-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    if is_root() {
+    if root {
         let ok = Command::new("chown")
             .args(["postgres:"])
             .arg(&dir)
@@ -84,7 +85,7 @@ fn start_server() -> Server {
         assert!(ok, "chown {} to the postgres user", dir.display());
     }
     let data = dir.join("data");
-    let out = as_server_user(&initdb)
+    let out = as_server_user(&initdb, root)
         .args(["-A", "trust", "-U", "ate", "--no-sync", "-D"])
         .arg(&data)
         .output()
@@ -103,16 +104,8 @@ fn start_server() -> Server {
         data = data.display(),
         dir = dir.display(),
     );
-    let mut wrapper = if is_root() {
-        let mut c = Command::new("runuser");
-        c.args(["-u", "postgres", "--", "sh", "-c", &script]);
-        c
-    } else {
-        let mut c = Command::new("sh");
-        c.args(["-c", &script]);
-        c
-    };
-    let mut child = wrapper
+    let mut child = as_server_user(Path::new("sh"), root)
+        .args(["-c", &script])
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -124,8 +117,7 @@ fn start_server() -> Server {
     loop {
         match postgres::Client::connect(&format!("{base} dbname=postgres"), postgres::NoTls) {
             Ok(_) => break,
-            Err(e) if Instant::now() < deadline => {
-                let _ = e;
+            Err(_) if Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(100));
             }
             Err(e) => panic!(
