@@ -97,9 +97,16 @@ fn start_server() -> Server {
     );
     // The wrapper starts the server, waits for its stdin to close (this
     // process exiting closes it) and then stops it and removes the dir.
+    // SIGTERM, not SIGINT: a background job of a non-interactive shell
+    // starts with SIGINT ignored, so a SIGINT sent before the server has
+    // installed its handler (a test process dying right after the start)
+    // was lost and left the server running. SIGKILL after 5 s bounds a
+    // shutdown that waits on a session.
     let script = format!(
         "'{pg}' -D '{data}' -k '{dir}' -c listen_addresses= -c fsync=off -c max_connections=200 \
-         >'{dir}/log' 2>&1 & pid=$!; cat >/dev/null; kill -INT $pid; wait $pid; rm -rf '{dir}'",
+         >'{dir}/log' 2>&1 & pid=$!; cat >/dev/null; kill -TERM $pid; \
+         i=0; while kill -0 $pid 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; \
+         kill -KILL $pid 2>/dev/null; wait $pid; rm -rf '{dir}'",
         pg = postgres.display(),
         data = data.display(),
         dir = dir.display(),
