@@ -6,7 +6,7 @@ use std::sync::mpsc;
 use chrono::{DateTime, Utc};
 use postgres::{Client, Config, NoTls};
 
-use crate::store::Store;
+use crate::store::{Store, decode_stored};
 use crate::{Error, Key, Record};
 
 /// Serializes the schema setup of replicas starting at once (`CREATE TABLE
@@ -241,24 +241,16 @@ impl PgStore {
         answer.recv().map_err(|_| gone())?
     }
 
+    /// The record in a row, which must agree with the row's `version` and
+    /// `open` columns (the queries select on those).
     fn decode(key: &Key, version: i64, open: bool, text: &str) -> Result<Record, Error> {
-        let corrupt = |detail: String| Error::Corrupt {
-            what: format!("record {key}"),
-            detail,
-        };
-        let record: Record = serde_json::from_str(text).map_err(|e| corrupt(e.to_string()))?;
-        if record.key != *key {
-            return Err(corrupt(format!(
-                "stored under another key ({})",
-                record.key
-            )));
-        }
+        let record = decode_stored(key, text.as_bytes())?;
         if i64::try_from(record.version) != Ok(version) || record.state.is_closed() == open {
-            return Err(corrupt(
-                "its version or open columns disagree with the record".into(),
-            ));
+            return Err(Error::Corrupt {
+                what: format!("record {key}"),
+                detail: "its version or open columns disagree with the record".into(),
+            });
         }
-        record.check_invariants().map_err(corrupt)?;
         Ok(record)
     }
 }

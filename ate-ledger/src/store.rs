@@ -47,6 +47,26 @@ fn check_version(key: &Key, stored: Option<u64>, expected: Option<u64>) -> Resul
     }
 }
 
+/// A record as a durable store keeps it (JSON), read back for `key`: one
+/// that does not decode, is stored under another key, or breaks the
+/// record invariants is [`Error::Corrupt`], never reinterpreted.
+#[cfg(any(feature = "redb", feature = "postgres"))]
+pub(crate) fn decode_stored(key: &Key, bytes: &[u8]) -> Result<Record, Error> {
+    let corrupt = |detail: String| Error::Corrupt {
+        what: format!("record {key}"),
+        detail,
+    };
+    let record: Record = serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
+    if record.key != *key {
+        return Err(corrupt(format!(
+            "stored under another key ({})",
+            record.key
+        )));
+    }
+    record.check_invariants().map_err(corrupt)?;
+    Ok(record)
+}
+
 /// An in-memory store (tests, single-process services that accept losing
 /// the ledger on restart).
 #[derive(Debug, Default)]
@@ -122,7 +142,7 @@ mod durable {
         Database, DatabaseError, ReadableDatabase, ReadableTable, StorageError, TableDefinition,
     };
 
-    use super::{Store, check_version};
+    use super::{Store, check_version, decode_stored};
     use crate::{Error, Key, Record};
 
     const RECORDS: TableDefinition<&str, &[u8]> = TableDefinition::new("records");
@@ -208,22 +228,13 @@ mod durable {
             Ok(Self { db })
         }
 
+        /// The record stored under `key` (`Key::encode`'s form).
         fn decode(key: &str, bytes: &[u8]) -> Result<Record, Error> {
-            let record: Record = serde_json::from_slice(bytes).map_err(|e| Error::Corrupt {
-                what: format!("record {:?}", key.replace('\0', "/")),
-                detail: e.to_string(),
+            let (scope, id) = key.split_once('\0').ok_or_else(|| Error::Corrupt {
+                what: format!("record {key:?}"),
+                detail: "a stored key without its scope".into(),
             })?;
-            if record.key.encode() != key {
-                return Err(Error::Corrupt {
-                    what: format!("record {:?}", key.replace('\0', "/")),
-                    detail: "stored under another key".into(),
-                });
-            }
-            record.check_invariants().map_err(|detail| Error::Corrupt {
-                what: format!("record {}", record.key),
-                detail,
-            })?;
-            Ok(record)
+            decode_stored(&Key::new(scope, id), bytes)
         }
     }
 
