@@ -84,6 +84,21 @@ fn env_number(var: &str, default: u32, allow_zero: bool) -> Result<u32, ConfigEr
     }
 }
 
+/// An optional text variable: unset is `None`; set, it must be valid UTF-8
+/// and not blank (`unset_hint` says what leaving it unset does).
+fn env_text(var: &str, unset_hint: &str) -> Result<Option<String>, ConfigError> {
+    match std::env::var(var) {
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => Err(ConfigError::Other(format!(
+            "invalid value for {var}: not valid UTF-8"
+        ))),
+        Ok(v) if v.trim().is_empty() => Err(ConfigError::Other(format!(
+            "invalid value for {var}: empty (unset it {unset_hint})"
+        ))),
+        Ok(v) => Ok(Some(v)),
+    }
+}
+
 impl Config {
     /// Reads the environment; `data_dir` comes from the command line.
     pub fn from_env(data_dir: PathBuf) -> Result<Self, ConfigError> {
@@ -93,43 +108,19 @@ impl Config {
         let drain = env_number("ATE_DRAIN_TIMEOUT_SECS", 20, true)?;
         let reconcile = env_number("ATE_RECONCILE_INTERVAL_MS", 500, true)?;
         let max_callers = env_number("ATE_MAX_CALLERS", 100_000, false)?;
-        let control_token = match std::env::var("ATE_CONTROL_TOKEN") {
-            Ok(t) if t.trim().is_empty() => {
-                return Err(ConfigError::Other(
-                    "invalid value for ATE_CONTROL_TOKEN: empty (unset it to disable control-plane writes)".into(),
-                ));
-            }
-            Ok(t) => Some(t),
-            Err(_) => None,
-        };
-        let ledger_postgres_url = match std::env::var("ATE_LEDGER_POSTGRES_URL") {
-            Ok(u) if u.trim().is_empty() => {
-                return Err(ConfigError::Other(
-                    "invalid value for ATE_LEDGER_POSTGRES_URL: empty (unset it to keep the ledger in the data dir)".into(),
-                ));
-            }
-            Ok(u) => Some(u),
-            Err(std::env::VarError::NotPresent) => None,
-            Err(std::env::VarError::NotUnicode(_)) => {
-                return Err(ConfigError::Other(
-                    "invalid value for ATE_LEDGER_POSTGRES_URL: not valid UTF-8".into(),
-                ));
-            }
-        };
-        let worker_id = match std::env::var("ATE_WORKER_ID") {
-            Ok(id) if id.trim().is_empty() => {
-                return Err(ConfigError::Other(
-                    "invalid value for ATE_WORKER_ID: empty (unset it for HOSTNAME/pid-PID)".into(),
-                ));
-            }
-            Ok(id) => id,
-            // Pods all run as PID 1: the pod's name tells replicas apart.
-            Err(_) => format!(
+        let control_token = env_text("ATE_CONTROL_TOKEN", "to disable control-plane writes")?;
+        let ledger_postgres_url = env_text(
+            "ATE_LEDGER_POSTGRES_URL",
+            "to keep the ledger in the data dir",
+        )?;
+        // Pods all run as PID 1: the pod's name tells replicas apart.
+        let worker_id = env_text("ATE_WORKER_ID", "for HOSTNAME/pid-PID")?.unwrap_or_else(|| {
+            format!(
                 "{}/pid-{}",
                 std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into()),
                 std::process::id()
-            ),
-        };
+            )
+        });
         Ok(Self {
             limits,
             drain_timeout: Duration::from_secs(drain.into()),
