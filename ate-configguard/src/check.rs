@@ -135,17 +135,20 @@ type Index<'a> = HashMap<&'a ObjectId, &'a ConfigObject>;
 
 type Accounts<'a> = HashMap<(&'a str, &'a str), &'a ServiceAccount>;
 
-/// ServiceAccounts by namespace and name.
-fn accounts<'a>(list: &'a [ServiceAccount], at: &str) -> Result<Accounts<'a>, InputError> {
-    let mut map = HashMap::with_capacity(list.len());
-    for sa in list {
-        if map
-            .insert((sa.namespace.as_str(), sa.name.as_str()), sa)
-            .is_some()
-        {
+/// `items` by `key`, borrowed; two items with one key in one state are an
+/// input error naming it (`name`).
+fn unique<'a, T, K: Eq + std::hash::Hash>(
+    items: &'a [T],
+    key: impl Fn(&'a T) -> K,
+    name: impl Fn(&T) -> String,
+    at: &str,
+) -> Result<HashMap<K, &'a T>, InputError> {
+    let mut map = HashMap::with_capacity(items.len());
+    for item in items {
+        if map.insert(key(item), item).is_some() {
             return Err(InputError::Invalid {
                 at: at.into(),
-                message: format!("ServiceAccount/{}/{} appears twice", sa.namespace, sa.name),
+                message: format!("{} appears twice", name(item)),
             });
         }
     }
@@ -154,16 +157,17 @@ fn accounts<'a>(list: &'a [ServiceAccount], at: &str) -> Result<Accounts<'a>, In
 
 /// Objects by identity, borrowed (no copies of key sets).
 fn index<'a>(objects: &'a [ConfigObject], at: &str) -> Result<Index<'a>, InputError> {
-    let mut map = HashMap::with_capacity(objects.len());
-    for o in objects {
-        if map.insert(&o.id, o).is_some() {
-            return Err(InputError::Invalid {
-                at: at.into(),
-                message: format!("{} appears twice", o.id),
-            });
-        }
-    }
-    Ok(map)
+    unique(objects, |o| &o.id, |o| o.id.to_string(), at)
+}
+
+/// ServiceAccounts by namespace and name.
+fn accounts<'a>(list: &'a [ServiceAccount], at: &str) -> Result<Accounts<'a>, InputError> {
+    unique(
+        list,
+        |a| (a.namespace.as_str(), a.name.as_str()),
+        |a| format!("ServiceAccount/{}/{}", a.namespace, a.name),
+        at,
+    )
 }
 
 struct Ctx<'a> {
