@@ -1,5 +1,6 @@
 //! The approximate, memory-bounded mode ([`ApproxKeyedLimiter`]).
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
@@ -188,22 +189,38 @@ impl<K: Hash + Eq + Clone, C: Clock> ApproxKeyedLimiter<K, C> {
     }
 
     /// Checks (and records) an attempt by `key` now.
-    pub fn check(&self, key: &K) -> Decision {
+    pub fn check<Q>(&self, key: &Q) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         self.check_at(key, self.clock.now())
     }
 
     /// Checks (and records) an attempt by `key` at `now`.
-    pub fn check_at(&self, key: &K, now: Timestamp) -> Decision {
+    pub fn check_at<Q>(&self, key: &Q, now: Timestamp) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         self.run(key, now, true)
     }
 
     /// What an attempt by `key` now would get, without recording it.
-    pub fn peek(&self, key: &K) -> Decision {
+    pub fn peek<Q>(&self, key: &Q) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         self.peek_at(key, self.clock.now())
     }
 
     /// What an attempt at `now` would get, without recording it.
-    pub fn peek_at(&self, key: &K, now: Timestamp) -> Decision {
+    pub fn peek_at<Q>(&self, key: &Q, now: Timestamp) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         self.run(key, now, false)
     }
 
@@ -219,11 +236,19 @@ impl<K: Hash + Eq + Clone, C: Clock> ApproxKeyedLimiter<K, C> {
         }
     }
 
-    fn run(&self, key: &K, now: Timestamp, record: bool) -> Decision {
+    fn run<Q>(&self, key: &Q, now: Timestamp, record: bool) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         self.run_with(key, now, record, self.policy)
     }
 
-    fn run_with(&self, key: &K, now: Timestamp, record: bool, policy: Policy) -> Decision {
+    fn run_with<Q>(&self, key: &Q, now: Timestamp, record: bool, policy: Policy) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         let hash = self.hasher.hash_one(key);
         let mut shard = self.shards[(hash >> 32) as usize % self.shards.len()].lock();
         let slots = usize::from(self.quota.buckets.get()) + 1;
@@ -236,7 +261,7 @@ impl<K: Hash + Eq + Clone, C: Clock> ApproxKeyedLimiter<K, C> {
                 let mut b = Buckets::new(slots);
                 let d = decide(&self.quota, policy, &mut b, now, record);
                 if record {
-                    shard.insert(key.clone(), b);
+                    shard.insert(key.to_owned(), b);
                 }
                 d
             }

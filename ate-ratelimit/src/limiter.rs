@@ -2,6 +2,7 @@
 //! ([`KeyedLimiter`]), and several named keyed limits checked together
 //! ([`LimitSet`]).
 
+use std::borrow::Borrow;
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
 use std::num::NonZeroU32;
@@ -453,30 +454,65 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     }
 
     /// Checks (and records, per the policy) an attempt by `key` now.
+    ///
+    /// `key` is anything `K` borrows as (as with `HashMap::get`): a
+    /// `KeyedLimiter<String>` takes a `&str`, and only a key not yet in the
+    /// table is copied into an owned `K`.
+    ///
+    /// ```
+    /// use std::num::NonZeroU32;
+    /// use ate_ratelimit::{KeyedLimiter, Quota};
+    ///
+    /// let limiter: KeyedLimiter<String> =
+    ///     KeyedLimiter::new(Quota::per_minute(NonZeroU32::new(1).unwrap()));
+    /// let caller: &str = "tenant-a"; // say, from a request header
+    /// assert!(limiter.check(caller).is_allowed());
+    /// assert!(!limiter.check(&"tenant-a".to_owned()).is_allowed());
+    /// ```
     #[inline]
-    pub fn check(&self, key: &K) -> Decision {
+    pub fn check<Q>(&self, key: &Q) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         self.run(key, None, Mode::Policy)
     }
 
     /// Checks (and records) an attempt by `key` at `now`.
     #[inline]
-    pub fn check_at(&self, key: &K, now: Timestamp) -> Decision {
+    pub fn check_at<Q>(&self, key: &Q, now: Timestamp) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         self.run(key, Some(now), Mode::Policy)
     }
 
     /// What an attempt by `key` now would get, without recording it (a key
     /// not yet seen is not added).
-    pub fn peek(&self, key: &K) -> Decision {
+    pub fn peek<Q>(&self, key: &Q) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         self.run(key, None, Mode::Peek)
     }
 
     /// [`peek`](Self::peek) at an explicit time.
-    pub fn peek_at(&self, key: &K, now: Timestamp) -> Decision {
+    pub fn peek_at<Q>(&self, key: &Q, now: Timestamp) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         self.run(key, Some(now), Mode::Peek)
     }
 
     /// Records the attempt only if allowed (used by waiting loops).
-    pub fn try_acquire_at(&self, key: &K, now: Timestamp) -> Decision {
+    pub fn try_acquire_at<Q>(&self, key: &Q, now: Timestamp) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         self.run(key, Some(now), Mode::OnlyIfAllowed)
     }
 
@@ -487,23 +523,31 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// keys), and it timestamps a key's attempts in the order they take the
     /// lock.
     #[inline]
-    fn run(&self, key: &K, now: Option<Timestamp>, mode: Mode) -> Decision {
+    fn run<Q>(&self, key: &Q, now: Option<Timestamp>, mode: Mode) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         let hash = self.hasher.hash_one(key);
         let mut shard = self.shard(hash).lock();
         self.run_in(&mut shard, hash, key, now, mode)
     }
 
     #[inline]
-    fn run_in(
+    fn run_in<Q>(
         &self,
         shard: &mut Shard<K>,
         hash: u64,
-        key: &K,
+        key: &Q,
         now: Option<Timestamp>,
         mode: Mode,
-    ) -> Decision {
+    ) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         let g = &self.geometry;
-        if let Some((_, window)) = shard.table.find_mut(hash, |(k, _)| k == key) {
+        if let Some((_, window)) = shard.table.find_mut(hash, |(k, _)| k.borrow() == key) {
             let now = now.unwrap_or_else(|| self.clock.now());
             return decide_in(g, self.policy, mode, window, now);
         }
@@ -512,14 +556,17 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     }
 
     #[cold]
-    fn run_new_key(
+    fn run_new_key<Q>(
         &self,
         shard: &mut Shard<K>,
         hash: u64,
-        key: &K,
+        key: &Q,
         now: Timestamp,
         mode: Mode,
-    ) -> Decision {
+    ) -> Decision
+    where
+        Q: ToOwned<Owned = K> + ?Sized,
+    {
         let g = &self.geometry;
         let mut window = Window::default();
         let decision = decide_in(g, self.policy, mode, &mut window, now);
@@ -550,7 +597,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         let hasher = &self.hasher;
         shard
             .table
-            .insert_unique(hash, (key.clone(), window), |(k, _)| hasher.hash_one(k));
+            .insert_unique(hash, (key.to_owned(), window), |(k, _)| hasher.hash_one(k));
         decision
     }
 
@@ -615,7 +662,11 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// attempt), so waiting never extends the throttling. Sleeps with tokio
     /// time for the exact `retry_after` of each denial.
     #[cfg(feature = "tokio")]
-    pub async fn until_allowed(&self, key: &K) -> Decision {
+    pub async fn until_allowed<Q>(&self, key: &Q) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         retry_until_allowed(|| self.run(key, None, Mode::OnlyIfAllowed)).await
     }
 }
@@ -722,13 +773,22 @@ impl<K: Hash + Eq + Clone, C: Clock + Clone> LimitSet<K, C> {
         self.limits.iter().map(|(_, l)| l.len()).sum()
     }
 
-    /// Checks one attempt by `key` against the limits `ids`, now.
-    pub fn check(&self, ids: &[LimitId], key: &K) -> Combined {
+    /// Checks one attempt by `key` against the limits `ids`, now. As with
+    /// [`KeyedLimiter::check`], `key` is anything `K` borrows as.
+    pub fn check<Q>(&self, ids: &[LimitId], key: &Q) -> Combined
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         self.check_at(ids, key, self.clock.now())
     }
 
     /// Checks one attempt by `key` against the limits `ids` at `now`.
-    pub fn check_at(&self, ids: &[LimitId], key: &K, now: Timestamp) -> Combined {
+    pub fn check_at<Q>(&self, ids: &[LimitId], key: &Q, now: Timestamp) -> Combined
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         let mut order: Vec<usize> = ids.iter().map(|id| id.0).collect();
         order.sort_unstable();
         order.dedup();

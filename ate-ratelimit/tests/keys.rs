@@ -233,3 +233,49 @@ fn limiters_are_send_and_sync() {
     check::<ate_ratelimit::Limiter>();
     check::<ate_ratelimit::LimitSet<String>>();
 }
+
+#[test]
+fn string_keys_are_looked_up_by_str_and_share_one_window_with_owned_keys() {
+    let clock = ManualClock::default();
+    let l: KeyedLimiter<String, _> = KeyedLimiter::with_clock(quota(2, 60), clock.clone());
+    // A caller id straight from a header: no String per check.
+    let header: &str = "tenant-a";
+    assert_eq!(l.peek(header), Decision::Allowed { remaining: 2 });
+    assert_eq!(l.len(), 0, "a peek adds no key");
+    assert_eq!(l.check(header), Decision::Allowed { remaining: 1 });
+    assert_eq!(
+        l.check_at(&"tenant-a".to_owned(), clock.now()),
+        Decision::Allowed { remaining: 0 }
+    );
+    assert!(!l.check(header).is_allowed(), "one window for both forms");
+    assert!(l.try_acquire_at("tenant-b", clock.now()).is_allowed());
+    assert_eq!(
+        l.peek_at("tenant-b", clock.now()),
+        Decision::Allowed { remaining: 1 }
+    );
+    assert_eq!(l.len(), 2);
+
+    let mut set: LimitSet<String, _> = LimitSet::new(Policy::CountDenied, clock.clone());
+    let one = set.add("one", quota(1, 60));
+    assert!(set.check(&[one], header).is_allowed());
+    assert!(!set.check(&[one], &header.to_owned()).is_allowed());
+    assert!(!set.check_at(&[one], header, clock.now()).is_allowed());
+
+    let approx: ApproxKeyedLimiter<String, _> = ApproxKeyedLimiter::with_clock(
+        BucketQuota::new(
+            NonZeroU32::new(1).unwrap(),
+            Duration::from_secs(60),
+            NonZeroU16::new(6).unwrap(),
+        ),
+        Policy::CountDenied,
+        clock.clone(),
+    );
+    assert!(approx.peek(header).is_allowed());
+    assert!(approx.check(header).is_allowed());
+    assert!(
+        !approx
+            .check_at(&header.to_owned(), clock.now())
+            .is_allowed()
+    );
+    assert!(!approx.peek_at(header, clock.now()).is_allowed());
+}

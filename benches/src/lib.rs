@@ -36,7 +36,7 @@ impl Wiring {
     pub fn check(&self, caller: &str) -> (bool, bool) {
         match self.gate.admit() {
             Ok(guard) => {
-                let allowed = self.limiter.check(&caller.to_owned()).is_allowed();
+                let allowed = self.limiter.check(caller).is_allowed();
                 (allowed, guard.should_close_connection())
             }
             Err(_) => (false, true),

@@ -274,8 +274,8 @@ mod tests {
         );
         // A peek's `remaining` is the room left now (nothing is recorded).
         assert_eq!(set.limiter(b).peek(&alice).remaining(), 3);
-        assert_eq!(set.limiter(b).peek(&"bob".to_owned()).remaining(), 4);
-        assert_eq!(set.limiter(a).peek(&"bob".to_owned()).remaining(), 2);
+        assert_eq!(set.limiter(b).peek("bob").remaining(), 4);
+        assert_eq!(set.limiter(a).peek("bob").remaining(), 2);
         // The file now holds only the four records still inside a window.
         let (lines, malformed) = read_lines(&path).unwrap();
         assert_eq!((lines.len(), malformed), (4, 0));
@@ -290,7 +290,7 @@ mod tests {
             let (audit, loaded) = Audit::open(path.clone(), &set, &[a, b]).unwrap();
             assert_eq!(loaded, Loaded::default());
             for _ in 0..3 {
-                let _ = set.check(&[a, b], &"erin\n\"quoted\"".to_owned());
+                let _ = set.check(&[a, b], "erin\n\"quoted\"");
                 audit.record("erin\n\"quoted\"", &["a", "b"]).unwrap();
             }
         }

@@ -288,9 +288,8 @@ impl AppState {
         } else {
             self.notify
         };
-        let decision = self
-            .limits
-            .check(&[route_id, self.bucket], &caller.to_owned());
+        // A borrowed key: only a caller new to the table is copied.
+        let decision = self.limits.check(&[route_id, self.bucket], caller);
         // Allowed or denied, the attempt was recorded in both limits
         // (CountDenied): the trail keeps it for the next run.
         let names = [self.limits.name(route_id), self.limits.name(self.bucket)];
