@@ -373,6 +373,34 @@ fn split_stream(text: &str, parts: usize) -> Vec<(usize, &str)> {
     out
 }
 
+/// The parser's message without its own location suffix: the error's
+/// `location` field holds it, counted from the start of the whole stream,
+/// where the parser's own count starts at the chunk it was given (a chunk
+/// of a large stream said "line 200001" and "line 100000" for one error).
+/// Other lines it names (an alias's definition) get the chunk's offset.
+fn yaml_message(e: &serde_saphyr::Error, line_offset: usize) -> String {
+    use serde_saphyr::Location;
+    use serde_saphyr::localizer::Localizer;
+    struct LocatedElsewhere;
+    impl Localizer for LocatedElsewhere {
+        fn attach_location<'a>(
+            &self,
+            base: std::borrow::Cow<'a, str>,
+            _: Location,
+        ) -> std::borrow::Cow<'a, str> {
+            base
+        }
+    }
+    let formatter = serde_saphyr::DefaultMessageFormatter.with_localizer(&LocatedElsewhere);
+    let mut options = serde_saphyr::RenderOptions::default();
+    options.formatter = &formatter;
+    options.snippets = serde_saphyr::SnippetMode::Off;
+    options.line_offset = line_offset as u64;
+    e.render_with_options(options)
+        // Advice to the parser's caller (this tool), not to its user.
+        .replace(", set DuplicateKeyPolicy in Options if acceptable", "")
+}
+
 fn parse_yaml<W: Wrapped>(
     text: &str,
     source: &str,
@@ -406,7 +434,7 @@ fn parse_yaml<W: Wrapped>(
             InputError::Parse {
                 file: source.into(),
                 location,
-                message: redact(&e.without_snippet().to_string()),
+                message: redact(&yaml_message(&e, line_offset)),
             }
         })?;
     Ok(docs
@@ -473,6 +501,20 @@ mod tests {
         text.push_str("bad: [\n");
         let err = documents(&text, "big.yaml").unwrap_err().to_string();
         assert!(err.contains("line 200001"), "{err}");
+        // The parser counts from its chunk: its own "at line 100000" used
+        // to follow the stream's line, contradicting it.
+        assert_eq!(err.matches("line").count(), 1, "{err}");
+    }
+
+    #[test]
+    fn parse_errors_name_the_location_once_and_no_parser_option() {
+        let err = documents("a: 1\nb:\n  c: 1\n  c: 2\n", "x.yaml")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "cannot parse x.yaml at line 4 column 3: duplicate mapping key: c"
+        );
     }
 
     #[test]
