@@ -39,7 +39,10 @@ impl Quota {
 
     /// `limit` attempts per trailing `window`. A zero window is taken as the
     /// smallest the limiter can represent (1 ns for [`Limiter`], one 1 µs
-    /// tick for keyed limiters).
+    /// tick for keyed limiters). The longest window is about 584 years for
+    /// [`Limiter`] (`u64` nanoseconds) and 2^31 - 1 s (about 68 years) for
+    /// keyed limiters (`u32` offsets in 1 s ticks); a longer one acts as
+    /// that.
     pub const fn new(limit: NonZeroU32, window: Duration) -> Self {
         Self { limit, window }
     }
