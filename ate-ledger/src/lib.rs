@@ -190,6 +190,34 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// For a [`Conflict`](Error::Conflict), the wait until its lease
+    /// expires in whole seconds, rounded UP and at least 1, for a
+    /// `Retry-After` header (a client told 0 or a rounded-down wait would
+    /// come back while the attempt is still in flight). `None` for any
+    /// other error.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ate_ledger::Error;
+    ///
+    /// let e = Error::Conflict { key: "k1".into(), retry_after: Duration::from_millis(1_200) };
+    /// assert_eq!(e.retry_after_secs(), Some(2));
+    /// ```
+    #[must_use]
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        match self {
+            Self::Conflict { retry_after, .. } => Some(
+                retry_after
+                    .as_secs()
+                    .saturating_add(u64::from(retry_after.subsec_nanos() > 0))
+                    .max(1),
+            ),
+            _ => None,
+        }
+    }
+}
+
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;

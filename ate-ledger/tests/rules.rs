@@ -127,6 +127,29 @@ fn second_begin_while_in_flight_is_a_conflict_with_retry_after() {
 }
 
 #[test]
+fn a_conflict_says_when_to_retry_in_whole_seconds_rounded_up() {
+    let (ledger, clock) = setup();
+    let _lease = start(&ledger);
+    let secs = |ledger: &Ledger<MemoryStore, ManualClock>| {
+        ledger
+            .begin(&k(), &fp(), "w2")
+            .unwrap_err()
+            .retry_after_secs()
+    };
+    assert_eq!(secs(&ledger), Some(30));
+    // 19.5 s left: 20, never 19 (a client back at 19 s would conflict).
+    clock.advance(Duration::from_millis(10_500));
+    assert_eq!(secs(&ledger), Some(20));
+    // 1 ms left: 1, never 0.
+    clock.advance(Duration::from_millis(19_499));
+    assert_eq!(secs(&ledger), Some(1));
+    // Other errors carry no wait.
+    let other = ledger.begin(&k(), &Fingerprint("body-b".into()), "w2");
+    assert!(matches!(other, Err(Error::FingerprintMismatch { .. })));
+    assert_eq!(other.unwrap_err().retry_after_secs(), None);
+}
+
+#[test]
 fn same_key_with_a_different_request_is_refused() {
     let (ledger, _) = setup();
     let _ = start(&ledger);

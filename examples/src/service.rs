@@ -685,13 +685,13 @@ impl AppState {
     fn ledger_error(&self, e: ate_ledger::Error) -> ApiResponse {
         use ate_ledger::Error as E;
         match e {
-            E::Conflict { retry_after, .. } => {
-                let secs = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
+            E::Conflict { .. } => {
+                let secs = e.retry_after_secs().unwrap_or(1);
                 ApiResponse::json(
                     409,
                     json!({"error": "an attempt with this key is in flight"}),
                 )
-                .with_header("retry-after", secs.max(1).to_string())
+                .with_header("retry-after", secs.to_string())
             }
             E::FingerprintMismatch { .. } => ApiResponse::json(
                 422,
