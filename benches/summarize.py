@@ -82,6 +82,7 @@ ROWS = [
     ("ratelimit: keyed 100k, denied", "ratelimit/keyed_denied/ate/100000", "ratelimit/keyed_denied/governor/100000", "≤ 1.0x (1.25x floor)", lambda r: r <= 1.0),
     ("ratelimit: one key, 2 threads, allowed", "ratelimit/one_key_2_threads_allowed/ate_check", "ratelimit/one_key_2_threads_allowed/governor_check", "≤ 1.5x governor", lambda r: r <= 1.5),
     ("ratelimit: one key, 2 threads, denied", "ratelimit/one_key_2_threads_denied/ate_check", "ratelimit/one_key_2_threads_denied/governor_check", "(reported; ours records the denial)", None),
+    ("ratelimit: two limits for one call, 1k keys, allowed", "ratelimit/two_limits_allowed/ate_limit_set", "ratelimit/two_limits_allowed/governor_two_keyed", "(context: one LimitSet check against two governor keyed checks)", None),
     ("ledger: begin→dispatch→close, memory", "ledger/begin_dispatch_close/memory", None, "", None),
     ("ledger: begin→dispatch→close, redb (3 commits)", "ledger/begin_dispatch_close/redb_durable", "ledger/durable_transition/floor_bare_fsync", "(3 fsyncs)", None),
     ("ledger: one durable transition (redb)", "ledger/durable_transition/redb_begin", "ledger/durable_transition/floor_bare_fsync", "bounded by fsync", None),

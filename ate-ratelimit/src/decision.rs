@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use smallvec::SmallVec;
+
 /// The answer for one attempt against one limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use = "a rate-limit decision that is not looked at limits nothing"]
@@ -57,27 +59,45 @@ impl Decision {
 }
 
 /// The answer for one attempt against several named limits.
+///
+/// It borrows the limit names from its [`LimitSet`](crate::LimitSet), so a
+/// check allocates nothing for up to four limits; copy a name
+/// (`name.to_owned()`) to keep it past the set.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use = "a rate-limit decision that is not looked at limits nothing"]
-pub struct Combined {
+pub struct Combined<'a> {
     /// Each limit's own decision, in the order asked.
-    pub decisions: Vec<(String, Decision)>,
+    pub(crate) decisions: SmallVec<[(&'a str, Decision); 4]>,
     /// Until every limit would allow again, given what was recorded.
     pub(crate) wait: Duration,
 }
 
-impl Combined {
+impl<'a> Combined<'a> {
+    /// Each limit's name and own decision, in the order the check named
+    /// them.
+    pub fn decisions(&self) -> &[(&'a str, Decision)] {
+        &self.decisions
+    }
+
+    /// The decision of the limit called `name`, if the check touched it.
+    pub fn decision(&self, name: &str) -> Option<Decision> {
+        self.decisions
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, d)| *d)
+    }
+
     /// Allowed iff every limit allowed.
     pub fn is_allowed(&self) -> bool {
         self.decisions.iter().all(|(_, d)| d.is_allowed())
     }
 
     /// The names of the limits that denied.
-    pub fn denied_by(&self) -> Vec<&str> {
+    pub fn denied_by(&self) -> Vec<&'a str> {
         self.decisions
             .iter()
             .filter(|(_, d)| !d.is_allowed())
-            .map(|(n, _)| n.as_str())
+            .map(|(n, _)| *n)
             .collect()
     }
 

@@ -11,6 +11,7 @@ use std::time::Duration;
 use hashbrown::DefaultHashBuilder;
 use hashbrown::HashTable;
 use parking_lot::{Mutex, MutexGuard};
+use smallvec::SmallVec;
 
 use crate::clock::{Clock, MonotonicClock, Timestamp};
 use crate::decision::{Combined, Decision};
@@ -778,7 +779,7 @@ impl<K: Hash + Eq + Clone, C: Clock + Clone> LimitSet<K, C> {
 
     /// Checks one attempt by `key` against the limits `ids`, now. As with
     /// [`KeyedLimiter::check`], `key` is anything `K` borrows as.
-    pub fn check<Q>(&self, ids: &[LimitId], key: &Q) -> Combined
+    pub fn check<Q>(&self, ids: &[LimitId], key: &Q) -> Combined<'_>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -787,66 +788,65 @@ impl<K: Hash + Eq + Clone, C: Clock + Clone> LimitSet<K, C> {
     }
 
     /// Checks one attempt by `key` against the limits `ids` at `now`.
-    pub fn check_at<Q>(&self, ids: &[LimitId], key: &Q, now: Timestamp) -> Combined
+    pub fn check_at<Q>(&self, ids: &[LimitId], key: &Q, now: Timestamp) -> Combined<'_>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        let mut order: Vec<usize> = ids.iter().map(|id| id.0).collect();
+        let hash = self.hasher.hash_one(key);
+        // The touched limits, each once, in ascending order: the locking
+        // order, so checks of different sets never deadlock. Inline (no
+        // allocation) for up to four limits.
+        let mut order: SmallVec<[usize; 4]> = SmallVec::new();
+        for id in ids {
+            order.push(id.0);
+        }
         order.sort_unstable();
         order.dedup();
-        let hash = self.hasher.hash_one(key);
-        // Lock in ascending limit order: no deadlock between sets.
-        let mut guards: Vec<(usize, MutexGuard<'_, Shard<K>>)> = order
-            .iter()
-            .map(|&i| (i, self.limits[i].1.shard(hash).lock()))
-            .collect();
+        let mut shards: SmallVec<[MutexGuard<'_, Shard<K>>; 4]> = SmallVec::new();
+        for &i in &order {
+            shards.push(self.limits[i].1.shard(hash).lock());
+        }
         let mode = match self.policy {
             Policy::CountDenied => Mode::Policy,
             // First look without recording; record below only if all allow.
             Policy::AllowedOnly => Mode::Peek,
         };
-        let mut by_index: Vec<(usize, Decision)> = guards
-            .iter_mut()
-            .map(|(i, shard)| {
-                let limiter = &self.limits[*i].1;
-                (*i, limiter.run_in(shard, hash, key, Some(now), mode))
-            })
-            .collect();
-        if self.policy == Policy::AllowedOnly && by_index.iter().all(|(_, d)| d.is_allowed()) {
-            for ((i, shard), (_, d)) in guards.iter_mut().zip(by_index.iter_mut()) {
-                *d = self.limits[*i]
+        let mut decided: SmallVec<[Decision; 4]> = SmallVec::new();
+        for (&i, shard) in order.iter().zip(shards.iter_mut()) {
+            decided.push(self.limits[i].1.run_in(shard, hash, key, Some(now), mode));
+        }
+        if self.policy == Policy::AllowedOnly && decided.iter().all(Decision::is_allowed) {
+            for ((&i, shard), d) in order.iter().zip(shards.iter_mut()).zip(decided.iter_mut()) {
+                *d = self.limits[i]
                     .1
                     .run_in(shard, hash, key, Some(now), Mode::Policy);
             }
         }
         // Until every touched limit would allow, given what was recorded,
         // and no sooner than any decision's own wait (a full key table's is
-        // not in the key's window, which a refused key does not have).
-        let wait = guards
-            .iter_mut()
-            .map(|(i, shard)| {
-                let limiter = &self.limits[*i].1;
-                limiter
+        // not in the key's window, which a refused key does not have). Only
+        // an attempt allowed with nothing left makes the next one wait
+        // without a denial saying so: an allowed decision with some left
+        // means the next attempt (same time, locks held) is allowed too,
+        // and a denial's wait is already counted from what was recorded.
+        let mut wait = Duration::ZERO;
+        for ((&i, shard), d) in order.iter().zip(shards.iter_mut()).zip(decided.iter()) {
+            let until = match d {
+                Decision::Allowed { remaining: 0 } => self.limits[i]
+                    .1
                     .run_in(shard, hash, key, Some(now), Mode::Peek)
-                    .retry_after()
-                    .unwrap_or_default()
-            })
-            .chain(by_index.iter().filter_map(|(_, d)| d.retry_after()))
-            .max()
-            .unwrap_or_default();
-        drop(guards);
-        let decisions = ids
-            .iter()
-            .map(|id| {
-                let d = by_index
-                    .iter()
-                    .find(|(i, _)| *i == id.0)
-                    .map(|(_, d)| *d)
-                    .expect("every id was checked");
-                (self.limits[id.0].0.clone(), d)
-            })
-            .collect();
+                    .retry_after(),
+                _ => d.retry_after(),
+            };
+            wait = wait.max(until.unwrap_or_default());
+        }
+        drop(shards);
+        let mut decisions = SmallVec::new();
+        for id in ids {
+            let at = order.binary_search(&id.0).expect("every id was checked");
+            decisions.push((self.limits[id.0].0.as_str(), decided[at]));
+        }
         Combined { decisions, wait }
     }
 }

@@ -49,8 +49,8 @@ fn a_limit_set_evicts_drained_keys_in_every_limit_without_changing_decisions() {
     assert_eq!(set.limiter(short).len(), 0);
     // Key 7 still has one attempt counted in `long`; a new key has none.
     let d = set.check(&[short, long], &7);
-    assert_eq!(d.decisions[1].1, Decision::Allowed { remaining: 1 });
-    assert_eq!(d.decisions[0].1, Decision::Allowed { remaining: 1 });
+    assert_eq!(d.decisions()[1].1, Decision::Allowed { remaining: 1 });
+    assert_eq!(d.decisions()[0].1, Decision::Allowed { remaining: 1 });
     // At 70 s key 7's newest attempt (at 10 s) is a window old too.
     clock.advance(Duration::from_secs(60));
     set.retain_recent_at(clock.now());
@@ -278,4 +278,36 @@ fn string_keys_are_looked_up_by_str_and_share_one_window_with_owned_keys() {
             .is_allowed()
     );
     assert!(!approx.peek_at(header, clock.now()).is_allowed());
+}
+
+#[test]
+fn a_combined_check_names_every_limit_in_the_order_asked_and_records_once_per_limit() {
+    let clock = ManualClock::default();
+    let mut set = LimitSet::new(Policy::CountDenied, clock.clone());
+    let route = set.add("route", quota(1, 60));
+    let bucket = set.add("bucket", quota(5, 60));
+    let first = set.check(&[bucket, route, bucket], &1u32);
+    let names: Vec<&str> = first.decisions().iter().map(|(n, _)| *n).collect();
+    assert_eq!(names, ["bucket", "route", "bucket"]);
+    // Named twice, recorded once: 4 left, not 3.
+    assert_eq!(
+        first.decision("bucket"),
+        Some(Decision::Allowed { remaining: 4 })
+    );
+    assert_eq!(
+        first.decision("route"),
+        Some(Decision::Allowed { remaining: 0 })
+    );
+    assert_eq!(first.decision("other"), None);
+    assert!(first.is_allowed());
+    let second = set.check(&[route, bucket], &1u32);
+    assert_eq!(second.denied_by(), ["route"]);
+    assert_eq!(
+        second.decision("bucket"),
+        Some(Decision::Allowed { remaining: 3 })
+    );
+    assert_eq!(second.retry_after(), Some(Duration::from_secs(60)));
+    // Names borrowed from the set: copied to outlive a check's scope.
+    let kept: Vec<String> = second.denied_by().into_iter().map(str::to_owned).collect();
+    assert_eq!(kept, ["route"]);
 }

@@ -171,7 +171,7 @@ proptest! {
                 Policy::AllowedOnly if all_allow => idx.iter().map(|&i| models[i].check(step.key, now)).collect(),
                 Policy::AllowedOnly => peeks,
             };
-            let got_decisions: Vec<Decision> = got.decisions.iter().map(|(_, d)| *d).collect();
+            let got_decisions: Vec<Decision> = got.decisions().iter().map(|(_, d)| *d).collect();
             prop_assert_eq!(&got_decisions, &want);
             prop_assert_eq!(got.is_allowed(), want.iter().all(Decision::is_allowed));
             let denied: Vec<&str> = got.denied_by();

@@ -6,7 +6,7 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use ate_benches::threaded;
-use ate_ratelimit::{KeyedLimiter, Limiter, Quota, Timestamp};
+use ate_ratelimit::{KeyedLimiter, LimitSet, Limiter, MonotonicClock, Policy, Quota, Timestamp};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 
 fn nz(n: u32) -> NonZeroU32 {
@@ -133,5 +133,41 @@ fn two_threads(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, direct, keyed, two_threads);
+/// One call against two limits (a route limit and a shared bucket, as the
+/// examples wire them): a `LimitSet` check, beside what a governor user
+/// writes, two keyed checks. 1k callers, every attempt allowed.
+fn combined(c: &mut Criterion) {
+    let keys = 1_000u64;
+    let mut g = c.benchmark_group("ratelimit/two_limits_allowed");
+    let mut set = LimitSet::new(Policy::CountDenied, MonotonicClock::new());
+    let (route, bucket) = (
+        set.add("route", ate_allow()),
+        set.add("bucket", ate_allow()),
+    );
+    let (gov_route, gov_bucket) = (
+        governor::RateLimiter::keyed(gov_allow()),
+        governor::RateLimiter::keyed(gov_allow()),
+    );
+    for k in 0..keys {
+        let _ = set.check(&[route, bucket], &k);
+        let _ = (gov_route.check_key(&k), gov_bucket.check_key(&k));
+    }
+    let mut i = 0u64;
+    g.bench_function("ate_limit_set", |b| {
+        b.iter(|| {
+            i = (i + 7919) % keys;
+            black_box(set.check(&[route, bucket], &i).is_allowed())
+        })
+    });
+    let mut i = 0u64;
+    g.bench_function("governor_two_keyed", |b| {
+        b.iter(|| {
+            i = (i + 7919) % keys;
+            black_box(gov_route.check_key(&i).is_ok() & gov_bucket.check_key(&i).is_ok())
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, direct, keyed, two_threads, combined);
 criterion_main!(benches);

@@ -301,11 +301,11 @@ impl AppState {
                 tracing::warn!(failures, "cannot append to the rate-limit audit trail: {e}");
             }
         }
-        for (name, d) in &decision.decisions {
+        for (name, d) in decision.decisions() {
             self.metrics.decision(name, d.is_allowed());
         }
         let table_full = decision
-            .decisions
+            .decisions()
             .iter()
             .any(|(_, d)| matches!(d, RateDecision::KeyTableFull { .. }));
         let response = if decision.is_allowed() {
