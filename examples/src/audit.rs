@@ -17,9 +17,14 @@
 //! the last few lines (the limits are then a little looser after it, never
 //! stricter). A line that does not parse (a torn last line, say) is skipped
 //! and counted in a startup warning. The file is rewritten with only the
-//! records still inside a window at startup and every
-//! [`COMPACT_EVERY`] appends, so it stays bounded by the traffic of one
-//! window.
+//! records still inside a window at startup. While serving, an append never
+//! reads the trail: once the file's oldest record has left every window, so
+//! has everything before it, and the file becomes `<name>.prev` (replacing
+//! the one before) while appends start a new file, a rename and an open.
+//! The two files hold about two windows of traffic. (Compacting in place
+//! re-read and rewrote the whole trail under the append lock: one request
+//! in 100,000 took 97 ms in a release build, 730 ms in a debug one, and
+//! every other request's append waited for it.)
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -30,9 +35,6 @@ use std::time::{Duration, SystemTime};
 use ate_ratelimit::{Clock, LimitId, LimitSet};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
-
-/// Appends between two rewrites of the file.
-pub const COMPACT_EVERY: u64 = 100_000;
 
 /// One checked attempt.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,6 +59,8 @@ pub struct Loaded {
 #[derive(Debug)]
 pub struct Audit {
     path: PathBuf,
+    /// Where the file goes once its oldest record left every window.
+    previous: PathBuf,
     /// The longest window of the limits (older records are dropped).
     horizon: Duration,
     file: Mutex<Appender>,
@@ -65,7 +69,8 @@ pub struct Audit {
 #[derive(Debug)]
 struct Appender {
     file: File,
-    since_compaction: u64,
+    /// The oldest record in the file (Unix nanoseconds), if any.
+    oldest: Option<u64>,
 }
 
 fn unix_ns(t: SystemTime) -> u64 {
@@ -99,9 +104,17 @@ fn read_lines(path: &Path) -> std::io::Result<(Vec<Line>, usize)> {
     Ok((lines, malformed))
 }
 
+/// `<path>.prev`: the file before the current one.
+fn previous_of(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".prev");
+    PathBuf::from(name)
+}
+
 /// Replaces the file with `lines` (write a sibling, then rename over it, so
-/// a crash leaves the old or the new file, never half of one).
-fn rewrite(path: &Path, lines: &[Line]) -> std::io::Result<()> {
+/// a crash leaves the old or the new file, never half of one), removing
+/// `previous` just before the rename.
+fn rewrite(path: &Path, lines: &[Line], previous: &Path) -> std::io::Result<()> {
     let tmp = path.with_extension("jsonl.tmp");
     let mut out = Vec::new();
     for l in lines {
@@ -111,6 +124,10 @@ fn rewrite(path: &Path, lines: &[Line]) -> std::io::Result<()> {
     let mut f = File::create(&tmp)?;
     f.write_all(&out)?;
     f.sync_all()?;
+    match std::fs::remove_file(previous) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
     std::fs::rename(&tmp, path)
 }
 
@@ -132,7 +149,11 @@ impl Audit {
             .max()
             .unwrap_or_default();
         let by_name: HashMap<&str, LimitId> = ids.iter().map(|&id| (limits.name(id), id)).collect();
-        let (lines, malformed) = read_lines(&path)?;
+        let previous = previous_of(&path);
+        let (mut lines, mut malformed) = read_lines(&previous)?;
+        let (current, torn) = read_lines(&path)?;
+        lines.extend(current);
+        malformed += torn;
         let wall_now = SystemTime::now();
         let oldest = cutoff(horizon, wall_now);
         let mut loaded = Loaded {
@@ -164,16 +185,18 @@ impl Audit {
         for (id, records) in per_limit {
             limits.limiter(id).seed(records);
         }
-        rewrite(&path, &kept)?;
+        // Once the rewrite is in place the previous file is a copy: remove
+        // it first, so a crash in between loses records (looser limits)
+        // rather than counting them twice (stricter ones).
+        rewrite(&path, &kept, &previous)?;
         let file = append_mode(&path)?;
+        let oldest = kept.iter().map(|l| l.at_unix_ns).min();
         Ok((
             Self {
                 path,
+                previous,
                 horizon,
-                file: Mutex::new(Appender {
-                    file,
-                    since_compaction: 0,
-                }),
+                file: Mutex::new(Appender { file, oldest }),
             },
             loaded,
         ))
@@ -181,33 +204,37 @@ impl Audit {
 
     /// Appends one attempt by `key` now, checked against `limits`.
     pub fn record(&self, key: &str, limits: &[&str]) -> std::io::Result<()> {
+        self.record_at(key, limits, SystemTime::now())
+    }
+
+    /// [`record`](Self::record) at the wall-clock time `now`.
+    pub fn record_at(&self, key: &str, limits: &[&str], now: SystemTime) -> std::io::Result<()> {
+        let at = unix_ns(now);
         let line = Line {
-            at_unix_ns: unix_ns(SystemTime::now()),
+            at_unix_ns: at,
             key: key.to_owned(),
             limits: limits.iter().map(|&l| l.to_owned()).collect(),
         };
         let mut bytes = serde_json::to_vec(&line).map_err(std::io::Error::other)?;
         bytes.push(b'\n');
         let mut a = self.file.lock();
+        // Every record before the file's oldest (the previous file) is
+        // older still: once that one has left every window, the previous
+        // file is dropped, this one takes its place, and a new one starts.
+        if a.oldest
+            .is_some_and(|oldest| oldest <= cutoff(self.horizon, now))
+        {
+            match std::fs::rename(&self.path, &self.previous) {
+                // Renamed by an earlier call whose open failed.
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+            a.file = append_mode(&self.path)?;
+            a.oldest = None;
+        }
         // One write on an O_APPEND file: lines never interleave.
         a.file.write_all(&bytes)?;
-        a.since_compaction += 1;
-        if a.since_compaction >= COMPACT_EVERY {
-            self.compact(&mut a)?;
-        }
-        Ok(())
-    }
-
-    fn compact(&self, a: &mut Appender) -> std::io::Result<()> {
-        let (lines, _) = read_lines(&self.path)?;
-        let oldest = cutoff(self.horizon, SystemTime::now());
-        let kept: Vec<Line> = lines
-            .into_iter()
-            .filter(|l| l.at_unix_ns > oldest)
-            .collect();
-        rewrite(&self.path, &kept)?;
-        a.file = append_mode(&self.path)?;
-        a.since_compaction = 0;
+        a.oldest = Some(a.oldest.map_or(at, |oldest| oldest.min(at)));
         Ok(())
     }
 }
@@ -300,5 +327,79 @@ mod tests {
         let erin = "erin\n\"quoted\"".to_owned();
         assert!(!set.limiter(a).peek(&erin).is_allowed());
         assert_eq!(set.limiter(b).peek(&erin).remaining(), 2);
+    }
+
+    #[test]
+    fn appends_never_rewrite_the_trail_it_rotates_once_its_oldest_record_left_every_window() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let prev = previous_of(&path);
+        let (set, a, b) = limits(); // the longest window: 10 min
+        let (audit, _) = Audit::open(path.clone(), &set, &[a, b]).unwrap();
+        let t0 = SystemTime::now();
+        let at = |secs| t0 + Duration::from_secs(secs);
+        let keys = |p: &Path| -> Vec<String> {
+            read_lines(p)
+                .unwrap()
+                .0
+                .into_iter()
+                .map(|l| l.key)
+                .collect()
+        };
+        audit.record_at("r0", &["a"], at(0)).unwrap();
+        audit.record_at("r1", &["a"], at(300)).unwrap();
+        // r0 is exactly one window old: out of every window. The file
+        // becomes the previous one (it still holds r1, inside the window).
+        audit.record_at("r2", &["a"], at(600)).unwrap();
+        assert_eq!(
+            (keys(&prev), keys(&path)),
+            (vec!["r0".into(), "r1".into()], vec!["r2".into()])
+        );
+        audit.record_at("r3", &["a"], at(1199)).unwrap();
+        assert_eq!(keys(&path), ["r2", "r3"], "r2 is still inside a window");
+        // r2 has left: so has all of the previous file, which is dropped.
+        audit.record_at("r4", &["a"], at(1200)).unwrap();
+        assert_eq!(
+            (keys(&prev), keys(&path)),
+            (vec!["r2".into(), "r3".into()], vec!["r4".into()])
+        );
+    }
+
+    #[test]
+    fn a_restart_seeds_from_both_files_and_leaves_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let prev = previous_of(&path);
+        std::fs::write(
+            &prev,
+            [line(700, "old", &["b"]), line(50, "alice", &["a"])].join("\n"),
+        )
+        .unwrap();
+        std::fs::write(
+            &path,
+            [line(40, "alice", &["a"]), "{\"torn".to_owned()].join("\n"),
+        )
+        .unwrap();
+        let (set, a, b) = limits();
+        let (audit, loaded) = Audit::open(path.clone(), &set, &[a, b]).unwrap();
+        assert_eq!(
+            loaded,
+            Loaded {
+                seeded: 2,
+                expired: 1,
+                malformed: 1
+            }
+        );
+        // Both of alice's attempts count: the limit of 2 per minute is used.
+        assert!(!set.limiter(a).peek("alice").is_allowed());
+        assert!(!prev.exists(), "its records were copied into the trail");
+        assert_eq!(read_lines(&path).unwrap().0.len(), 2);
+        // The rotation clock starts at the oldest kept record (50 s ago).
+        audit.record("bob", &["a"]).unwrap();
+        assert!(!prev.exists());
+        audit
+            .record_at("bob", &["a"], SystemTime::now() + Duration::from_secs(551))
+            .unwrap();
+        assert_eq!(read_lines(&prev).unwrap().0.len(), 3);
     }
 }
