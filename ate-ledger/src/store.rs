@@ -194,6 +194,9 @@ mod durable {
         /// The record schema this build writes and reads.
         pub const SCHEMA_VERSION: u64 = 1;
 
+        /// Records a purge deletes per write transaction.
+        const PURGE_BATCH: usize = 1_000;
+
         /// Opens (or creates) the store at `path`. A file that is not a
         /// redb database, is corrupt, or was written by a newer schema is an
         /// error; nothing is silently reinterpreted.
@@ -284,24 +287,44 @@ mod durable {
         }
 
         fn purge(&self, cutoff: DateTime<Utc>) -> Result<usize, Error> {
-            let tx = self.db.begin_write().map_err(storage)?;
-            let mut purged = 0;
-            {
-                let mut table = tx.open_table(RECORDS).map_err(storage)?;
+            let past_retention =
+                |r: &Record| r.state.is_closed() && r.ended_at.is_some_and(|e| e < cutoff);
+            // Find them in a read transaction, a snapshot that does not hold
+            // up writers: scanning in the write transaction held every
+            // transition for the whole scan (720 ms at 200,000 records).
+            let doomed: Vec<String> = {
+                let tx = self.db.begin_read().map_err(storage)?;
+                let table = tx.open_table(RECORDS).map_err(storage)?;
                 let mut doomed = Vec::new();
                 for entry in table.iter().map_err(storage)? {
                     let (k, v) = entry.map_err(storage)?;
-                    let record = Self::decode(k.value(), v.value())?;
-                    if record.state.is_closed() && record.ended_at.is_some_and(|e| e < cutoff) {
+                    if past_retention(&Self::decode(k.value(), v.value())?) {
                         doomed.push(k.value().to_owned());
                     }
                 }
-                for k in doomed {
-                    table.remove(k.as_str()).map_err(storage)?;
-                    purged += 1;
+                doomed
+            };
+            // Delete in small write transactions, so a transition waits for
+            // one batch at most. Each record is read again first: one may
+            // have been revived since the scan.
+            let mut purged = 0;
+            for batch in doomed.chunks(Self::PURGE_BATCH) {
+                let tx = self.db.begin_write().map_err(storage)?;
+                {
+                    let mut table = tx.open_table(RECORDS).map_err(storage)?;
+                    for k in batch {
+                        let still = match table.get(k.as_str()).map_err(storage)? {
+                            Some(v) => past_retention(&Self::decode(k, v.value())?),
+                            None => false,
+                        };
+                        if still {
+                            table.remove(k.as_str()).map_err(storage)?;
+                            purged += 1;
+                        }
+                    }
                 }
+                tx.commit().map_err(storage)?;
             }
-            tx.commit().map_err(storage)?;
             Ok(purged)
         }
     }

@@ -183,3 +183,50 @@ fn racing_begin_and_revive_have_exactly_one_winner_on_redb() {
     let dir = tempfile::tempdir().unwrap();
     race(RedbStore::open(dir.path().join("l.redb")).unwrap());
 }
+
+#[test]
+fn purge_on_redb_deletes_exactly_the_ended_records_past_retention_in_batches() {
+    use ate_ledger::{Config, ManualClock};
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::default();
+    let config = Config::default();
+    let ledger = Ledger::with_clock(
+        RedbStore::open(dir.path().join("l.redb")).unwrap(),
+        config,
+        clock.clone(),
+    );
+    let start = |key: &Key| match ledger.begin(key, &fp(), "w").unwrap() {
+        Begin::Started(lease) => lease,
+        Begin::Replay(r) => panic!("replayed {:?}", r.state),
+    };
+    // More ended records than one delete batch (1,000) holds.
+    let old: Vec<Key> = (0..1_100)
+        .map(|i| Key::new("t", format!("old-{i}")))
+        .collect();
+    for key in &old {
+        let lease = start(key);
+        ledger
+            .close(&lease, Close::PreProvider("no credentials".into()))
+            .unwrap();
+    }
+    let open = Key::new("t", "open");
+    let _lease = start(&open);
+    clock.advance(config.retention + std::time::Duration::from_secs(1));
+    let recent = Key::new("t", "recent");
+    let lease = start(&recent);
+    ledger
+        .close(&lease, Close::PreProvider("no credentials".into()))
+        .unwrap();
+
+    assert_eq!(ledger.purge().unwrap(), old.len());
+    assert!(old.iter().all(|k| ledger.get(k).unwrap().is_none()));
+    assert!(
+        ledger.get(&open).unwrap().is_some(),
+        "an open attempt is never purged"
+    );
+    assert!(
+        ledger.get(&recent).unwrap().is_some(),
+        "inside the retention"
+    );
+    assert_eq!(ledger.purge().unwrap(), 0);
+}
