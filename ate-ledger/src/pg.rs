@@ -121,6 +121,9 @@ impl PgStore {
     /// The record schema this build writes and reads.
     pub const SCHEMA_VERSION: u64 = 1;
 
+    /// Rows a purge deletes per statement.
+    const PURGE_BATCH: i64 = 1_000;
+
     /// Connects without TLS (a Unix socket, or a network you trust) with a
     /// libpq-style connection string (`host=... user=... dbname=...`) or
     /// URL (`postgresql://user@host/db`), and creates the tables if
@@ -333,15 +336,29 @@ impl Store for PgStore {
         })
     }
 
+    /// Deletes in statements of [`PURGE_BATCH`](Self::PURGE_BATCH) rows,
+    /// each a call of its own: the store's calls run in turn on its one
+    /// connection, so one statement over every row past retention held up
+    /// every transition behind it (a million rows: 428 ms on a server
+    /// without fsync). A row revived since it was picked is kept: the
+    /// `DELETE` checks `NOT open` on the row as it is when it deletes.
     fn purge(&self, cutoff: DateTime<Utc>) -> Result<usize, Error> {
-        self.with(move |c| {
-            let n = c
-                .execute(
-                    "DELETE FROM ate_ledger_records WHERE NOT open AND ended_at < $1",
-                    &[&cutoff],
+        let mut purged = 0;
+        loop {
+            let n = self.with(move |c| {
+                c.execute(
+                    "DELETE FROM ate_ledger_records
+                     WHERE NOT open AND ended_at < $1 AND (scope, id) IN (
+                         SELECT scope, id FROM ate_ledger_records
+                         WHERE NOT open AND ended_at < $1 LIMIT $2)",
+                    &[&cutoff, &Self::PURGE_BATCH],
                 )
-                .map_err(storage)?;
-            Ok(n as usize)
-        })
+                .map_err(storage)
+            })?;
+            purged += n as usize;
+            if n < Self::PURGE_BATCH as u64 {
+                return Ok(purged);
+            }
+        }
     }
 }

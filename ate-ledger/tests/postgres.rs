@@ -129,6 +129,35 @@ fn open_lists_in_flight_attempts_and_purge_never_deletes_them() {
     assert_eq!(store.purge(clock_now(&clock)).unwrap(), 0);
 }
 
+#[test]
+fn purge_deletes_every_row_past_retention_in_batches_and_keeps_the_rest() {
+    let url = fresh_database();
+    let store = PgStore::connect(&url).unwrap();
+    // 2,500 ended rows past the cutoff (three delete statements), one
+    // ended after it, one open. Purge reads no record, so '{}' will do.
+    sql(
+        &url,
+        "INSERT INTO ate_ledger_records (scope, id, version, open, ended_at, record)
+             SELECT 'old', g::text, 1, false,
+                    TIMESTAMPTZ '2025-01-01 00:00:00+00' + g * INTERVAL '1 second', '{}'
+             FROM generate_series(1, 2500) g;
+         INSERT INTO ate_ledger_records (scope, id, version, open, ended_at, record) VALUES
+             ('recent', 'a', 1, false, TIMESTAMPTZ '2026-06-01 00:00:00+00', '{}'),
+             ('open', 'a', 1, true, NULL, '{}');",
+    );
+    let cutoff = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+    assert_eq!(store.purge(cutoff).unwrap(), 2_500);
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let left: Vec<String> = c
+        .query("SELECT scope FROM ate_ledger_records ORDER BY scope", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(left, ["open", "recent"]);
+    assert_eq!(store.purge(cutoff).unwrap(), 0);
+}
+
 fn clock_now(clock: &ManualClock) -> chrono::DateTime<Utc> {
     use ate_ledger::Clock;
     clock.now()
