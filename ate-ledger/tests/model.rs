@@ -62,6 +62,9 @@ proptest! {
     #[test]
     fn postgres_store_matches_the_model(seq in ops(40)) {
         let url = ate_ledger::testing::fresh_database();
-        check(ate_ledger::PgStore::connect(&url).unwrap(), &seq)?;
+        // Two connections: one caller's calls land on either, and each must
+        // see what the one before it committed.
+        let two = std::num::NonZeroUsize::new(2).unwrap();
+        check(ate_ledger::PgStore::connect_pooled(&url, two).unwrap(), &seq)?;
     }
 }

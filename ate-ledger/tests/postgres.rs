@@ -170,6 +170,78 @@ fn replicas_racing_on_one_database_have_exactly_one_winner() {
     let replicas: Vec<Ledger<PgStore>> = (0..4)
         .map(|_| Ledger::new(PgStore::connect(&url).unwrap()))
         .collect();
+    exactly_one_winner(&replicas.iter().collect::<Vec<_>>());
+}
+
+#[test]
+fn threads_racing_on_one_pooled_store_have_exactly_one_winner() {
+    let url = fresh_database();
+    // One replica, four request threads, four connections.
+    let pooled = PgStore::connect_pooled(&url, std::num::NonZeroUsize::new(4).unwrap()).unwrap();
+    let ledger = Ledger::new(pooled);
+    exactly_one_winner(&[&ledger; 4]);
+}
+
+#[test]
+fn a_pooled_store_serves_other_calls_while_one_waits_on_a_row_lock() {
+    let url = fresh_database();
+    let pooled = PgStore::connect_pooled(&url, std::num::NonZeroUsize::new(2).unwrap()).unwrap();
+    let ledger = Ledger::new(pooled);
+    let a = Key::new("t", "a");
+    let Begin::Started(lease) = ledger.begin(&a, &fp(), "w").unwrap() else {
+        panic!("new key")
+    };
+    // Another session holds key a's row: closing it waits on the lock.
+    let mut holder = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let mut tx = holder.transaction().unwrap();
+    tx.execute(
+        "SELECT 1 FROM ate_ledger_records WHERE scope = 't' AND id = 'a' FOR UPDATE",
+        &[],
+    )
+    .unwrap();
+    std::thread::scope(|s| {
+        let closing = s.spawn(|| ledger.close(&lease, Close::PreProvider("x".into())));
+        let mut watcher = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while watcher
+            .query_one("SELECT count(*) FROM pg_locks WHERE NOT granted", &[])
+            .unwrap()
+            .get::<_, i64>(0)
+            == 0
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the close never reached the lock"
+            );
+            std::thread::yield_now();
+        }
+        // The other connection still serves: a new key begins at once.
+        let (done, answer) = std::sync::mpsc::channel();
+        let ledger = &ledger;
+        s.spawn(move || {
+            let b = Key::new("t", "b");
+            let _ = done.send(
+                ledger
+                    .begin(&b, &fp(), "w")
+                    .map(|b| matches!(b, Begin::Started(_))),
+            );
+        });
+        let began = answer.recv_timeout(Duration::from_secs(10));
+        tx.commit().unwrap();
+        assert_eq!(
+            began.expect("begin waited behind the locked call"),
+            Ok(true)
+        );
+        assert_eq!(
+            closing.join().unwrap().unwrap().state.name(),
+            "failed_pre_provider"
+        );
+    });
+}
+
+/// Ten rounds: every ledger begins one key at once (one starts), then
+/// every ledger revives it at once (one revives).
+fn exactly_one_winner(replicas: &[&Ledger<PgStore>]) {
     for round in 0..10 {
         let key = Key::new("race", format!("k{round}"));
         let started = AtomicUsize::new(0);
@@ -348,6 +420,32 @@ fn a_broken_connection_is_reopened_on_the_next_call() {
             other => panic!("no reconnect: {other:?}"),
         }
     }
+}
+
+#[test]
+fn after_a_failover_a_pooled_store_fails_one_call_not_one_per_connection() {
+    let url = fresh_database();
+    let three = std::num::NonZeroUsize::new(3).unwrap();
+    let ledger = Ledger::new(PgStore::connect_pooled(&url, three).unwrap());
+    let key = Key::new("t", "conn");
+    let _ = ledger.begin(&key, &fp(), "w").unwrap();
+    // Make sure all three connections have served (calls rotate among
+    // them), then end every session on the database.
+    for _ in 0..6 {
+        ledger.get(&key).unwrap();
+    }
+    let db = url.rsplit("dbname=").next().unwrap().to_owned();
+    sql(
+        &url,
+        &format!(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE datname = '{db}' AND pid <> pg_backend_pid()"
+        ),
+    );
+    // The connection that finds itself dead fails its call; the others
+    // then check theirs before using them.
+    let failed = (0..9).filter(|_| ledger.get(&key).is_err()).count();
+    assert!(failed <= 1, "{failed} calls failed after the failover");
 }
 
 #[tokio::test]

@@ -1,7 +1,7 @@
 //! Service configuration from the environment. Invalid values are startup
 //! errors that name the variable and the value.
 
-use std::num::NonZeroU32;
+use std::num::{NonZeroU32, NonZeroUsize};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -39,6 +39,9 @@ pub struct Config {
     /// (`ATE_LEDGER_POSTGRES_URL`); unset: the ledger is a redb file in
     /// the data dir, which only this process uses.
     pub ledger_postgres_url: Option<String>,
+    /// Connections to that database (`ATE_LEDGER_POSTGRES_CONNECTIONS`,
+    /// default 4): concurrent `/invoke` calls run on as many at once.
+    pub ledger_postgres_connections: NonZeroUsize,
     /// This worker's name on the ledger's leases (`ATE_WORKER_ID`, default
     /// `HOSTNAME/pid-PID`). Unique among live workers and kept across
     /// restarts (a pod's name), it lets a restarted worker resolve the
@@ -109,6 +112,7 @@ impl Config {
         let reconcile = env_number("ATE_RECONCILE_INTERVAL_MS", 500, true)?;
         let max_callers = env_number("ATE_MAX_CALLERS", 100_000, false)?;
         let control_token = env_text("ATE_CONTROL_TOKEN", "to disable control-plane writes")?;
+        let ledger_postgres_connections = env_number("ATE_LEDGER_POSTGRES_CONNECTIONS", 4, false)?;
         let ledger_postgres_url = env_text(
             "ATE_LEDGER_POSTGRES_URL",
             "to keep the ledger in the data dir",
@@ -128,6 +132,10 @@ impl Config {
             reconcile_interval: (reconcile > 0).then(|| Duration::from_millis(reconcile.into())),
             max_callers: usize::try_from(max_callers).unwrap_or(usize::MAX),
             ledger_postgres_url,
+            ledger_postgres_connections: usize::try_from(ledger_postgres_connections)
+                .ok()
+                .and_then(NonZeroUsize::new)
+                .unwrap_or(NonZeroUsize::MIN),
             worker_id,
             data_dir,
         })

@@ -146,11 +146,12 @@ impl AppState {
             // under the same ATE_WORKER_ID) and those whose lease expired
             // (their worker is gone) are resolved.
             Some(url) => {
-                let store = PgStore::connect(url).map_err(|e| {
-                    ConfigError::Other(format!(
-                        "cannot open the ledger database (ATE_LEDGER_POSTGRES_URL): {e}"
-                    ))
-                })?;
+                let store = PgStore::connect_pooled(url, config.ledger_postgres_connections)
+                    .map_err(|e| {
+                        ConfigError::Other(format!(
+                            "cannot open the ledger database (ATE_LEDGER_POSTGRES_URL): {e}"
+                        ))
+                    })?;
                 let ledger = Ledger::new(Arc::new(store) as LedgerStore);
                 recovered(ledger.recover_owner(&config.worker_id))?;
                 tracing::info!(worker = %config.worker_id, "ledger: PostgreSQL, shared by every replica");
