@@ -24,6 +24,19 @@ fn sql(url: &str, statement: &str) {
     c.batch_execute(statement).unwrap();
 }
 
+/// Ends every other session on `url`'s database (a failover, an idle
+/// timeout, a restart).
+fn end_every_session(url: &str) {
+    let db = url.rsplit("dbname=").next().unwrap().to_owned();
+    sql(
+        url,
+        &format!(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE datname = '{db}' AND pid <> pg_backend_pid()"
+        ),
+    );
+}
+
 fn fp() -> Fingerprint {
     Fingerprint("f".into())
 }
@@ -390,14 +403,7 @@ fn a_broken_connection_is_reopened_on_the_next_call() {
     let _ = ledger.begin(&key, &fp(), "w").unwrap();
     // The server ends every other session on this database (a failover,
     // an idle timeout, a restart).
-    let db = url.rsplit("dbname=").next().unwrap().to_owned();
-    sql(
-        &url,
-        &format!(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-             WHERE datname = '{db}' AND pid <> pg_backend_pid()"
-        ),
-    );
+    end_every_session(&url);
     // The call that finds the connection dead fails as a storage error
     // (nothing is retried behind the caller's back)...
     let first = ledger.get(&key);
@@ -434,14 +440,7 @@ fn after_a_failover_a_pooled_store_fails_one_call_not_one_per_connection() {
     for _ in 0..6 {
         ledger.get(&key).unwrap();
     }
-    let db = url.rsplit("dbname=").next().unwrap().to_owned();
-    sql(
-        &url,
-        &format!(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-             WHERE datname = '{db}' AND pid <> pg_backend_pid()"
-        ),
-    );
+    end_every_session(&url);
     // The connection that finds itself dead fails its call; the others
     // then check theirs before using them.
     let failed = (0..9).filter(|_| ledger.get(&key).is_err()).count();
