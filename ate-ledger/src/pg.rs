@@ -5,9 +5,8 @@ use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};
 
-use parking_lot::Mutex;
-
 use chrono::{DateTime, Utc};
+use parking_lot::Mutex;
 use postgres::{Client, Config, NoTls};
 
 use crate::store::{Store, decode_stored};
