@@ -404,9 +404,9 @@ impl Store for PgStore {
         })
     }
 
-    /// Deletes in statements of [`PURGE_BATCH`](Self::PURGE_BATCH) rows,
-    /// each a call of its own: the store's calls run in turn on its one
-    /// connection, so one statement over every row past retention held up
+    /// Deletes in statements of 1,000 rows (`PURGE_BATCH`), each a call of
+    /// its own: a store's calls queue for its connections (one, made by
+    /// `connect`), so one statement over every row past retention held up
     /// every transition behind it (a million rows: 428 ms on a server
     /// without fsync). A row revived since it was picked is kept: the
     /// `DELETE` checks `NOT open` on the row as it is when it deletes.
