@@ -63,7 +63,9 @@
 //!
 //! # Many replicas: `PgStore`
 //!
-//! Every replica connects its own `PgStore` to one database. [`Store`]
+//! Every replica connects its own `PgStore` to one database (with
+//! `PgStore::connect_pooled`, over several connections for concurrent
+//! callers). [`Store`]
 //! maps onto one table keyed by `(scope, id)` with a `version` column:
 //! `put(.., None)` is `INSERT ... ON CONFLICT DO NOTHING` and `put(..,
 //! Some(v))` is `UPDATE ... WHERE version = v`, each checking the affected
