@@ -101,13 +101,14 @@ impl<'a> Combined<'a> {
             .collect()
     }
 
-    /// The smallest `remaining` across limits.
+    /// The smallest `remaining` across limits; `u32::MAX` for a check of no
+    /// limits (allowed, and nothing limits the next one either).
     pub fn remaining(&self) -> u32 {
         self.decisions
             .iter()
             .map(|(_, d)| d.remaining())
             .min()
-            .unwrap_or(0)
+            .unwrap_or(u32::MAX)
     }
 
     /// How long until every limit would allow (`None` when allowed).

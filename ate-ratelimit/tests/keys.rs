@@ -307,6 +307,15 @@ fn a_combined_check_names_every_limit_in_the_order_asked_and_records_once_per_li
         Some(Decision::Allowed { remaining: 3 })
     );
     assert_eq!(second.retry_after(), Some(Duration::from_secs(60)));
+    // A check of no limits: allowed, nothing limits the next one, and
+    // nothing is recorded.
+    let none = set.check(&[], &2u32);
+    assert!(none.is_allowed() && none.decisions().is_empty());
+    assert_eq!((none.remaining(), none.retry_after()), (u32::MAX, None));
+    assert_eq!(
+        set.limiter(route).peek(&2u32),
+        Decision::Allowed { remaining: 1 }
+    );
     // Names borrowed from the set: copied to outlive a check's scope.
     let kept: Vec<String> = second.denied_by().into_iter().map(str::to_owned).collect();
     assert_eq!(kept, ["route"]);
