@@ -171,6 +171,12 @@ impl Record {
         matches!(self.state, State::FailedPreProvider { .. }) && !self.ever_dispatched()
     }
 
+    /// Whether a purge with `cutoff` deletes it: ended before `cutoff`
+    /// (open records never are).
+    pub(crate) fn ended_before(&self, cutoff: DateTime<Utc>) -> bool {
+        self.state.is_closed() && self.ended_at.is_some_and(|e| e < cutoff)
+    }
+
     /// The open try, if any.
     pub fn open_try(&self) -> Option<&Try> {
         self.tries.iter().find(|t| t.is_open())

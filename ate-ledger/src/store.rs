@@ -110,7 +110,7 @@ impl Store for MemoryStore {
     fn purge(&self, cutoff: DateTime<Utc>) -> Result<usize, Error> {
         let mut records = self.records.lock();
         let before = records.len();
-        records.retain(|_, r| !(r.state.is_closed() && r.ended_at.is_some_and(|e| e < cutoff)));
+        records.retain(|_, r| !r.ended_before(cutoff));
         Ok(before - records.len())
     }
 }
@@ -287,8 +287,6 @@ mod durable {
         }
 
         fn purge(&self, cutoff: DateTime<Utc>) -> Result<usize, Error> {
-            let past_retention =
-                |r: &Record| r.state.is_closed() && r.ended_at.is_some_and(|e| e < cutoff);
             // Find them in a read transaction, a snapshot that does not hold
             // up writers: scanning in the write transaction held every
             // transition for the whole scan (720 ms at 200,000 records).
@@ -298,7 +296,7 @@ mod durable {
                 let mut doomed = Vec::new();
                 for entry in table.iter().map_err(storage)? {
                     let (k, v) = entry.map_err(storage)?;
-                    if past_retention(&Self::decode(k.value(), v.value())?) {
+                    if Self::decode(k.value(), v.value())?.ended_before(cutoff) {
                         doomed.push(k.value().to_owned());
                     }
                 }
@@ -314,7 +312,7 @@ mod durable {
                     let mut table = tx.open_table(RECORDS).map_err(storage)?;
                     for k in batch {
                         let still = match table.get(k.as_str()).map_err(storage)? {
-                            Some(v) => past_retention(&Self::decode(k, v.value())?),
+                            Some(v) => Self::decode(k, v.value())?.ended_before(cutoff),
                             None => false,
                         };
                         if still {
