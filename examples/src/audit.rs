@@ -84,6 +84,14 @@ fn cutoff(horizon: Duration, wall_now: SystemTime) -> u64 {
     unix_ns(wall_now).saturating_sub(u64::try_from(horizon.as_nanos()).unwrap_or(u64::MAX))
 }
 
+/// `result`, with a file that is not there taken as done.
+fn unless_missing(result: std::io::Result<()>) -> std::io::Result<()> {
+    match result {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
+}
+
 fn read_lines(path: &Path) -> std::io::Result<(Vec<Line>, usize)> {
     let file = match File::open(path) {
         Ok(f) => f,
@@ -124,10 +132,7 @@ fn rewrite(path: &Path, lines: &[Line], previous: &Path) -> std::io::Result<()> 
     let mut f = File::create(&tmp)?;
     f.write_all(&out)?;
     f.sync_all()?;
-    match std::fs::remove_file(previous) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-        _ => {}
-    }
+    unless_missing(std::fs::remove_file(previous))?;
     std::fs::rename(&tmp, path)
 }
 
@@ -224,11 +229,8 @@ impl Audit {
         if a.oldest
             .is_some_and(|oldest| oldest <= cutoff(self.horizon, now))
         {
-            match std::fs::rename(&self.path, &self.previous) {
-                // Renamed by an earlier call whose open failed.
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-                _ => {}
-            }
+            // Missing: renamed by an earlier call whose open failed.
+            unless_missing(std::fs::rename(&self.path, &self.previous))?;
             a.file = append_mode(&self.path)?;
             a.oldest = None;
         }
