@@ -282,18 +282,46 @@ fn load_doc(
             ))
         }
     };
-    match kind.as_str() {
-        "List" | "ConfigMapList" | "SecretList" | "DeploymentList" | "PodList" => {
-            expect_api(&["v1", "apps/v1"])?;
-            let Some(Node::Seq(items)) = doc.take_path(&["items"]) else {
-                return Err(bad(at, format!("{kind} without an items list")));
-            };
-            for (i, item) in items.into_iter().enumerate() {
-                load_doc(item, &format!("{at} item {}", i + 1), options, out)?;
+    // A typed list (`DeploymentList`, ...), as the API server answers a
+    // list request: its items may leave out their kind and apiVersion.
+    let typed_list = kind
+        .strip_suffix("List")
+        .filter(|element| api_versions(element).is_some());
+    if kind == "List" || typed_list.is_some() {
+        // A `List` may hold objects of any group; it is `v1` itself.
+        expect_api(typed_list.and_then(api_versions).unwrap_or(&["v1"]))?;
+        let Some(Node::Seq(items)) = doc.take_path(&["items"]) else {
+            return Err(bad(at, format!("{kind} without an items list")));
+        };
+        for (i, mut item) in items.into_iter().enumerate() {
+            let item_at = format!("{at} item {}", i + 1);
+            if let Some(element) = typed_list {
+                match item.get("kind") {
+                    None | Some(Node::Null) => item.set("kind", Node::String(element.to_owned())),
+                    Some(Node::String(k)) if k == element => {}
+                    Some(other) => {
+                        return Err(bad(
+                            &item_at,
+                            format!(
+                                "a {kind} item must be a {element}, not {}",
+                                other.as_str().unwrap_or("a non-string kind")
+                            ),
+                        ));
+                    }
+                }
+                if matches!(item.get("apiVersion"), None | Some(Node::Null)) {
+                    item.set("apiVersion", Node::String(api.clone()));
+                }
             }
+            load_doc(item, &item_at, options, out)?;
         }
+        return Ok(());
+    }
+    if let Some(versions) = api_versions(&kind) {
+        expect_api(versions)?;
+    }
+    match kind.as_str() {
         "ConfigMap" | "Secret" => {
-            expect_api(&["v1"])?;
             let (namespace, name) = meta_names(&doc, at, options)?;
             let (a, b) = if kind == "ConfigMap" {
                 ("data", "binaryData")
@@ -328,7 +356,6 @@ fn load_doc(
             });
         }
         "Pod" => {
-            expect_api(&["v1"])?;
             let (ns, name) = meta_names(&doc, at, options)?;
             let dormant = dormant(&kind, &doc);
             let spec = doc
@@ -352,11 +379,6 @@ fn load_doc(
         | "ReplicaSet"
         | "Job"
         | "CronJob" => {
-            match kind.as_str() {
-                "PodTemplate" | "ReplicationController" => expect_api(&["v1"])?,
-                "Job" | "CronJob" => expect_api(&["batch/v1"])?,
-                _ => expect_api(&["apps/v1"])?,
-            }
             let (ns, name) = meta_names(&doc, at, options)?;
             let path: &[&str] = match kind.as_str() {
                 "PodTemplate" => &["template", "spec"],
@@ -379,7 +401,6 @@ fn load_doc(
             )?;
         }
         "ServiceAccount" => {
-            expect_api(&["v1"])?;
             let (namespace, name) = meta_names(&doc, at, options)?;
             let image_pull_secrets = match doc.get("imagePullSecrets") {
                 None | Some(Node::Null) => Vec::new(),
@@ -471,6 +492,27 @@ fn load_doc(
         }
     }
     Ok(())
+}
+
+/// The apiVersions read for a kind this guard understands (`None` for any
+/// other kind).
+fn api_versions(kind: &str) -> Option<&'static [&'static str]> {
+    Some(match kind {
+        "ConfigMap"
+        | "Secret"
+        | "ServiceAccount"
+        | "Pod"
+        | "PodTemplate"
+        | "ReplicationController" => &["v1"],
+        "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet" => &["apps/v1"],
+        "Job" | "CronJob" => &["batch/v1"],
+        "Ingress" => &[
+            "networking.k8s.io/v1",
+            "networking.k8s.io/v1beta1",
+            "extensions/v1beta1",
+        ],
+        _ => return None,
+    })
 }
 
 fn kustomize_source(at: &str, kind: &str) -> InputError {

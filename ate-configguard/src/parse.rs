@@ -38,6 +38,17 @@ impl Node {
         }
     }
 
+    /// Sets `key` of a map (replacing its value if present); other nodes
+    /// are left as they are.
+    pub(crate) fn set(&mut self, key: &str, value: Node) {
+        if let Node::Map(entries) = self {
+            match entries.iter_mut().find(|(k, _)| k == key) {
+                Some((_, v)) => *v = value,
+                None => entries.push((key.to_owned(), value)),
+            }
+        }
+    }
+
     /// Moves the node at `path` out (leaving `Null`), without copying it.
     pub(crate) fn take_path(&mut self, path: &[&str]) -> Option<Node> {
         let mut node = self;

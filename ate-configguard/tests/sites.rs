@@ -199,6 +199,43 @@ fn list_wrappers_are_unwrapped_and_their_values_dropped() {
 }
 
 #[test]
+fn typed_lists_of_every_kind_are_read_with_items_that_leave_out_their_kind() {
+    // What the API server answers a list request (`kubectl get --raw
+    // /apis/apps/v1/statefulsets`): a `StatefulSetList` whose items carry
+    // no kind or apiVersion. Each must be read as its list's kind.
+    let template = "spec: { template: { spec: { containers: [ { name: c, image: i, envFrom: [ { configMapRef: { name: cfg } } ] } ] } } }";
+    for (list, api, body) in [
+        ("PodList", "v1", "spec: { containers: [ { name: c, image: i, envFrom: [ { configMapRef: { name: cfg } } ] } ] }".to_owned()),
+        ("PodTemplateList", "v1", "template: { spec: { containers: [ { name: c, image: i, envFrom: [ { configMapRef: { name: cfg } } ] } ] } }".to_owned()),
+        ("ReplicationControllerList", "v1", template.to_owned()),
+        ("DeploymentList", "apps/v1", template.to_owned()),
+        ("StatefulSetList", "apps/v1", template.to_owned()),
+        ("DaemonSetList", "apps/v1", template.to_owned()),
+        ("ReplicaSetList", "apps/v1", template.to_owned()),
+        ("JobList", "batch/v1", template.to_owned()),
+        ("CronJobList", "batch/v1", format!("spec: {{ jobTemplate: {{ {template} }} }}")),
+    ] {
+        let element = list.strip_suffix("List").unwrap();
+        let text = format!(
+            "apiVersion: {api}\nkind: {list}\nmetadata: {{ resourceVersion: \"7\" }}\nitems:\n  - metadata: {{ name: bare }}\n    {body}\n  - apiVersion: {api}\n    kind: {element}\n    metadata: {{ name: full }}\n    {body}\n"
+        );
+        let m = load(&text);
+        let read: Vec<_> = m
+            .workloads
+            .iter()
+            .map(|w| (w.id.kind.as_str(), w.id.name.as_str(), w.references.len()))
+            .collect();
+        assert_eq!(read, [(element, "bare", 1), (element, "full", 1)], "{list}");
+    }
+    let secrets = "apiVersion: v1\nkind: SecretList\nitems:\n  - metadata: { name: s }\n    data: { K: aHVudGVyMg== }\n";
+    let m = load(secrets);
+    assert_eq!(m.objects[0].id.to_string(), "Secret/default/s");
+    assert_eq!(m.objects[0].keys.iter().collect::<Vec<_>>(), ["K"]);
+    let maps = "apiVersion: v1\nkind: ConfigMapList\nitems:\n  - metadata: { name: c }\n    data: { A: x }\n";
+    assert_eq!(load(maps).objects[0].id.to_string(), "ConfigMap/default/c");
+}
+
+#[test]
 fn json_manifests_are_read() {
     let json = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"n"},"data":{"A":"1"}}"#;
     let m = ate_configguard::load_str(json, "x.json", &Default::default()).unwrap();

@@ -119,6 +119,36 @@ fn text_with_no_document_is_an_input_error_and_an_empty_list_is_not() {
 }
 
 #[test]
+fn a_typed_list_of_the_wrong_group_or_holding_another_kind_is_an_input_error() {
+    let deployment = "metadata: { name: d }\n    spec: { template: { spec: { containers: [ { name: c, image: i } ] } } }";
+    let wrong_group = format!("apiVersion: v1\nkind: DeploymentList\nitems:\n  - {deployment}\n");
+    let err = load_err(&wrong_group).to_string();
+    assert!(
+        err.contains("DeploymentList with unsupported apiVersion v1 (expected apps/v1)"),
+        "{err}"
+    );
+    let mixed = format!(
+        "apiVersion: apps/v1\nkind: DeploymentList\nitems:\n  - {deployment}\n  - apiVersion: apps/v1\n    kind: StatefulSet\n    {deployment}\n"
+    );
+    let err = load_err(&mixed).to_string();
+    assert!(
+        err.contains("item 2")
+            && err.contains("a DeploymentList item must be a Deployment, not StatefulSet"),
+        "{err}"
+    );
+    // An item of the list's kind but another version is the item's own
+    // error, as anywhere else.
+    let old = format!(
+        "apiVersion: apps/v1\nkind: DeploymentList\nitems:\n  - apiVersion: extensions/v1beta1\n    kind: Deployment\n    {deployment}\n"
+    );
+    let err = load_err(&old).to_string();
+    assert!(
+        err.contains("Deployment with unsupported apiVersion extensions/v1beta1"),
+        "{err}"
+    );
+}
+
+#[test]
 fn kustomize_sources_are_input_errors() {
     for kind in ["Kustomization", "Component"] {
         let api = if kind == "Component" {
