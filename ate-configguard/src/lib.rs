@@ -27,7 +27,9 @@
 //!
 //! It reads object and key NAMES only: the values of `data`, `stringData`
 //! and `binaryData` are skipped by the deserializer itself, never kept,
-//! printed, logged or put in an error.
+//! printed, logged or put in an error. So are the values of every
+//! `annotations` map (`kubectl apply` keeps a copy of the whole object,
+//! values included, in `kubectl.kubernetes.io/last-applied-configuration`).
 //!
 //! # Example
 //!

@@ -1,8 +1,9 @@
 //! Reading manifests: multi-document YAML or JSON, into a names-only form.
 //!
-//! Values never survive parsing: the `data`, `stringData` and `binaryData`
-//! fields of every document are read as key names with an ignored value, so
-//! a Secret's values are dropped by the deserializer itself. Everything else
+//! Values never survive parsing: the `data`, `stringData`, `binaryData` and
+//! `annotations` fields of every document are read as key names with an
+//! ignored value, so a Secret's values (and the copy of them `kubectl apply`
+//! leaves in an annotation) are dropped by the deserializer itself. Everything else
 //! is read into a [`Node`] tree that refuses duplicate keys, and workloads
 //! are then decoded into k8s-openapi types with every ignored field
 //! reported (k8s-openapi silently drops fields it does not know).
@@ -15,8 +16,12 @@ use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor
 
 use crate::InputError;
 
-/// Fields whose values are configuration values (never kept).
-pub(crate) const VALUE_FIELDS: [&str; 3] = ["data", "stringData", "binaryData"];
+/// Fields whose values are configuration values (never kept). The names of
+/// `annotations` are kept but not their values: `kubectl apply` copies a
+/// whole object, a Secret's values included, into its
+/// `kubectl.kubernetes.io/last-applied-configuration` annotation, and no
+/// check here reads an annotation's value.
+pub(crate) const VALUE_FIELDS: [&str; 4] = ["data", "stringData", "binaryData", "annotations"];
 
 /// A document tree without values of `data`-like fields, with duplicate keys
 /// refused at every level.
@@ -473,6 +478,23 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("\"A\"") && text.contains("\"B\""));
+    }
+
+    #[test]
+    fn annotation_values_are_dropped_while_parsing() {
+        // What `kubectl get secret -o yaml` prints for a Secret created by
+        // `kubectl apply`: its values again, inside an annotation.
+        let secret = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\n  annotations:\n    \
+            kubectl.kubernetes.io/last-applied-configuration: |\n      \
+            {\"apiVersion\":\"v1\",\"kind\":\"Secret\",\"stringData\":{\"B\":\"hunter2\"}}\n\
+            data:\n  B: aHVudGVyMg==\n";
+        let docs = documents(secret, "x.yaml").unwrap();
+        let text = format!("{docs:?}");
+        assert!(
+            !text.contains("hunter2") && !text.contains("aHVudGVy"),
+            "{text}"
+        );
+        assert!(text.contains("last-applied-configuration"), "{text}");
     }
 
     #[test]
