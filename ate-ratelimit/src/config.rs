@@ -20,7 +20,8 @@ pub struct LimitSpec {
     pub env: Option<String>,
     /// Attempts per window (the code default).
     pub limit: NonZeroU32,
-    /// The window (default 60 s).
+    /// The window (default 60 s). Serialized as whole seconds
+    /// (`"window": 60`).
     #[cfg_attr(feature = "serde", serde(default = "default_window", with = "secs"))]
     pub window: Duration,
 }
@@ -34,7 +35,14 @@ fn default_window() -> Duration {
 mod secs {
     use std::time::Duration;
 
+    /// Whole seconds; a window with a fraction of a second is an error
+    /// naming it (truncating it would write a different limit).
     pub(super) fn serialize<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        if d.subsec_nanos() != 0 {
+            return Err(serde::ser::Error::custom(format!(
+                "window {d:?} is not a whole number of seconds (the serialized form)"
+            )));
+        }
         s.serialize_u64(d.as_secs())
     }
 

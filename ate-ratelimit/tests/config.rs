@@ -81,3 +81,19 @@ fn tables_deserialize_with_serde_and_refuse_zero() {
     assert!(serde_json::from_str::<LimitTable>(r#"[{"name":"x","limit":1,"window":0}]"#).is_err());
     assert!(serde_json::from_str::<LimitTable>(r#"[{"name":"x","limit":1,"bogus":1}]"#).is_err());
 }
+
+#[cfg(feature = "serde")]
+#[test]
+fn tables_serialize_windows_as_whole_seconds_and_refuse_a_fraction() {
+    let table = LimitTable::new().limit("a", "A", NonZeroU32::new(5).unwrap());
+    let json = serde_json::to_string(&table).unwrap();
+    assert_eq!(json, r#"[{"name":"a","env":"A","limit":5,"window":60}]"#);
+    assert_eq!(serde_json::from_str::<LimitTable>(&json).unwrap(), table);
+    // 1.5 s written as 1 would read back as a different, looser limit.
+    let short = table.with_window(std::time::Duration::from_millis(1_500));
+    let err = serde_json::to_string(&short).unwrap_err().to_string();
+    assert!(
+        err.contains("window 1.5s is not a whole number of seconds"),
+        "{err}"
+    );
+}
