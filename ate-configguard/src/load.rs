@@ -1,7 +1,7 @@
 //! From documents to the names-only model: config objects, workloads and
 //! every reference site of their pod templates.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{
@@ -39,15 +39,17 @@ impl Default for LoadOptions {
 /// Reads files and directories (`.yaml`, `.yml`, `.json`, recursively,
 /// in name order) into one [`Manifests`].
 ///
-/// A directory with no such file, like a file with no document (see
+/// A file reached twice (given twice, or through a symbolic link, as in
+/// the `..data` layout of a ConfigMap mounted as a volume) is read once,
+/// and a directory reached again through a link is not walked again. A
+/// directory with no such file, like a file with no document (see
 /// [`load_str`]), is an input error: an empty state is stated, not
 /// implied.
 pub fn load_paths(paths: &[PathBuf], options: &LoadOptions) -> Result<Manifests, InputError> {
     let mut files = Vec::new();
+    let mut seen = Seen::default();
     for p in paths {
-        let before = files.len();
-        collect(p, &mut files)?;
-        if files.len() == before {
+        if collect(p, &mut files, &mut seen)? == 0 {
             return Err(bad(
                 &p.display().to_string(),
                 format!("no .yaml, .yml or .json file in this directory; {EMPTY_STATE}"),
@@ -65,12 +67,29 @@ pub fn load_paths(paths: &[PathBuf], options: &LoadOptions) -> Result<Manifests,
     Ok(out)
 }
 
-fn collect(path: &Path, out: &mut Vec<PathBuf>) -> Result<(), InputError> {
-    let meta = std::fs::metadata(path).map_err(|e| InputError::Io {
+/// The real paths (links resolved) of the files and directories already
+/// reached.
+#[derive(Default)]
+struct Seen {
+    files: BTreeSet<PathBuf>,
+    /// With the manifest files found under each (0 while it is walked).
+    dirs: BTreeMap<PathBuf, usize>,
+}
+
+/// Adds the manifest files under `path` not reached before; returns how
+/// many manifest files it found, reached before or not.
+fn collect(path: &Path, out: &mut Vec<PathBuf>, seen: &mut Seen) -> Result<usize, InputError> {
+    let io = |e: std::io::Error| InputError::Io {
         path: path.display().to_string(),
         message: e.kind().to_string(),
-    })?;
+    };
+    let meta = std::fs::metadata(path).map_err(io)?;
+    let real = std::fs::canonicalize(path).map_err(io)?;
     if meta.is_dir() {
+        if let Some(&found) = seen.dirs.get(&real) {
+            return Ok(found);
+        }
+        seen.dirs.insert(real.clone(), 0);
         let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
             .map_err(|e| InputError::Io {
                 path: path.display().to_string(),
@@ -79,19 +98,24 @@ fn collect(path: &Path, out: &mut Vec<PathBuf>) -> Result<(), InputError> {
             .filter_map(|e| e.ok().map(|e| e.path()))
             .collect();
         entries.sort();
+        let mut found = 0;
         for e in entries {
             let is_manifest = e
                 .extension()
                 .and_then(|x| x.to_str())
                 .is_some_and(|x| matches!(x, "yaml" | "yml" | "json"));
             if e.is_dir() || is_manifest {
-                collect(&e, out)?;
+                found += collect(&e, out, seen)?;
             }
         }
+        seen.dirs.insert(real, found);
+        Ok(found)
     } else {
-        out.push(path.to_path_buf());
+        if seen.files.insert(real) {
+            out.push(path.to_path_buf());
+        }
+        Ok(1)
     }
-    Ok(())
 }
 
 /// How to state an empty state on purpose (what `kubectl get -o yaml`

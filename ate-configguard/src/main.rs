@@ -3,12 +3,13 @@
 //! Exit codes: 0 safe, 1 unsafe transition found, 2 unusable input.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::io::Read;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use ate_configguard::{
-    CheckInput, Deletion, InputError, Inventory, LoadOptions, Report, Source, check, drift,
-    inventory, load_paths, parse_object_id,
+    CheckInput, Deletion, InputError, Inventory, LoadOptions, Manifests, Report, Source, check,
+    drift, inventory, load_paths, load_str, parse_object_id,
 };
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -33,10 +34,12 @@ enum Format {
 enum Command {
     /// Check a transition: exit 0 safe, 1 unsafe, 2 unusable input.
     Check {
-        /// Current (serving) state: files or directories of manifests.
+        /// Current (serving) state: files or directories of manifests (`-`:
+        /// standard input, e.g. piped from `kubectl get ... -o yaml`).
         #[arg(long, num_args = 1.., required = true)]
         current: Vec<PathBuf>,
-        /// Proposed state: the manifests about to be applied.
+        /// Proposed state: the manifests about to be applied (`-`: standard
+        /// input).
         #[arg(long, num_args = 1.., required = true)]
         proposed: Vec<PathBuf>,
         /// A previous names-only inventory (from `inventory`).
@@ -62,7 +65,7 @@ enum Command {
     },
     /// Print the names-only inventory (kind, namespace, name, key names).
     Inventory {
-        /// Files or directories of manifests.
+        /// Files or directories of manifests (`-`: standard input).
         #[arg(required = true)]
         paths: Vec<PathBuf>,
         /// Namespace for manifests without one.
@@ -89,11 +92,79 @@ enum Command {
     },
 }
 
-fn read(path: &PathBuf) -> Result<String, InputError> {
+/// `-`: standard input, as in `kubectl get deploy,cm,secret -o yaml |
+/// ate-configguard check --current - --proposed rendered/`.
+const STDIN: &str = "-";
+
+/// What names standard input in reports and errors.
+const STDIN_NAME: &str = "<stdin>";
+
+/// Reads standard input at most once: a second `-` is an input error
+/// (it would read nothing, which must never pass as an empty state).
+#[derive(Default)]
+struct Stdin {
+    taken: bool,
+}
+
+impl Stdin {
+    fn read(&mut self) -> Result<String, InputError> {
+        if std::mem::replace(&mut self.taken, true) {
+            return Err(InputError::Io {
+                path: STDIN.into(),
+                message: "standard input can be read once; give `-` to one option only".into(),
+            });
+        }
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| InputError::Io {
+                path: STDIN_NAME.into(),
+                message: e.kind().to_string(),
+            })?;
+        Ok(text)
+    }
+}
+
+/// A file's text, or standard input's for `-`.
+fn read(path: &Path, stdin: &mut Stdin) -> Result<String, InputError> {
+    if path.as_os_str() == STDIN {
+        return stdin.read();
+    }
     std::fs::read_to_string(path).map_err(|e| InputError::Io {
         path: path.display().to_string(),
         message: e.kind().to_string(),
     })
+}
+
+/// `load_paths`, with `-` read from standard input.
+fn load(
+    paths: &[PathBuf],
+    options: &LoadOptions,
+    stdin: &mut Stdin,
+) -> Result<Manifests, InputError> {
+    let files: Vec<PathBuf> = paths
+        .iter()
+        .filter(|p| p.as_os_str() != STDIN)
+        .cloned()
+        .collect();
+    let mut out = load_paths(&files, options)?;
+    for _ in paths.iter().filter(|p| p.as_os_str() == STDIN) {
+        let more = load_str(&stdin.read()?, STDIN_NAME, options)?;
+        out.objects.extend(more.objects);
+        out.workloads.extend(more.workloads);
+        out.notes.extend(more.notes);
+        out.service_accounts.extend(more.service_accounts);
+    }
+    Ok(out)
+}
+
+/// How a path is named in reports (`<stdin>` for `-`).
+fn display(path: &Path) -> String {
+    if path.as_os_str() == STDIN {
+        STDIN_NAME.into()
+    } else {
+        path.display().to_string()
+    }
 }
 
 fn emit(report: &Report, format: Format, text: fn(&Report) -> String) -> ExitCode {
@@ -111,6 +182,7 @@ fn emit(report: &Report, format: Format, text: fn(&Report) -> String) -> ExitCod
 }
 
 fn run(cli: Cli) -> Result<ExitCode, InputError> {
+    let mut stdin = Stdin::default();
     match cli.command {
         Command::Check {
             current,
@@ -129,10 +201,10 @@ fn run(cli: Cli) -> Result<ExitCode, InputError> {
             let inventory = match inv {
                 None => None,
                 Some(path) => {
-                    let text = read(&path)?;
+                    let text = read(&path, &mut stdin)?;
                     Some(serde_json::from_str::<Inventory>(&text).map_err(|e| {
                         InputError::Parse {
-                            file: path.display().to_string(),
+                            file: display(&path),
                             location: format!("line {} column {}", e.line(), e.column()),
                             message: "not an inventory (see `ate-configguard inventory`)".into(),
                         }
@@ -140,8 +212,8 @@ fn run(cli: Cli) -> Result<ExitCode, InputError> {
                 }
             };
             let input = CheckInput {
-                current: load_paths(&current, &options)?,
-                proposed: load_paths(&proposed, &options)?,
+                current: load(&current, &options, &mut stdin)?,
+                proposed: load(&proposed, &options, &mut stdin)?,
                 inventory,
                 deletion: if prune {
                     Deletion::Prune
@@ -160,7 +232,7 @@ fn run(cli: Cli) -> Result<ExitCode, InputError> {
                 default_namespace: namespace,
                 ..LoadOptions::default()
             };
-            let inv = inventory(&load_paths(&paths, &options)?);
+            let inv = inventory(&load(&paths, &options, &mut stdin)?);
             match serde_json::to_string_pretty(&inv) {
                 Ok(json) => println!("{json}"),
                 Err(e) => {
@@ -177,14 +249,14 @@ fn run(cli: Cli) -> Result<ExitCode, InputError> {
             secret_key,
             format,
         } => {
-            let defaults_text = read(&defaults)?;
-            let base_text = read(&base)?;
+            let defaults_text = read(&defaults, &mut stdin)?;
+            let base_text = read(&base, &mut stdin)?;
             let overlay_texts: Vec<(String, String)> = overlay
                 .iter()
-                .map(|p| read(p).map(|t| (t, p.display().to_string())))
+                .map(|p| read(p, &mut stdin).map(|t| (t, display(p))))
                 .collect::<Result<_, _>>()?;
-            let defaults_name = defaults.display().to_string();
-            let base_name = base.display().to_string();
+            let defaults_name = display(&defaults);
+            let base_name = display(&base);
             let overlays: Vec<Source<'_>> = overlay_texts
                 .iter()
                 .map(|(t, n)| Source { text: t, name: n })

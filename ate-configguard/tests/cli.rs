@@ -394,3 +394,91 @@ fn a_kustomization_is_unusable_input_not_an_empty_state() {
         "{text}"
     );
 }
+
+/// Runs the binary with `input` on its standard input.
+fn piped(args: &[&str], input: &str) -> Output {
+    use std::io::Write;
+    let mut child = bin()
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A run that fails before reading may close its end first.
+    let _ = child.stdin.take().unwrap().write_all(input.as_bytes());
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_dash_reads_standard_input_once_and_an_empty_pipe_is_unusable_input() {
+    // `kubectl get deploy,cm,secret -o yaml | ate-configguard check --current - ...`
+    let dir = tempfile::tempdir().unwrap();
+    let cur = current(dir.path());
+    let live = std::fs::read_to_string(&cur).unwrap();
+    let removed = write(
+        dir.path(),
+        "p.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: { name: cfg }\ndata: { DB_HOST: x }\n",
+    );
+    let run = piped(&["check", "--current", "-", "--proposed", &removed], &live);
+    assert_eq!(run.status.code(), Some(1), "{}", all_output(&run));
+    assert!(all_output(&run).contains("REDIS"), "{}", all_output(&run));
+    let run = piped(&["check", "--current", &cur, "--proposed", "-"], &live);
+    assert_eq!(run.status.code(), Some(0), "{}", all_output(&run));
+    let run = piped(&["inventory", "-"], &live);
+    assert_eq!(run.status.code(), Some(0), "{}", all_output(&run));
+    assert!(String::from_utf8_lossy(&run.stdout).contains("\"DB_HOST\""));
+    // A failed `kubectl get` pipes nothing: never an empty state.
+    let run = piped(&["check", "--current", "-", "--proposed", &removed], "");
+    assert_eq!(run.status.code(), Some(2), "{}", all_output(&run));
+    assert!(
+        all_output(&run).contains("<stdin>: no document"),
+        "{}",
+        all_output(&run)
+    );
+    // A second `-` would read nothing.
+    let run = piped(&["check", "--current", "-", "--proposed", "-"], &live);
+    assert_eq!(run.status.code(), Some(2), "{}", all_output(&run));
+    assert!(
+        all_output(&run).contains("standard input can be read once"),
+        "{}",
+        all_output(&run)
+    );
+}
+
+#[test]
+fn a_configmap_mounted_directory_is_read_once_through_its_links() {
+    // What the kubelet writes for a ConfigMap volume: the files live in a
+    // timestamped directory, `..data` links to it, and each name links
+    // through `..data`. Every manifest is reachable three ways.
+    let dir = tempfile::tempdir().unwrap();
+    let mount = dir.path().join("manifests");
+    let real = mount.join("..2026_11_29_21_00_00.123456789");
+    std::fs::create_dir_all(&real).unwrap();
+    let cur = current(&real);
+    std::os::unix::fs::symlink("..2026_11_29_21_00_00.123456789", mount.join("..data")).unwrap();
+    std::os::unix::fs::symlink("..data/current.yaml", mount.join("current.yaml")).unwrap();
+    // And a link back up, which must not be walked forever.
+    std::os::unix::fs::symlink("..", real.join("up")).unwrap();
+    let mount = mount.display().to_string();
+    let run = bin()
+        .args(["check", "--current", &mount, "--proposed", &cur])
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{}", all_output(&run));
+    let twice = bin()
+        .args([
+            "check",
+            "--current",
+            &cur,
+            &cur,
+            &mount,
+            "--proposed",
+            &mount,
+            &mount,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(twice.status.code(), Some(0), "{}", all_output(&twice));
+}
