@@ -36,8 +36,22 @@ CREATE INDEX IF NOT EXISTS ate_ledger_records_ended
     ON ate_ledger_records (ended_at) WHERE NOT open;
 ";
 
+/// The error with its causes: `postgres::Error` displays only its kind
+/// ("db error", "error connecting to server") and keeps what went wrong
+/// (the server's message, "Connection refused") in its source.
 fn storage(e: postgres::Error) -> Error {
-    Error::Storage(format!("postgres: {e}"))
+    Error::Storage(format!("postgres: {}", with_causes(&e)))
+}
+
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
 }
 
 fn to_i64(key: &Key, version: u64) -> Result<i64, Error> {
@@ -179,9 +193,9 @@ impl PgStore {
     /// on one connection, 1,204 on two, 1,355 on four (a 2-core machine,
     /// PostgreSQL on a Unix socket without fsync).
     pub fn connect_pooled(params: &str, connections: NonZeroUsize) -> Result<Self, Error> {
-        let config: Config = params
-            .parse()
-            .map_err(|e| Error::Storage(format!("postgres connection string: {e}")))?;
+        let config: Config = params.parse().map_err(|e| {
+            Error::Storage(format!("postgres connection string: {}", with_causes(&e)))
+        })?;
         let target = format!(
             "dbname={} user={} ({} host(s))",
             config.get_dbname().unwrap_or("-"),

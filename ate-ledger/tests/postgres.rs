@@ -492,3 +492,30 @@ fn a_bad_connection_string_is_a_storage_error_naming_it() {
     );
     assert!(!debug.contains("hunter2"), "{debug}");
 }
+
+#[test]
+fn storage_errors_say_what_the_server_or_the_connection_said() {
+    // `postgres::Error` displays only its kind ("db error", "error
+    // connecting to server"); the reason is its source.
+    let url = fresh_database();
+    let missing = format!("{url}_missing");
+    let err = PgStore::connect(&missing).unwrap_err().to_string();
+    assert!(
+        err.contains("db error") && err.contains("does not exist"),
+        "{err}"
+    );
+    let err = PgStore::connect("host=127.0.0.1 port=1 user=u dbname=d connect_timeout=5")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("error connecting to server") && err.contains("refused"),
+        "{err}"
+    );
+    let err = PgStore::connect("host=/tmp port=notaport")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("invalid connection string") && err.contains("port"),
+        "{err}"
+    );
+}

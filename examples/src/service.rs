@@ -705,14 +705,14 @@ impl AppState {
             // not sent; one that was is never sent again (the dispatch rule).
             unavailable @ (E::Storage(_) | E::Contended { .. }) => {
                 tracing::error!("ledger unavailable: {unavailable}");
-                ApiResponse::json(
-                    503,
-                    json!({
-                        "error": format!("the ledger is unavailable: {unavailable}"),
-                        "retryable": true,
-                    }),
-                )
-                .with_header("retry-after", "1")
+                // The store's own error (its host, what the database said)
+                // is for the log, not for every client.
+                let error = match unavailable {
+                    E::Storage(_) => "the ledger's store is unavailable".to_owned(),
+                    contended => format!("the ledger is unavailable: {contended}"),
+                };
+                ApiResponse::json(503, json!({"error": error, "retryable": true}))
+                    .with_header("retry-after", "1")
             }
             other => {
                 tracing::error!("ledger error: {other}");

@@ -180,6 +180,10 @@ async fn a_ledger_database_that_goes_away_is_503_with_retry_after_and_comes_back
         let error: Value = down.json().await.unwrap();
         assert_eq!(error["retryable"], true, "{bin}: {error}");
         assert_eq!(
+            error["error"], "the ledger's store is unavailable",
+            "{bin}: the database's own error stays in the log"
+        );
+        assert_eq!(
             dispatched(&[&s]).await,
             1,
             "{bin}: nothing was sent while down"
