@@ -742,11 +742,25 @@ impl<K: Hash + Eq + Clone, C: Clock + Clone> LimitSet<K, C> {
     }
 
     /// The limiter behind `id`.
+    ///
+    /// # Panics
+    ///
+    /// If `id` is past this set's last limit: ids come from this set's
+    /// [`add`](Self::add), [`add_with`](Self::add_with) or [`id`](Self::id).
+    /// An id from another set is not detected when it is in range; it names
+    /// this set's limit at the same position.
     pub fn limiter(&self, id: LimitId) -> &KeyedLimiter<K, C> {
         &self.limits[id.0].1
     }
 
     /// The name of `id`.
+    ///
+    /// # Panics
+    ///
+    /// If `id` is past this set's last limit: ids come from this set's
+    /// [`add`](Self::add), [`add_with`](Self::add_with) or [`id`](Self::id).
+    /// An id from another set is not detected when it is in range; it names
+    /// this set's limit at the same position.
     pub fn name(&self, id: LimitId) -> &str {
         &self.limits[id.0].0
     }
@@ -779,6 +793,13 @@ impl<K: Hash + Eq + Clone, C: Clock + Clone> LimitSet<K, C> {
 
     /// Checks one attempt by `key` against the limits `ids`, now. As with
     /// [`KeyedLimiter::check`], `key` is anything `K` borrows as.
+    ///
+    /// # Panics
+    ///
+    /// If an id in `ids` is past this set's last limit: ids come from this set's
+    /// [`add`](Self::add), [`add_with`](Self::add_with) or [`id`](Self::id).
+    /// An id from another set is not detected when it is in range; it names
+    /// this set's limit at the same position.
     pub fn check<Q>(&self, ids: &[LimitId], key: &Q) -> Combined<'_>
     where
         K: Borrow<Q>,
@@ -788,6 +809,13 @@ impl<K: Hash + Eq + Clone, C: Clock + Clone> LimitSet<K, C> {
     }
 
     /// Checks one attempt by `key` against the limits `ids` at `now`.
+    ///
+    /// # Panics
+    ///
+    /// If an id in `ids` is past this set's last limit: ids come from this set's
+    /// [`add`](Self::add), [`add_with`](Self::add_with) or [`id`](Self::id).
+    /// An id from another set is not detected when it is in range; it names
+    /// this set's limit at the same position.
     pub fn check_at<Q>(&self, ids: &[LimitId], key: &Q, now: Timestamp) -> Combined<'_>
     where
         K: Borrow<Q>,

@@ -320,3 +320,15 @@ fn a_combined_check_names_every_limit_in_the_order_asked_and_records_once_per_li
     let kept: Vec<String> = second.denied_by().into_iter().map(str::to_owned).collect();
     assert_eq!(kept, ["route"]);
 }
+
+#[test]
+#[should_panic(expected = "index out of bounds")]
+fn an_id_past_a_sets_last_limit_panics_as_documented() {
+    let clock = ManualClock::default();
+    let mut bigger = LimitSet::<u32, _>::new(Policy::CountDenied, clock.clone());
+    let _ = bigger.add("a", quota(1, 60));
+    let second = bigger.add("b", quota(1, 60));
+    let mut set = LimitSet::<u32, _>::new(Policy::CountDenied, clock);
+    let _ = set.add("a", quota(1, 60));
+    let _ = set.check(&[second], &1);
+}
