@@ -685,6 +685,8 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
 /// anywhere unless every limit allows. Each check holds the touched shards
 /// together, so it is atomic with respect to other checks.
 pub struct LimitSet<K, C: Clock + Clone = MonotonicClock> {
+    /// Which set its [`LimitId`]s belong to.
+    set: usize,
     clock: C,
     policy: Policy,
     limits: Vec<(String, KeyedLimiter<K, C>)>,
@@ -702,12 +704,19 @@ impl<K, C: Clock + Clone> fmt::Debug for LimitSet<K, C> {
 
 /// A limit in a [`LimitSet`], resolved once from its name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct LimitId(usize);
+pub struct LimitId {
+    set: usize,
+    index: usize,
+}
+
+/// Numbers sets, so an id given to another set is caught.
+static NEXT_SET: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 impl<K: Hash + Eq + Clone, C: Clock + Clone> LimitSet<K, C> {
     /// An empty set.
     pub fn new(policy: Policy, clock: C) -> Self {
         Self {
+            set: NEXT_SET.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             clock,
             policy,
             limits: Vec::new(),
@@ -730,39 +739,60 @@ impl<K: Hash + Eq + Clone, C: Clock + Clone> LimitSet<K, C> {
             .build_with_hasher(self.clock.clone(), self.hasher.clone());
         if let Some(i) = self.limits.iter().position(|(n, _)| *n == name) {
             self.limits[i].1 = limiter;
-            return LimitId(i);
+            return self.limit_id(i);
         }
         self.limits.push((name, limiter));
-        LimitId(self.limits.len() - 1)
+        self.limit_id(self.limits.len() - 1)
+    }
+
+    fn limit_id(&self, index: usize) -> LimitId {
+        LimitId {
+            set: self.set,
+            index,
+        }
+    }
+
+    /// Where `id` is in this set.
+    ///
+    /// # Panics
+    ///
+    /// If `id` is another set's.
+    #[inline]
+    fn index(&self, id: LimitId) -> usize {
+        assert!(
+            id.set == self.set,
+            "{id:?} belongs to another LimitSet (this one is set {})",
+            self.set
+        );
+        id.index
     }
 
     /// The id of the limit called `name`.
     pub fn id(&self, name: &str) -> Option<LimitId> {
-        self.limits.iter().position(|(n, _)| n == name).map(LimitId)
+        self.limits
+            .iter()
+            .position(|(n, _)| n == name)
+            .map(|i| self.limit_id(i))
     }
 
     /// The limiter behind `id`.
     ///
     /// # Panics
     ///
-    /// If `id` is past this set's last limit: ids come from this set's
-    /// [`add`](Self::add), [`add_with`](Self::add_with) or [`id`](Self::id).
-    /// An id from another set is not detected when it is in range; it names
-    /// this set's limit at the same position.
+    /// If `id` is another set's (ids come from this set's
+    /// [`add`](Self::add), [`add_with`](Self::add_with) or [`id`](Self::id)).
     pub fn limiter(&self, id: LimitId) -> &KeyedLimiter<K, C> {
-        &self.limits[id.0].1
+        &self.limits[self.index(id)].1
     }
 
     /// The name of `id`.
     ///
     /// # Panics
     ///
-    /// If `id` is past this set's last limit: ids come from this set's
-    /// [`add`](Self::add), [`add_with`](Self::add_with) or [`id`](Self::id).
-    /// An id from another set is not detected when it is in range; it names
-    /// this set's limit at the same position.
+    /// If `id` is another set's (ids come from this set's
+    /// [`add`](Self::add), [`add_with`](Self::add_with) or [`id`](Self::id)).
     pub fn name(&self, id: LimitId) -> &str {
-        &self.limits[id.0].0
+        &self.limits[self.index(id)].0
     }
 
     /// The clock.
@@ -796,10 +826,8 @@ impl<K: Hash + Eq + Clone, C: Clock + Clone> LimitSet<K, C> {
     ///
     /// # Panics
     ///
-    /// If an id in `ids` is past this set's last limit: ids come from this set's
-    /// [`add`](Self::add), [`add_with`](Self::add_with) or [`id`](Self::id).
-    /// An id from another set is not detected when it is in range; it names
-    /// this set's limit at the same position.
+    /// If an id in `ids` is another set's (ids come from this set's
+    /// [`add`](Self::add), [`add_with`](Self::add_with) or [`id`](Self::id)).
     pub fn check<Q>(&self, ids: &[LimitId], key: &Q) -> Combined<'_>
     where
         K: Borrow<Q>,
@@ -812,10 +840,8 @@ impl<K: Hash + Eq + Clone, C: Clock + Clone> LimitSet<K, C> {
     ///
     /// # Panics
     ///
-    /// If an id in `ids` is past this set's last limit: ids come from this set's
-    /// [`add`](Self::add), [`add_with`](Self::add_with) or [`id`](Self::id).
-    /// An id from another set is not detected when it is in range; it names
-    /// this set's limit at the same position.
+    /// If an id in `ids` is another set's (ids come from this set's
+    /// [`add`](Self::add), [`add_with`](Self::add_with) or [`id`](Self::id)).
     pub fn check_at<Q>(&self, ids: &[LimitId], key: &Q, now: Timestamp) -> Combined<'_>
     where
         K: Borrow<Q>,
@@ -827,7 +853,7 @@ impl<K: Hash + Eq + Clone, C: Clock + Clone> LimitSet<K, C> {
         // allocation) for up to four limits.
         let mut order: SmallVec<[usize; 4]> = SmallVec::new();
         for id in ids {
-            order.push(id.0);
+            order.push(self.index(*id));
         }
         order.sort_unstable();
         order.dedup();
@@ -872,8 +898,10 @@ impl<K: Hash + Eq + Clone, C: Clock + Clone> LimitSet<K, C> {
         drop(shards);
         let mut decisions = SmallVec::new();
         for id in ids {
-            let at = order.binary_search(&id.0).expect("every id was checked");
-            decisions.push((self.limits[id.0].0.as_str(), decided[at]));
+            let at = order
+                .binary_search(&id.index)
+                .expect("every id was checked");
+            decisions.push((self.limits[id.index].0.as_str(), decided[at]));
         }
         Combined { decisions, wait }
     }

@@ -322,13 +322,37 @@ fn a_combined_check_names_every_limit_in_the_order_asked_and_records_once_per_li
 }
 
 #[test]
-#[should_panic(expected = "index out of bounds")]
-fn an_id_past_a_sets_last_limit_panics_as_documented() {
+fn an_id_of_another_set_panics_as_documented_even_in_range() {
     let clock = ManualClock::default();
-    let mut bigger = LimitSet::<u32, _>::new(Policy::CountDenied, clock.clone());
-    let _ = bigger.add("a", quota(1, 60));
-    let second = bigger.add("b", quota(1, 60));
+    let mut other = LimitSet::<u32, _>::new(Policy::CountDenied, clock.clone());
+    let theirs = other.add("a", quota(1, 60));
     let mut set = LimitSet::<u32, _>::new(Policy::CountDenied, clock);
-    let _ = set.add("a", quota(1, 60));
-    let _ = set.check(&[second], &1);
+    let ours = set.add("a", quota(1, 60));
+    // Same position, same name: still not this set's, so never silently
+    // checked against this set's first limit.
+    let message = |f: &dyn Fn()| {
+        let err = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_err();
+        err.downcast_ref::<String>().cloned().unwrap_or_default()
+    };
+    assert!(
+        message(&|| drop(set.check(&[ours, theirs], &1))).contains("belongs to another LimitSet")
+    );
+    assert!(
+        message(&|| {
+            let _ = set.limiter(theirs);
+        })
+        .contains("belongs to another LimitSet")
+    );
+    assert!(
+        message(&|| {
+            let _ = set.name(theirs);
+        })
+        .contains("belongs to another LimitSet")
+    );
+    // Nothing was recorded by the refused check.
+    assert_eq!(
+        set.limiter(ours).peek(&1),
+        Decision::Allowed { remaining: 1 }
+    );
+    assert_eq!(set.id("a"), Some(ours));
 }
