@@ -120,14 +120,22 @@ pub fn banner(addr: SocketAddr, config: &Config) {
     let _ = out.flush();
 }
 
-/// The preStop hook: POST `/__internal/drain` on loopback, print the
-/// answer, sleep. Exits 1 if the POST failed (after sleeping anyway, so the
-/// load balancer still gets its time).
+/// The preStop hook: POST `/__internal/drain` on loopback (127.0.0.1, or
+/// ::1 where nothing listens there: a service bound to IPv6 loopback
+/// only), print the answer, sleep. Exits 1 if the POST failed (after
+/// sleeping anyway, so the load balancer still gets its time).
 pub fn drain(port: u16, sleep: Duration) -> ExitCode {
-    let result = post_drain(port);
+    let v4 = SocketAddr::from(([127, 0, 0, 1], port));
+    let v6 = SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, port));
+    let result = match post_drain(v4) {
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            post_drain(v6).map_err(|e6| format!("{v4}: {e}; {v6}: {e6}"))
+        }
+        other => other.map_err(|e| format!("{v4}: {e}")),
+    };
     match &result {
         Ok(body) => println!("{body}"),
-        Err(e) => eprintln!("error: drain request to 127.0.0.1:{port} failed: {e}"),
+        Err(e) => eprintln!("error: drain request failed: {e}"),
     }
     std::thread::sleep(sleep);
     if result.is_ok() {
@@ -137,13 +145,12 @@ pub fn drain(port: u16, sleep: Duration) -> ExitCode {
     }
 }
 
-fn post_drain(port: u16) -> std::io::Result<String> {
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+fn post_drain(addr: SocketAddr) -> std::io::Result<String> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
     s.set_read_timeout(Some(Duration::from_secs(5)))?;
     write!(
         s,
-        "POST /__internal/drain HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        "POST /__internal/drain HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
     )?;
     let mut response = String::new();
     s.read_to_string(&mut response)?;

@@ -88,6 +88,27 @@ async fn drain_subcommand_posts_to_loopback_and_sleeps() {
 }
 
 #[tokio::test]
+async fn drain_subcommand_reaches_a_service_listening_on_ipv6_loopback_only() {
+    for bin in SERVICES {
+        let s = Service::start_on(bin, "[::1]:0");
+        let out = std::process::Command::new(bin)
+            .args(["drain", "--port", &s.port.to_string(), "--sleep", "0"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{bin}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("\"started\":true"));
+        assert_eq!(
+            client().get(s.url("/ready")).send().await.unwrap().status(),
+            503
+        );
+    }
+}
+
+#[tokio::test]
 async fn sigterm_drains_waits_for_in_flight_work_and_exits_zero() {
     for bin in SERVICES {
         let mut s = Service::start(bin, &[("ATE_DRAIN_TIMEOUT_SECS", "10")]);

@@ -31,9 +31,23 @@ impl Service {
         s
     }
 
+    /// Started listening on `listen` (say `[::1]:0`) instead of
+    /// `127.0.0.1:0`.
+    pub fn start_on(bin: &str, listen: &str) -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
+        let mut s = Self::start_with(bin, &[], dir, listen);
+        s._tmp = Some(tmp);
+        s
+    }
+
     pub fn start_in(bin: &str, env: &[(&str, &str)], data_dir: PathBuf) -> Self {
+        Self::start_with(bin, env, data_dir, "127.0.0.1:0")
+    }
+
+    fn start_with(bin: &str, env: &[(&str, &str)], data_dir: PathBuf, listen: &str) -> Self {
         let mut cmd = Command::new(bin);
-        cmd.args(["--listen", "127.0.0.1:0", "--data-dir"])
+        cmd.args(["--listen", listen, "--data-dir"])
             .arg(&data_dir)
             .env("RUST_LOG", "info")
             .env("ATE_RECONCILE_INTERVAL_MS", "50")
