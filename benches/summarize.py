@@ -84,8 +84,8 @@ ROWS = [
     ("ratelimit: one key, 2 threads, denied", "ratelimit/one_key_2_threads_denied/ate_check", "ratelimit/one_key_2_threads_denied/governor_check", "(reported; ours records the denial)", None),
     ("ratelimit: two limits for one call, 1k keys, allowed", "ratelimit/two_limits_allowed/ate_limit_set", "ratelimit/two_limits_allowed/governor_two_keyed", "(context: one LimitSet check against two governor keyed checks)", None),
     ("ledger: begin→dispatch→close, memory", "ledger/begin_dispatch_close/memory", None, "", None),
-    ("ledger: begin→dispatch→close, redb (3 commits)", "ledger/begin_dispatch_close/redb_durable", "ledger/durable_transition/floor_bare_fsync", "(3 fsyncs)", None),
-    ("ledger: one durable transition (redb)", "ledger/durable_transition/redb_begin", "ledger/durable_transition/floor_bare_fsync", "bounded by fsync", None),
+    ("ledger: begin→dispatch→close, redb (3 commits)", "ledger/begin_dispatch_close/redb_durable", "ledger/durable_transition/floor_bare_fsync", "(3 commits, 2 fsyncs each)", None),
+    ("ledger: one durable transition (redb)", "ledger/durable_transition/redb_begin", "ledger/durable_transition/floor_bare_fsync", "2 fsyncs (two-phase commit)", None),
 ]
 
 lines = []
@@ -139,7 +139,7 @@ if lat:
         lines.append(f"| bare fsync of a small file (floor) | {f['p50_us']:.0f} µs | {f['p99_us']:.0f} µs | 1.00x |")
         lines.append(f"| one durable ledger transition (redb commit) | {r['p50_us']:.0f} µs | {r['p99_us']:.0f} µs | {r['p50_us'] / f['p50_us']:.2f}x |")
     if cyc:
-        lines.append(f"\nbegin → dispatch → close throughput: {cyc['memory']:,.0f} attempts/s in memory, {cyc['redb']:,.0f} attempts/s durable (3 fsynced commits each).\n")
+        lines.append(f"\nbegin → dispatch → close throughput: {cyc['memory']:,.0f} attempts/s in memory, {cyc['redb']:,.0f} attempts/s durable (3 commits of 2 fsyncs each).\n")
 
 mem = load_jsonl("memory.jsonl")
 if mem:

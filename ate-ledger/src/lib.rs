@@ -19,8 +19,11 @@
 //!   [`Ledger::recover_owner`] to one owner's attempts, for a worker that
 //!   restarts under its name on a shared store.
 //! - [`Store`]: [`MemoryStore`]; `RedbStore` (feature `redb`, default),
-//!   which fsyncs every commit and locks its file: a second open, from any
-//!   process, is [`Error::AlreadyOpen`]; and `PgStore` (feature
+//!   which commits every transition in two fsynced phases, verifies every
+//!   page's checksum when it opens a file (a file altered since is
+//!   [`Error::Corrupt`], never read as another state), and locks its file:
+//!   a second open, from any process, is [`Error::AlreadyOpen`]; and
+//!   `PgStore` (feature
 //!   `postgres`) for a ledger that many replicas share, each transition a
 //!   conditional update on the record's version.
 //!
