@@ -308,9 +308,18 @@ fn load_doc(
     };
     // A typed list (`DeploymentList`, ...), as the API server answers a
     // list request: its items may leave out their kind and apiVersion.
+    // A kind of a name this guard reads but from a group that is not
+    // Kubernetes' own (Volcano's `batch.volcano.sh` `Job`, say) is a custom
+    // resource: read as any unknown kind, so `--allow-kind` can name it. An
+    // older version of the Kubernetes group itself stays an input error.
+    let group = api.rsplit_once('/').map_or("", |(group, _)| group);
+    let custom = |kind: &str| {
+        api_versions(kind).is_some_and(|versions| !versions.contains(&api.as_str()))
+            && !matches!(group, "" | "apps" | "batch" | "extensions")
+    };
     let typed_list = kind
         .strip_suffix("List")
-        .filter(|element| api_versions(element).is_some());
+        .filter(|element| api_versions(element).is_some() && !custom(element));
     if kind == "List" || typed_list.is_some() {
         // A `List` may hold objects of any group; it is `v1` itself.
         expect_api(typed_list.and_then(api_versions).unwrap_or(&["v1"]))?;
@@ -341,10 +350,11 @@ fn load_doc(
         }
         return Ok(());
     }
-    if let Some(versions) = api_versions(&kind) {
+    let custom_kind = custom(&kind);
+    if let Some(versions) = api_versions(&kind).filter(|_| !custom_kind) {
         expect_api(versions)?;
     }
-    match kind.as_str() {
+    match if custom_kind { "" } else { kind.as_str() } {
         "ConfigMap" | "Secret" => {
             let (namespace, name) = meta_names(&doc, at, options)?;
             let (a, b) = if kind == "ConfigMap" {
@@ -489,10 +499,17 @@ fn load_doc(
                     format!("allow-listed kind {kind} {name} has no template.spec with containers"),
                 ));
             }
+            // A custom resource named like a Kubernetes kind is reported
+            // with its group (`Job.batch.volcano.sh`), not as that kind.
+            let label = if custom_kind {
+                format!("{kind}.{group}")
+            } else {
+                kind.clone()
+            };
             for spec in specs {
                 push_workload(
                     out,
-                    &kind,
+                    &label,
                     ns.clone(),
                     name.clone(),
                     typed::<PodSpec>(spec, at, "template.spec")?,

@@ -149,6 +149,40 @@ fn a_typed_list_of_the_wrong_group_or_holding_another_kind_is_an_input_error() {
 }
 
 #[test]
+fn a_custom_resource_named_like_a_kubernetes_kind_is_an_unknown_kind() {
+    // Volcano's `Job` (`batch.volcano.sh`) carries pod templates under
+    // `tasks`: it is not a `batch/v1` Job, and refusing it as "Job with
+    // unsupported apiVersion" left no way to read it.
+    let volcano = "apiVersion: batch.volcano.sh/v1alpha1\nkind: Job\nmetadata: { name: train }\nspec:\n  tasks:\n    - name: worker\n      template:\n        spec:\n          containers:\n            - name: w\n              image: i\n              envFrom: [ { secretRef: { name: tok } } ]\n";
+    let err = load_err(volcano).to_string();
+    assert!(
+        err.contains("unknown kind Job (batch.volcano.sh/v1alpha1) carries a pod template; pass --allow-kind Job"),
+        "{err}"
+    );
+    let options = ate_configguard::LoadOptions {
+        allow_kinds: ["Job".to_owned()].into(),
+        ..Default::default()
+    };
+    let m = ate_configguard::load_str(volcano, "v.yaml", &options).unwrap();
+    let ids: Vec<String> = m.workloads.iter().map(|w| w.id.to_string()).collect();
+    assert_eq!(ids, ["Job.batch.volcano.sh/default/train"]);
+    assert_eq!(m.workloads[0].references.len(), 1);
+    // An older version of Kubernetes' own group stays an input error.
+    let old = "apiVersion: batch/v1beta1\nkind: CronJob\nmetadata: { name: c }\nspec: {}\n";
+    let err = load_err(old).to_string();
+    assert!(
+        err.contains("CronJob with unsupported apiVersion batch/v1beta1"),
+        "{err}"
+    );
+    let old = "apiVersion: extensions/v1beta1\nkind: DeploymentList\nitems: []\n";
+    let err = load_err(old).to_string();
+    assert!(
+        err.contains("DeploymentList with unsupported apiVersion"),
+        "{err}"
+    );
+}
+
+#[test]
 fn kustomize_sources_are_input_errors() {
     for kind in ["Kustomization", "Component"] {
         let api = if kind == "Component" {
