@@ -14,7 +14,8 @@
 //!   `Gate::wait_idle_async`: bounded waits that report a [`WaitOutcome`].
 //! - [`Gate::snapshot`] → [`Snapshot`]: state, drain start, in-flight count
 //!   and last wait outcome, for metrics.
-//! - [`is_loopback_peer`]: who may trigger the drain endpoint.
+//! - [`is_local_caller`]: who may trigger the drain endpoint (a loopback
+//!   peer, [`is_loopback_peer`], that is not a proxy forwarding a request).
 //!
 //! # Example
 //!
@@ -96,7 +97,7 @@ pub use gate::{
     AdmissionPolicy, BeginDrain, Gate, GateBuilder, Guard, OwnedGuard, SessionAdmission, Snapshot,
     State, WaitOutcome,
 };
-pub use peer::is_loopback_peer;
+pub use peer::{is_forwarding_header, is_local_caller, is_loopback_peer};
 
 /// WebSocket close code "going away" (RFC 6455 §7.4.1), sent to sessions
 /// opened while draining.

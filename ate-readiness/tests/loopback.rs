@@ -1,6 +1,6 @@
 //! The loopback rule for the drain trigger endpoint.
 
-use ate_readiness::is_loopback_peer;
+use ate_readiness::{is_forwarding_header, is_local_caller, is_loopback_peer};
 
 #[test]
 fn only_loopback_peers_may_trigger_the_drain() {
@@ -35,4 +35,52 @@ fn only_loopback_peers_may_trigger_the_drain() {
             "peer {addr}"
         );
     }
+}
+
+#[test]
+fn a_loopback_peer_forwarding_someone_elses_request_may_not_trigger_the_drain() {
+    // Istio's sidecar connects from 127.0.0.6 and adds X-Forwarded-Proto;
+    // the pod's own preStop hook adds no forwarding header.
+    let sidecar = "127.0.0.6".parse().unwrap();
+    let plain = [
+        "host",
+        "content-length",
+        "connection",
+        "user-agent",
+        "x-request-id",
+    ];
+    assert!(is_local_caller(sidecar, plain));
+    assert!(is_local_caller("::1".parse().unwrap(), plain));
+    for forwarded in [
+        "Forwarded",
+        "via",
+        "X-Forwarded-For",
+        "x-forwarded-proto",
+        "X-FORWARDED-HOST",
+        "x-forwarded-client-cert",
+        "x-real-ip",
+        "x-envoy-attempt-count",
+        "x-envoy-external-address",
+        "l5d-client-id",
+    ] {
+        assert!(is_forwarding_header(forwarded), "{forwarded}");
+        assert!(
+            !is_local_caller(sidecar, ["host", forwarded]),
+            "a request carrying {forwarded}"
+        );
+    }
+    for other in [
+        "x-forwarded",
+        "forwarded-for",
+        "x-envoy",
+        "l5d",
+        "via-x",
+        "é-forwarded-",
+        "",
+        "x-request-id",
+    ] {
+        assert!(!is_forwarding_header(other), "{other}");
+    }
+    // A remote peer stays refused whatever its headers.
+    assert!(!is_local_caller("10.0.0.7".parse().unwrap(), plain));
 }

@@ -69,7 +69,9 @@ pub fn router(state: Shared) -> Router {
         )
         .route(
             "/__internal/drain",
-            post(|State(s): State<Shared>, req: Request| async move { s.drain(peer(&req)) }),
+            post(|State(s): State<Shared>, req: Request| async move {
+                s.drain(peer(&req), req.headers().keys().map(|k| k.as_str()))
+            }),
         )
         .route(
             "/work",

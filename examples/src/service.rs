@@ -13,7 +13,7 @@ use ate_ledger::{Begin, Close, Fingerprint, Key, Ledger, PgStore, RedbStore, Sta
 use ate_ratelimit::{
     Decision as RateDecision, KeyedLimiter, LimitId, LimitSet, MonotonicClock, Policy,
 };
-use ate_readiness::{Gate, Guard, is_loopback_peer};
+use ate_readiness::{Gate, Guard, is_local_caller, is_loopback_peer};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -224,15 +224,29 @@ impl AppState {
         ApiResponse::json(status, json!({"ready": status == 200}))
     }
 
-    /// `POST /__internal/drain`: loopback peers only.
-    pub fn drain(&self, peer: Option<IpAddr>) -> ApiResponse {
+    /// `POST /__internal/drain`: loopback peers only, and not a proxy
+    /// forwarding someone else's request (a mesh sidecar connects from
+    /// loopback too): see [`is_local_caller`].
+    pub fn drain<'h>(
+        &self,
+        peer: Option<IpAddr>,
+        header_names: impl IntoIterator<Item = &'h str>,
+    ) -> ApiResponse {
+        let header_names: Vec<&str> = header_names.into_iter().collect();
         match peer {
-            Some(ip) if is_loopback_peer(ip) => {
+            Some(ip) if is_local_caller(ip, header_names.iter().copied()) => {
                 let d = self.gate.begin_drain();
                 tracing::info!(started = d.started(), "drain requested by {ip}");
                 ApiResponse::json(
                     200,
                     json!({"started": d.started(), "draining_since": d.since().to_rfc3339()}),
+                )
+            }
+            Some(ip) if is_loopback_peer(ip) => {
+                tracing::warn!(%ip, "drain refused: a request forwarded by a proxy");
+                ApiResponse::json(
+                    403,
+                    json!({"error": "drain is allowed from loopback only, not through a proxy (a forwarding header was present)"}),
                 )
             }
             other => {

@@ -46,6 +46,48 @@ async fn drain_flips_ready_but_not_health_and_is_idempotent() {
 }
 
 #[tokio::test]
+async fn a_drain_forwarded_by_a_proxy_from_loopback_is_refused() {
+    // A mesh sidecar (Istio's Envoy) connects to the service from loopback
+    // and passes on another pod's request with forwarding headers.
+    for bin in SERVICES {
+        let s = Service::start(bin, &[]);
+        let c = client();
+        for (name, value) in [
+            ("x-forwarded-proto", "http"),
+            ("X-Forwarded-For", "10.1.2.3"),
+            (
+                "x-forwarded-client-cert",
+                "By=spiffe://cluster.local/ns/a/sa/b",
+            ),
+            ("forwarded", "for=10.1.2.3"),
+        ] {
+            let r = c
+                .post(s.url("/__internal/drain"))
+                .header(name, value)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 403, "{bin}: {name}");
+            let body: serde_json::Value = r.json().await.unwrap();
+            assert!(
+                body["error"]
+                    .as_str()
+                    .unwrap()
+                    .contains("not through a proxy"),
+                "{bin}: {body}"
+            );
+        }
+        assert_eq!(
+            c.get(s.url("/ready")).send().await.unwrap().status(),
+            200,
+            "{bin}: still serving"
+        );
+        let own = c.post(s.url("/__internal/drain")).send().await.unwrap();
+        assert_eq!(own.status(), 200, "{bin}: the pod's own call");
+    }
+}
+
+#[tokio::test]
 async fn lame_duck_requests_after_drain_are_served_with_connection_close() {
     for bin in SERVICES {
         let s = Service::start(bin, &[]);
