@@ -306,8 +306,6 @@ fn load_doc(
             ))
         }
     };
-    // A typed list (`DeploymentList`, ...), as the API server answers a
-    // list request: its items may leave out their kind and apiVersion.
     // A kind of a name this guard reads but from a group that is not
     // Kubernetes' own (Volcano's `batch.volcano.sh` `Job`, say) is a custom
     // resource: read as any unknown kind, so `--allow-kind` can name it. An
@@ -317,6 +315,8 @@ fn load_doc(
         api_versions(kind).is_some_and(|versions| !versions.contains(&api.as_str()))
             && !matches!(group, "" | "apps" | "batch" | "extensions")
     };
+    // A typed list (`DeploymentList`, ...), as the API server answers a
+    // list request: its items may leave out their kind and apiVersion.
     let typed_list = kind
         .strip_suffix("List")
         .filter(|element| api_versions(element).is_some() && !custom(element));
@@ -354,7 +354,9 @@ fn load_doc(
     if let Some(versions) = api_versions(&kind).filter(|_| !custom_kind) {
         expect_api(versions)?;
     }
-    match if custom_kind { "" } else { kind.as_str() } {
+    // A custom resource matches none of the known kinds' arms.
+    let known_kind = if custom_kind { "" } else { kind.as_str() };
+    match known_kind {
         "ConfigMap" | "Secret" => {
             let (namespace, name) = meta_names(&doc, at, options)?;
             let (a, b) = if kind == "ConfigMap" {

@@ -3,8 +3,9 @@
 //! Values never survive parsing: the `data`, `stringData`, `binaryData` and
 //! `annotations` fields of every document are read as key names with an
 //! ignored value, so a Secret's values (and the copy of them `kubectl apply`
-//! leaves in an annotation) are dropped by the deserializer itself. Everything else
-//! is read into a [`Node`] tree that refuses duplicate keys, and workloads
+//! leaves in an annotation) are dropped by the deserializer itself.
+//! Everything else is read into a [`Node`] tree that refuses duplicate
+//! keys, and workloads
 //! are then decoded into k8s-openapi types with every ignored field
 //! reported (k8s-openapi silently drops fields it does not know).
 

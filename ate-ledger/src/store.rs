@@ -218,11 +218,12 @@ mod durable {
         ///
         /// The open verifies the checksum of every page, so it reads the
         /// whole file once (measured: 83 ms for 100,000 records, a 104 MB
-        /// file, 2.2 s for a million, page cache warm): a file that was changed since redb wrote it (a
-        /// flipped bit, an edit) is [`Error::Corrupt`], even after a crash,
-        /// rather than a record read back with another value or a commit
-        /// rolled back to the one before. Every commit is two-phase (two
-        /// fsyncs) for that last guarantee.
+        /// file, 2.2 s for a million, page cache warm): a file that was
+        /// changed since redb wrote it (a flipped bit, an edit) is
+        /// [`Error::Corrupt`], even after a crash, rather than a record read
+        /// back with another value or a commit rolled back to the one
+        /// before. Every commit is two-phase (two fsyncs) for that last
+        /// guarantee.
         ///
         /// The store holds an exclusive lock on the file until it is
         /// dropped: a second open, from this process or another, fails with

@@ -63,7 +63,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(get_and_head("/ready", |s: web::Data<Shared>| async move { respond(s.ready()) }))
         .service(get_and_head("/metrics", |s: web::Data<Shared>| async move { respond(s.metrics()) }))
         .service(web::resource("/__internal/drain").route(web::post().to(
-            |s: web::Data<Shared>, req: HttpRequest| async move { respond(s.drain(peer(&req), req.headers().keys().map(|k| k.as_str()))) },
+            |s: web::Data<Shared>, req: HttpRequest| async move {
+                respond(s.drain(peer(&req), req.headers().keys().map(|k| k.as_str())))
+            },
         )))
         .service(get_and_head(
             "/work",

@@ -232,9 +232,9 @@ impl AppState {
         peer: Option<IpAddr>,
         header_names: impl IntoIterator<Item = &'h str>,
     ) -> ApiResponse {
-        let header_names: Vec<&str> = header_names.into_iter().collect();
+        let local = peer.is_some_and(|ip| is_local_caller(ip, header_names));
         match peer {
-            Some(ip) if is_local_caller(ip, header_names.iter().copied()) => {
+            Some(ip) if local => {
                 let d = self.gate.begin_drain();
                 tracing::info!(started = d.started(), "drain requested by {ip}");
                 ApiResponse::json(
