@@ -3,9 +3,37 @@
 //!
 //! Unlike kstatus, a missing `observedGeneration` is NOT converged: the
 //! controller has not said it saw anything.
+//!
+//! [`ObservedWorkload`] is implemented for the workloads whose controllers
+//! report `status.observedGeneration` (Deployment, StatefulSet, DaemonSet,
+//! ReplicaSet, ReplicationController) and for HorizontalPodAutoscaler
+//! (`autoscaling/v2`). Implement it for your own custom resource:
+//!
+//! ```
+//! use ate_generation::k8s::{ObservedWorkload, controller_observed};
+//! use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+//!
+//! struct Gateway { metadata: ObjectMeta, observed_generation: Option<i64> }
+//!
+//! impl ObservedWorkload for Gateway {
+//!     const KIND: &'static str = "Gateway";
+//!     fn meta(&self) -> &ObjectMeta { &self.metadata }
+//!     fn observed_generation(&self) -> Option<i64> { self.observed_generation }
+//! }
+//!
+//! let gw = Gateway {
+//!     metadata: ObjectMeta { generation: Some(4), ..Default::default() },
+//!     observed_generation: Some(3),
+//! };
+//! assert_eq!(controller_observed(&gw), Ok(false));
+//! ```
+//!
+//! [`condition_stale`] asks the same of one `metav1.Condition` in a status.
 
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::api::core::v1::ReplicationController;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 
 use crate::Error;
 
@@ -36,6 +64,9 @@ macro_rules! observed_workload {
 observed_workload!(Deployment, "Deployment");
 observed_workload!(StatefulSet, "StatefulSet");
 observed_workload!(DaemonSet, "DaemonSet");
+observed_workload!(ReplicaSet, "ReplicaSet");
+observed_workload!(ReplicationController, "ReplicationController");
+observed_workload!(HorizontalPodAutoscaler, "HorizontalPodAutoscaler");
 
 /// Whether the workload's controller has observed its latest spec:
 /// `status.observedGeneration >= metadata.generation`.
@@ -44,34 +75,80 @@ observed_workload!(DaemonSet, "DaemonSet");
 /// `metadata.generation`, or a negative observed generation, is an error
 /// (the object did not come from an API server).
 pub fn controller_observed<W: ObservedWorkload>(workload: &W) -> Result<bool, Error> {
-    let meta = workload.meta();
-    let object = format!(
-        "{}/{}/{}",
-        W::KIND,
-        meta.namespace.as_deref().unwrap_or(""),
-        meta.name.as_deref().unwrap_or("")
-    );
-    let generation = match meta.generation {
-        None => {
-            return Err(Error::InvalidObject {
-                object,
-                reason: "metadata.generation is missing".into(),
-            });
-        }
-        Some(g) if g < 0 => {
-            return Err(Error::InvalidObject {
-                object,
-                reason: format!("metadata.generation {g} is negative"),
-            });
-        }
-        Some(g) => g,
-    };
+    let generation = generation_of(W::KIND, workload.meta())?;
     match workload.observed_generation() {
         None => Ok(false),
-        Some(o) if o < 0 => Err(Error::InvalidObject {
-            object,
-            reason: format!("status.observedGeneration {o} is negative"),
-        }),
+        Some(o) if o < 0 => Err(invalid(
+            W::KIND,
+            workload.meta(),
+            format!("status.observedGeneration {o} is negative"),
+        )),
         Some(o) => Ok(o >= generation),
+    }
+}
+
+/// Whether a status condition of an object of kind `kind` with metadata
+/// `meta` is stale: its `observedGeneration` is below `metadata.generation`,
+/// so it describes an older spec than the current one (SPEC 2).
+///
+/// A condition without `observedGeneration` is stale too: it does not say
+/// which spec it describes. A missing or negative `metadata.generation`, or
+/// a negative condition `observedGeneration`, is an error naming the object
+/// and the condition's type.
+///
+/// ```
+/// use ate_generation::k8s::condition_stale;
+/// use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
+///
+/// let meta = ObjectMeta { name: Some("gw".into()), generation: Some(5), ..Default::default() };
+/// // As read from the API server (`status.conditions[]`):
+/// let ready: Condition = serde_json::from_str(r#"{
+///     "type": "Ready", "status": "True", "reason": "Programmed", "message": "",
+///     "lastTransitionTime": "2026-11-29T10:00:00Z", "observedGeneration": 4
+/// }"#).unwrap();
+/// // "Ready" describes generation 4; the spec is at 5.
+/// assert_eq!(condition_stale("Gateway", &meta, &ready), Ok(true));
+/// ```
+pub fn condition_stale(
+    kind: &str,
+    meta: &ObjectMeta,
+    condition: &Condition,
+) -> Result<bool, Error> {
+    let generation = generation_of(kind, meta)?;
+    match condition.observed_generation {
+        None => Ok(true),
+        Some(o) if o < 0 => Err(invalid(
+            kind,
+            meta,
+            format!(
+                "condition {:?} observedGeneration {o} is negative",
+                condition.type_
+            ),
+        )),
+        Some(o) => Ok(o < generation),
+    }
+}
+
+/// `metadata.generation`, which an API server always sets (from 1).
+fn generation_of(kind: &str, meta: &ObjectMeta) -> Result<i64, Error> {
+    match meta.generation {
+        None => Err(invalid(kind, meta, "metadata.generation is missing".into())),
+        Some(g) if g < 0 => Err(invalid(
+            kind,
+            meta,
+            format!("metadata.generation {g} is negative"),
+        )),
+        Some(g) => Ok(g),
+    }
+}
+
+fn invalid(kind: &str, meta: &ObjectMeta, reason: String) -> Error {
+    Error::InvalidObject {
+        object: format!(
+            "{kind}/{}/{}",
+            meta.namespace.as_deref().unwrap_or(""),
+            meta.name.as_deref().unwrap_or("")
+        ),
+        reason,
     }
 }

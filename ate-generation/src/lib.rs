@@ -61,7 +61,9 @@
 //! - `serde`: (de)serialize a [`Latch`] as `{"generation", "observedGeneration"}`;
 //!   input with `observedGeneration > generation` is an error.
 //! - `k8s`: read `metadata.generation` and `status.observedGeneration` from
-//!   k8s-openapi `Deployment`, `StatefulSet` and `DaemonSet` (`k8s` module).
+//!   k8s-openapi workloads (Deployment, StatefulSet, DaemonSet, ReplicaSet,
+//!   ReplicationController, HorizontalPodAutoscaler, or your own resource),
+//!   and tell a stale `metav1.Condition` (`k8s` module).
 //! - `test-util`: the `testing` module (reference model, proptest strategies).
 //!
 //! # Testing
@@ -125,7 +127,8 @@ pub enum Error {
         /// The given observed generation.
         observed: u64,
     },
-    /// A Kubernetes object with a missing or negative generation.
+    /// A Kubernetes object with a missing or negative generation, or a
+    /// negative observed generation (its own or a condition's).
     #[error("invalid Kubernetes object {object}: {reason}")]
     InvalidObject {
         /// `kind/namespace/name`.

@@ -61,3 +61,112 @@ fn statefulsets_are_read_too() {
     };
     assert_eq!(controller_observed(&s), Ok(true));
 }
+
+#[test]
+fn replicasets_replication_controllers_and_autoscalers_are_read_too() {
+    use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetStatus};
+    use k8s_openapi::api::autoscaling::v2::{
+        HorizontalPodAutoscaler, HorizontalPodAutoscalerStatus,
+    };
+    use k8s_openapi::api::core::v1::{ReplicationController, ReplicationControllerStatus};
+    let meta = |g| ObjectMeta {
+        name: Some("web".into()),
+        generation: Some(g),
+        ..Default::default()
+    };
+    let rs = |observed| ReplicaSet {
+        metadata: meta(3),
+        status: Some(ReplicaSetStatus {
+            observed_generation: observed,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    assert_eq!(controller_observed(&rs(Some(3))), Ok(true));
+    assert_eq!(controller_observed(&rs(Some(2))), Ok(false));
+    assert_eq!(controller_observed(&rs(None)), Ok(false));
+    let rc = ReplicationController {
+        metadata: meta(2),
+        status: Some(ReplicationControllerStatus {
+            observed_generation: Some(1),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    assert_eq!(controller_observed(&rc), Ok(false));
+    let hpa = HorizontalPodAutoscaler {
+        metadata: meta(2),
+        status: Some(HorizontalPodAutoscalerStatus {
+            observed_generation: Some(2),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    assert_eq!(controller_observed(&hpa), Ok(true));
+    let err = controller_observed(&ReplicationController::default()).unwrap_err();
+    assert!(err.to_string().contains("ReplicationController//"), "{err}");
+}
+
+mod conditions {
+    use ate_generation::k8s::condition_stale;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
+
+    fn meta(generation: Option<i64>) -> ObjectMeta {
+        ObjectMeta {
+            name: Some("gw".into()),
+            namespace: Some("edge".into()),
+            generation,
+            ..Default::default()
+        }
+    }
+
+    fn ready(observed: Option<i64>) -> Condition {
+        let mut condition = serde_json::json!({
+            "type": "Ready", "status": "True", "reason": "Programmed", "message": "",
+            "lastTransitionTime": "2026-11-29T10:00:00Z",
+        });
+        if let Some(o) = observed {
+            condition["observedGeneration"] = o.into();
+        }
+        serde_json::from_value(condition).unwrap()
+    }
+
+    #[test]
+    fn a_condition_is_stale_iff_its_observed_generation_is_below_generation() {
+        assert_eq!(
+            condition_stale("Gateway", &meta(Some(5)), &ready(Some(4))),
+            Ok(true)
+        );
+        assert_eq!(
+            condition_stale("Gateway", &meta(Some(5)), &ready(Some(5))),
+            Ok(false)
+        );
+        assert_eq!(
+            condition_stale("Gateway", &meta(Some(1)), &ready(Some(0))),
+            Ok(true)
+        );
+    }
+
+    #[test]
+    fn a_condition_that_does_not_say_what_it_observed_is_stale() {
+        assert_eq!(
+            condition_stale("Gateway", &meta(Some(1)), &ready(None)),
+            Ok(true)
+        );
+    }
+
+    #[test]
+    fn bad_generations_are_errors_naming_the_object_and_the_condition() {
+        let err = condition_stale("Gateway", &meta(None), &ready(Some(1))).unwrap_err();
+        assert!(err.to_string().contains("Gateway/edge/gw"), "{err}");
+        assert!(
+            err.to_string().contains("metadata.generation is missing"),
+            "{err}"
+        );
+        let err = condition_stale("Gateway", &meta(Some(-3)), &ready(Some(1))).unwrap_err();
+        assert!(err.to_string().contains("-3"), "{err}");
+        let err = condition_stale("Gateway", &meta(Some(2)), &ready(Some(-1))).unwrap_err();
+        assert!(err.to_string().contains("\"Ready\""), "{err}");
+        assert!(err.to_string().contains("-1"), "{err}");
+    }
+}
