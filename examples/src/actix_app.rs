@@ -99,9 +99,14 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(web::resource("/invoke").route(web::post().to(
             |s: web::Data<Shared>, req: HttpRequest, body: Limited| async move {
                 let s: Shared = s.get_ref().clone();
+                let keys: Vec<&[u8]> = req
+                    .headers()
+                    .get_all("idempotency-key")
+                    .map(|v| v.as_bytes())
+                    .collect();
                 respond(
                     s.invoke(
-                        header(&req, "idempotency-key"),
+                        &keys,
                         header(&req, "x-simulate"),
                         header(&req, "x-simulate-delay-ms"),
                         &body,

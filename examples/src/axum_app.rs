@@ -131,8 +131,13 @@ pub fn router(state: Shared) -> Router {
             "/invoke",
             post(
                 |State(s): State<Shared>, headers: HeaderMap, Limited(body): Limited| async move {
+                    let keys: Vec<&[u8]> = headers
+                        .get_all("idempotency-key")
+                        .iter()
+                        .map(|v| v.as_bytes())
+                        .collect();
                     s.invoke(
-                        header(&headers, "idempotency-key"),
+                        &keys,
                         header(&headers, "x-simulate"),
                         header(&headers, "x-simulate-delay-ms"),
                         &body,

@@ -538,19 +538,18 @@ impl AppState {
         }
     }
 
-    /// `POST /invoke`: an idempotent provider call.
+    /// `POST /invoke`: an idempotent provider call. `idempotency_key` is
+    /// every `Idempotency-Key` value of the request, as received.
     pub async fn invoke(
         self: &Arc<Self>,
-        idempotency_key: Option<&str>,
+        idempotency_key: &[&[u8]],
         simulate: Option<&str>,
         delay_ms: Option<&str>,
         body: &[u8],
     ) -> ApiResponse {
-        let Some(key) = idempotency_key.filter(|k| !k.is_empty() && k.len() <= 256) else {
-            return ApiResponse::json(
-                400,
-                json!({"error": "an Idempotency-Key header (1-256 chars) is required"}),
-            );
+        let key = match idempotency_key_of(idempotency_key) {
+            Ok(key) => key,
+            Err(error) => return ApiResponse::json(400, json!({ "error": error })),
         };
         let Ok(request) = serde_json::from_slice::<Value>(body) else {
             return ApiResponse::json(400, json!({"error": "the body must be JSON"}));
@@ -853,4 +852,44 @@ pub fn caller(x_caller: Option<&str>, peer: Option<IpAddr>) -> String {
             |ip| format!("ip:{}", ip.to_canonical()),
         ),
     }
+}
+
+/// The one `Idempotency-Key` of a request, from every value it carries.
+///
+/// Exactly one header line, 1-256 visible ASCII characters (spaces
+/// inside allowed). Two lines are refused rather than one picked: to HTTP
+/// they mean one comma-joined value ("a, b"), which a proxy may or may not
+/// merge, so taking either line alone would let one request run under "a"
+/// when sent directly and under "a, b" through a proxy.
+fn idempotency_key_of<'a>(values: &[&'a [u8]]) -> Result<&'a str, String> {
+    const RULE: &str = "1-256 visible ASCII characters";
+    let value = match values {
+        [] => return Err(format!("an Idempotency-Key header ({RULE}) is required")),
+        [one] => *one,
+        more => {
+            return Err(format!(
+                "exactly one Idempotency-Key header is allowed; this request has {}",
+                more.len()
+            ));
+        }
+    };
+    if value.is_empty() {
+        return Err(format!(
+            "the Idempotency-Key header is empty; it must be {RULE}"
+        ));
+    }
+    if value.len() > 256 {
+        return Err(format!(
+            "the Idempotency-Key header has {} bytes; it must be at most 256 visible ASCII characters",
+            value.len()
+        ));
+    }
+    if let Some(at) = value.iter().position(|b| !(b' '..=b'~').contains(b)) {
+        return Err(format!(
+            "the Idempotency-Key header must be visible ASCII; byte {at} is 0x{:02x}",
+            value[at]
+        ));
+    }
+    // Checked above: every byte is ASCII.
+    std::str::from_utf8(value).map_err(|e| e.to_string())
 }

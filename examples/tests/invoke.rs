@@ -251,3 +251,67 @@ async fn ended_records_past_the_retention_are_purged_at_start() {
         assert_eq!(again.headers()["idempotent-replayed"], "true", "{bin}");
     }
 }
+
+#[tokio::test]
+async fn a_request_with_two_idempotency_keys_is_refused_before_anything_runs() {
+    // Two header lines are, to HTTP, one comma-joined value ("a, b"), which a
+    // proxy may or may not merge: taking either line alone would let the same
+    // request run under "a" directly and under "a, b" through a proxy.
+    for bin in SERVICES {
+        let s = Service::start(bin, &[]);
+        let c = client();
+        let res = c
+            .post(s.url("/invoke"))
+            .header("idempotency-key", "a")
+            .header("idempotency-key", "b")
+            .json(&json!({"amount": 5}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 400, "{bin}");
+        let body: Value = res.json().await.unwrap();
+        assert!(
+            body["error"].as_str().unwrap().contains("exactly one"),
+            "{bin}: {body}"
+        );
+        // Nothing was recorded under either key: each runs afresh.
+        for key in ["a", "b"] {
+            let first = invoke(&c, &s, key, json!({"amount": 5}), "success").await;
+            assert_eq!(first.status(), 200, "{bin} {key}");
+            assert!(
+                first.headers().get("idempotent-replayed").is_none(),
+                "{bin} {key}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_idempotency_key_that_is_not_visible_ascii_is_refused_saying_so() {
+    for bin in SERVICES {
+        let s = Service::start(bin, &[]);
+        let c = client();
+        for (value, says) in [
+            (&b"caf\xc3\xa9"[..], "visible ASCII"),
+            (&b"a\tb"[..], "visible ASCII"),
+            (&[b'k'; 257][..], "at most 256"),
+        ] {
+            let res = c
+                .post(s.url("/invoke"))
+                .header(
+                    "idempotency-key",
+                    reqwest::header::HeaderValue::from_bytes(value).unwrap(),
+                )
+                .json(&json!({}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(res.status(), 400, "{bin}");
+            let body: Value = res.json().await.unwrap();
+            assert!(
+                body["error"].as_str().unwrap().contains(says),
+                "{bin}: {body}"
+            );
+        }
+    }
+}
