@@ -612,34 +612,62 @@ guard_common!(OwnedGuard, "OwnedGuard");
 /// Spawn it at startup; the returned future resolves with the drain answer.
 /// If no signal handler can be installed, it drains right away and says so
 /// through the `Err` (failing open would leave a pod that never drains).
+///
+/// Tokio keeps its signal handlers installed for the rest of the process, so
+/// once this has been called a second SIGTERM or Ctrl-C no longer stops the
+/// process by itself: race the bounded in-flight wait against
+/// [`next_signal`] to let a second signal cut it short.
 #[cfg(feature = "tokio")]
 pub async fn drain_on_signal(gate: Gate) -> Result<BeginDrain, std::io::Error> {
+    if let Err(error) = next_signal().await {
+        let _ = gate.begin_drain();
+        return Err(error);
+    }
+    Ok(gate.begin_drain())
+}
+
+/// Waits for the next SIGTERM (Unix) or Ctrl-C (SIGINT), listening from
+/// the first poll on.
+///
+/// For a second signal during the drain: after [`drain_on_signal`] the
+/// process ignores further signals unless someone listens for them, so a
+/// developer pressing Ctrl-C twice, or an operator sending SIGTERM again,
+/// would still wait out the whole in-flight timeout. (The kubelet sends one
+/// SIGTERM, then SIGKILL after the grace period.)
+///
+/// ```no_run
+/// # async fn run(gate: ate_readiness::Gate) {
+/// use std::time::Duration;
+///
+/// let _ = ate_readiness::drain_on_signal(gate.clone()).await;
+/// tokio::select! {
+///     outcome = gate.wait_idle_async(Duration::from_secs(20)) => {
+///         println!("in-flight wait: {outcome:?}");
+///     }
+///     _ = ate_readiness::next_signal() => {
+///         eprintln!("second signal: exiting without waiting for in-flight work");
+///         std::process::exit(1);
+///     }
+/// }
+/// # }
+/// ```
+///
+/// An `Err` means no handler could be installed.
+#[cfg(feature = "tokio")]
+pub async fn next_signal() -> Result<(), std::io::Error> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        let mut term = match signal(SignalKind::terminate()) {
-            Ok(term) => term,
-            Err(error) => {
-                let _ = gate.begin_drain();
-                return Err(error);
-            }
-        };
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
         tokio::select! {
             _ = term.recv() => {}
-            result = tokio::signal::ctrl_c() => {
-                if let Err(error) = result {
-                    let _ = gate.begin_drain();
-                    return Err(error);
-                }
-            }
+            _ = int.recv() => {}
         }
+        Ok(())
     }
     #[cfg(not(unix))]
     {
-        if let Err(error) = tokio::signal::ctrl_c().await {
-            let _ = gate.begin_drain();
-            return Err(error);
-        }
+        tokio::signal::ctrl_c().await
     }
-    Ok(gate.begin_drain())
 }

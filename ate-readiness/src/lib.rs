@@ -70,7 +70,8 @@
 //!
 //! # Feature flags
 //!
-//! - `tokio`: `Gate::wait_idle_async` and `drain_on_signal` (SIGTERM / Ctrl-C).
+//! - `tokio`: `Gate::wait_idle_async`, `drain_on_signal` (SIGTERM / Ctrl-C)
+//!   and `next_signal` (a second one, to cut the in-flight wait short).
 //! - `test-util`: `ManualClock`, `Gate::reset_for_tests`, and the
 //!   `testing` module (reference model and proptest strategies).
 //!
@@ -91,12 +92,12 @@ pub mod testing;
 #[cfg(any(test, feature = "test-util"))]
 pub use clock::ManualClock;
 pub use clock::{Clock, SystemClock};
-#[cfg(feature = "tokio")]
-pub use gate::drain_on_signal;
 pub use gate::{
     AdmissionPolicy, BeginDrain, Gate, GateBuilder, Guard, OwnedGuard, SessionAdmission, Snapshot,
     State, WaitOutcome,
 };
+#[cfg(feature = "tokio")]
+pub use gate::{drain_on_signal, next_signal};
 pub use peer::{is_forwarding_header, is_local_caller, is_loopback_peer};
 
 /// WebSocket close code "going away" (RFC 6455 §7.4.1), sent to sessions

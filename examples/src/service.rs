@@ -735,13 +735,25 @@ impl AppState {
     }
 }
 
-/// SIGTERM → drain → bounded wait → stop accepting.
+/// SIGTERM → drain → bounded wait → stop accepting. A second SIGTERM or
+/// Ctrl-C during the wait exits at once, with status 1.
 pub async fn shutdown_sequence(state: Shared, stop: tokio::sync::oneshot::Sender<()>) {
     match ate_readiness::drain_on_signal(state.gate.clone()).await {
         Ok(d) => tracing::info!(started_now = d.started(), "signal received: draining"),
         Err(e) => tracing::error!("cannot listen for signals ({e}): draining now"),
     }
-    let outcome = state.gate.wait_idle_async(state.config.drain_timeout).await;
+    // A second SIGTERM or Ctrl-C cuts the wait short (the first one's
+    // handler stays installed, so without this it would do nothing).
+    let outcome = tokio::select! {
+        outcome = state.gate.wait_idle_async(state.config.drain_timeout) => outcome,
+        _ = ate_readiness::next_signal() => {
+            tracing::warn!(
+                in_flight = state.gate.in_flight(),
+                "second signal: exiting without waiting for in-flight work"
+            );
+            std::process::exit(1);
+        }
+    };
     match outcome {
         ate_readiness::WaitOutcome::Completed => {
             tracing::info!("in-flight wait completed; exiting")

@@ -145,9 +145,14 @@ impl Service {
     }
 
     pub fn sigterm(&self) {
+        self.signal("TERM");
+    }
+
+    /// Sends `SIG{name}` (`TERM`, `INT`) to the service.
+    pub fn signal(&self, name: &str) {
         // The shell's builtin `kill`: no dependency on a kill binary.
         let ok = Command::new("sh")
-            .args(["-c", &format!("kill -TERM {}", self.child.id())])
+            .args(["-c", &format!("kill -{name} {}", self.child.id())])
             .status()
             .unwrap();
         assert!(ok.success());
