@@ -7,7 +7,8 @@ use std::sync::{Arc, mpsc};
 
 use chrono::{DateTime, Utc};
 use parking_lot::Mutex;
-use postgres::{Client, Config, NoTls};
+use postgres::tls::{MakeTlsConnect, TlsConnect};
+use postgres::{Client, Config, NoTls, Socket};
 
 use crate::store::{Store, decode_stored};
 use crate::{Error, Key, Record};
@@ -118,7 +119,10 @@ pub struct PgStore {
 type Job = Box<dyn FnOnce(&mut Conn) + Send>;
 
 /// Opens one connection, on its thread (with how to reopen it, if known).
-type Open = Box<dyn FnOnce() -> Result<(Option<Config>, Client), Error> + Send>;
+type Open = Box<dyn FnOnce() -> Result<(Option<Reconnect>, Client), Error> + Send>;
+
+/// Opens the connection again, with the same parameters and TLS connector.
+type Reconnect = Box<dyn FnMut() -> Result<Client, postgres::Error> + Send>;
 
 /// The connection, owned by one thread: the `postgres` client drives its
 /// own runtime on every call, which panics on a thread already running
@@ -126,7 +130,7 @@ type Open = Box<dyn FnOnce() -> Result<(Option<Config>, Client), Error> + Send>;
 /// works from any caller, async or not (the caller blocks, as on a file).
 struct Conn {
     /// How to reconnect (`None` for a client the caller built).
-    config: Option<Config>,
+    reconnect: Option<Reconnect>,
     client: Client,
     /// Bumped by any of the store's connections that finds itself broken:
     /// the others then check theirs before their next call, so after a
@@ -143,7 +147,7 @@ impl Conn {
         let broken = self.broken.load(Ordering::Acquire);
         let suspect = broken != self.checked;
         self.checked = broken;
-        let Some(config) = &self.config else {
+        let Some(reconnect) = &mut self.reconnect else {
             return Ok(()); // a caller's client: it cannot be reopened
         };
         if self.client.is_closed()
@@ -153,7 +157,7 @@ impl Conn {
                     .is_valid(std::time::Duration::from_secs(5))
                     .is_err())
         {
-            self.client = config.connect(NoTls).map_err(storage)?;
+            self.client = reconnect().map_err(storage)?;
         }
         Ok(())
     }
@@ -177,8 +181,8 @@ impl PgStore {
     /// Connects without TLS (a Unix socket, or a network you trust) with a
     /// libpq-style connection string (`host=... user=... dbname=...`) or
     /// URL (`postgresql://user@host/db`), and creates the tables if
-    /// missing. For TLS, build a [`postgres::Client`] with a TLS connector
-    /// and use [`with_client`](Self::with_client).
+    /// missing. For TLS (a managed database that requires it), see
+    /// [`connect_pooled_tls`](Self::connect_pooled_tls).
     pub fn connect(params: &str) -> Result<Self, Error> {
         Self::connect_pooled(params, NonZeroUsize::MIN)
     }
@@ -193,6 +197,52 @@ impl PgStore {
     /// on one connection, 1,204 on two, 1,355 on four (a 2-core machine,
     /// PostgreSQL on a Unix socket without fsync).
     pub fn connect_pooled(params: &str, connections: NonZeroUsize) -> Result<Self, Error> {
+        Self::connect_pooled_tls(params, connections, NoTls)
+    }
+
+    /// [`connect_pooled`](Self::connect_pooled) through a TLS connector
+    /// from a crate such as `postgres-native-tls`, `postgres-openssl` or
+    /// `tokio-postgres-rustls` (managed databases such as Amazon RDS for
+    /// PostgreSQL 15 and later require TLS by default). Every connection,
+    /// and every reconnection after a failover, goes through `tls`; the
+    /// connection string's `sslmode` says whether TLS is required
+    /// (`require`) or only tried (`prefer`, the default).
+    ///
+    /// A service that builds its connector elsewhere (with
+    /// `postgres-native-tls`: `postgres_native_tls::MakeTlsConnector::new(
+    /// native_tls::TlsConnector::new()?)`):
+    ///
+    /// ```no_run
+    /// use std::num::NonZeroUsize;
+    /// use ate_ledger::PgStore;
+    /// use postgres::Socket;
+    /// use postgres::tls::{MakeTlsConnect, TlsConnect};
+    ///
+    /// fn ledger_store<T>(tls: T) -> Result<PgStore, ate_ledger::Error>
+    /// where
+    ///     T: MakeTlsConnect<Socket> + Clone + Send + 'static,
+    ///     T::TlsConnect: Send,
+    ///     T::Stream: Send,
+    ///     <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
+    /// {
+    ///     PgStore::connect_pooled_tls(
+    ///         "host=db.example user=svc dbname=ledger sslmode=require",
+    ///         NonZeroUsize::new(4).unwrap(),
+    ///         tls,
+    ///     )
+    /// }
+    /// ```
+    pub fn connect_pooled_tls<T>(
+        params: &str,
+        connections: NonZeroUsize,
+        tls: T,
+    ) -> Result<Self, Error>
+    where
+        T: MakeTlsConnect<Socket> + Clone + Send + 'static,
+        T::TlsConnect: Send,
+        T::Stream: Send,
+        <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
+    {
         let config: Config = params.parse().map_err(|e| {
             Error::Storage(format!("postgres connection string: {}", with_causes(&e)))
         })?;
@@ -204,19 +254,21 @@ impl PgStore {
         );
         let opens = (0..connections.get())
             .map(|_| {
-                let config = config.clone();
+                let (config, tls) = (config.clone(), tls.clone());
                 Box::new(move || {
-                    let client = config.connect(NoTls).map_err(storage)?;
-                    Ok((Some(config), client))
+                    let mut reconnect: Reconnect = Box::new(move || config.connect(tls.clone()));
+                    let client = reconnect().map_err(storage)?;
+                    Ok((Some(reconnect), client))
                 }) as Open
             })
             .collect();
         Self::spawn(target, opens)
     }
 
-    /// Uses a client the caller connected (say, over TLS) and creates the
-    /// tables if missing. A store made this way cannot reconnect: once the
-    /// connection breaks, calls fail with [`Error::Storage`].
+    /// Uses a client the caller connected and creates the tables if
+    /// missing. A store made this way cannot reconnect: once the connection
+    /// breaks, calls fail with [`Error::Storage`]. For TLS, prefer
+    /// [`connect_pooled_tls`](Self::connect_pooled_tls), which reconnects.
     pub fn with_client(client: Client) -> Result<Self, Error> {
         let open: Open = Box::new(move || Ok((None, client)));
         Self::spawn("a caller's client".into(), vec![open])
@@ -236,10 +288,10 @@ impl PgStore {
             std::thread::Builder::new()
                 .name("ate-ledger-pg".into())
                 .spawn(move || {
-                    let opened = open().and_then(|(config, mut client)| {
+                    let opened = open().and_then(|(reconnect, mut client)| {
                         Self::setup(&mut client)?;
                         Ok(Conn {
-                            config,
+                            reconnect,
                             client,
                             broken,
                             checked: 0,

@@ -519,3 +519,56 @@ fn storage_errors_say_what_the_server_or_the_connection_said() {
         "{err}"
     );
 }
+
+/// A TLS connector that counts the connections it is asked to secure and
+/// leaves them plain: the store's plumbing, whatever the TLS crate.
+#[derive(Clone, Default)]
+struct CountingTls(std::sync::Arc<AtomicUsize>);
+
+impl postgres::tls::MakeTlsConnect<postgres::Socket> for CountingTls {
+    type Stream = postgres::tls::NoTlsStream;
+    type TlsConnect = postgres::NoTls;
+    type Error = postgres::tls::NoTlsError;
+
+    fn make_tls_connect(&mut self, _domain: &str) -> Result<postgres::NoTls, Self::Error> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Ok(postgres::NoTls)
+    }
+}
+
+#[test]
+fn every_connection_and_every_reconnection_goes_through_the_tls_connector() {
+    let url = fresh_database();
+    let tls = CountingTls::default();
+    let three = std::num::NonZeroUsize::new(3).unwrap();
+    let ledger = Ledger::new(PgStore::connect_pooled_tls(&url, three, tls.clone()).unwrap());
+    assert_eq!(tls.0.load(Ordering::SeqCst), 3, "one per connection");
+    let key = Key::new("t", "tls");
+    let _ = ledger.begin(&key, &fp(), "w").unwrap();
+    for _ in 0..6 {
+        ledger.get(&key).unwrap();
+    }
+    end_every_session(&url);
+    // The store reconnects (one call may fail), through the connector.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while ledger.get(&key).is_err() {
+        assert!(Instant::now() < deadline, "no reconnect");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for _ in 0..9 {
+        ledger.get(&key).unwrap();
+    }
+    assert_eq!(
+        tls.0.load(Ordering::SeqCst),
+        6,
+        "each of the three connections reopened through the connector"
+    );
+}
+
+#[test]
+fn sslmode_require_without_a_tls_connector_is_an_error_that_says_tls() {
+    let url = fresh_database();
+    let err = PgStore::connect(&format!("{url} sslmode=require")).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("TLS") || text.contains("tls"), "{text}");
+}
