@@ -21,6 +21,7 @@ pub mod audit;
 pub mod axum_app;
 pub mod cli;
 pub mod config;
+pub mod json;
 pub mod metrics;
 pub mod objects;
 pub mod service;

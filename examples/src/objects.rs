@@ -85,8 +85,7 @@ pub fn check_object_name(name: &str) -> Result<(), String> {
 /// Splits a PUT body for the object `name` (from the path). The error is a
 /// message for a 400 response.
 pub fn parse_object_write(name: &str, body: &[u8]) -> Result<ObjectWrite, String> {
-    let value: Value =
-        serde_json::from_slice(body).map_err(|e| format!("the body must be JSON: {e}"))?;
+    let value: Value = crate::json::parse(body)?;
     let Value::Object(mut top) = value else {
         return Err(format!(
             "the body must be a JSON object, not {}",

@@ -551,8 +551,9 @@ impl AppState {
             Ok(key) => key,
             Err(error) => return ApiResponse::json(400, json!({ "error": error })),
         };
-        let Ok(request) = serde_json::from_slice::<Value>(body) else {
-            return ApiResponse::json(400, json!({"error": "the body must be JSON"}));
+        let request = match crate::json::parse(body) {
+            Ok(request) => request,
+            Err(error) => return ApiResponse::json(400, json!({ "error": error })),
         };
         let behaviour = match simulate.unwrap_or("success") {
             b @ ("success" | "credential_error" | "timeout" | "rejected") => b.to_owned(),

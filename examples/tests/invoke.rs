@@ -315,3 +315,29 @@ async fn an_idempotency_key_that_is_not_visible_ascii_is_refused_saying_so() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_request_body_with_a_key_twice_is_refused_before_anything_runs() {
+    for bin in SERVICES {
+        let s = Service::start(bin, &[]);
+        let c = client();
+        let res = c
+            .post(s.url("/invoke"))
+            .header("idempotency-key", "dup")
+            .body(r#"{"amount": 5, "amount": 6}"#)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 400, "{bin}");
+        let body: Value = res.json().await.unwrap();
+        let text = body["error"].as_str().unwrap();
+        assert!(
+            text.contains("\"amount\"") && text.contains("twice"),
+            "{bin}: {text}"
+        );
+        // Nothing was recorded under the key: a well-formed body runs.
+        let res = invoke(&c, &s, "dup", json!({"amount": 6}), "success").await;
+        assert_eq!(res.status(), 200, "{bin}");
+        assert!(res.headers().get("idempotent-replayed").is_none(), "{bin}");
+    }
+}

@@ -317,3 +317,47 @@ async fn object_names_must_be_dns_subdomain_names_on_every_object_route() {
         assert_eq!(lower.status(), 404, "{bin}");
     }
 }
+
+#[tokio::test]
+async fn a_body_with_a_key_twice_is_refused_naming_it_and_changes_nothing() {
+    // serde_json keeps the last of two equal keys, other parsers the first:
+    // a validating proxy could approve {"replicas": 2} while the service
+    // applied 3.
+    for bin in SERVICES {
+        let s = Service::start(bin, &[("ATE_RECONCILE_INTERVAL_MS", "0")]);
+        let c = client();
+        let url = s.url("/objects/dup");
+        for (body, key) in [
+            (r#"{"replicas": 2, "replicas": 3}"#, "replicas"),
+            (r#"{"spec": {"image": "a", "image": "b"}}"#, "image"),
+            (r#"{"spec": {"tiers": [{"n": 1, "n": 2}]}}"#, "n"),
+            (
+                r#"{"spec": {"replicas": 1}, "spec": {"replicas": 9}}"#,
+                "spec",
+            ),
+        ] {
+            let res = c
+                .put(url.clone())
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(res.status(), 400, "{bin} {body}");
+            let err: Value = res.json().await.unwrap();
+            let text = err["error"].as_str().unwrap();
+            assert!(text.contains(&format!("{key:?}")), "{bin} {body}: {text}");
+            assert!(text.contains("twice"), "{bin} {body}: {text}");
+        }
+        let res = c.get(url.clone()).send().await.unwrap();
+        assert_eq!(res.status(), 404, "{bin}: nothing was stored");
+        // The same keys in different objects are fine.
+        let res = c
+            .put(url)
+            .json(&json!({"spec": {"a": {"n": 1}, "b": {"n": 2}}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 201, "{bin}");
+    }
+}

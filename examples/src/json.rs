@@ -1,0 +1,148 @@
+//! JSON request bodies parsed strictly: an object with the same key twice,
+//! at any depth, is refused.
+//!
+//! `serde_json` keeps the last of two equal keys; other parsers keep the
+//! first. A body with a key twice therefore means different things to
+//! different readers (a validating proxy could approve `{"replicas": 2,
+//! "replicas": 3}` as 2 while the service applied 3), so the services
+//! answer 400 instead of picking one.
+
+use std::fmt;
+
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
+
+/// Parses `body` as JSON, refusing a key that appears twice in one object.
+/// The error is a message for a 400 response, with `serde_json`'s line and
+/// column: `the body is ambiguous: the key "replicas" appears twice in one
+/// object at line 1 column 30`, or `the body must be JSON: ...`.
+pub fn parse(body: &[u8]) -> Result<Value, String> {
+    serde_json::from_slice::<Strict>(body)
+        .map(|Strict(v)| v)
+        .map_err(|e| {
+            if e.is_data() {
+                // Any JSON text is a Value: only a repeated key gets here.
+                format!("the body is ambiguous: {e}")
+            } else {
+                format!("the body must be JSON: {e}")
+            }
+        })
+}
+
+/// A [`Value`] whose objects were checked for repeated keys.
+struct Strict(Value);
+
+impl<'de> Deserialize<'de> for Strict {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(StrictVisitor).map(Strict)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> Visitor<'de> for StrictVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        // JSON text has no NaN or infinity; `from` maps them to null.
+        Ok(Value::from(v))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+        while let Some(Strict(v)) = seq.next_element()? {
+            items.push(v);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if out.contains_key(&key) {
+                return Err(de::Error::custom(format_args!(
+                    "the key {key:?} appears twice in one object"
+                )));
+            }
+            let Strict(v) = map.next_value()?;
+            out.insert(key, v);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn parses_what_serde_json_parses_when_no_key_repeats() {
+        for text in [
+            r#"{"a": 1, "b": [true, null, -2, 3.5, "x", {"a": {}}], "c": 18446744073709551615}"#,
+            "[]",
+            "\"s\"",
+            "1e400",
+            "{}",
+        ] {
+            let ours = parse(text.as_bytes()).map_err(|e| e.to_string());
+            let theirs = serde_json::from_str::<Value>(text)
+                .map_err(|e| format!("the body must be JSON: {e}"));
+            assert_eq!(ours, theirs, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_key_twice_at_any_depth_is_an_error_naming_it() {
+        for (text, key) in [
+            (r#"{"a": 1, "a": 1}"#, "a"),
+            (r#"{"x": {"b": 1, "c": 2, "b": 3}}"#, "b"),
+            (r#"[{"ok": 1}, {"k": 1, "k": 2}]"#, "k"),
+        ] {
+            let e = parse(text.as_bytes()).unwrap_err();
+            assert!(
+                e.starts_with("the body is ambiguous: ")
+                    && e.contains(&format!("the key {key:?} appears twice")),
+                "{text}: {e}"
+            );
+        }
+        assert_eq!(
+            parse(br#"{"a": {"n": 1}, "b": {"n": 1}}"#).unwrap(),
+            json!({"a": {"n": 1}, "b": {"n": 1}})
+        );
+    }
+
+    #[test]
+    fn the_recursion_limit_still_applies() {
+        let deep = "[".repeat(10_000) + &"]".repeat(10_000);
+        assert!(parse(deep.as_bytes()).is_err());
+    }
+}
