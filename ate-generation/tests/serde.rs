@@ -29,6 +29,8 @@ fn bad_input_is_an_error_not_a_panic() {
         r#"{"generation":1}"#,
         r#"{"generation":"1","observedGeneration":0}"#,
         r#"{"generation":18446744073709551616,"observedGeneration":0}"#,
+        // A number twice: which one a reader takes differs between parsers.
+        r#"{"generation":2,"observedGeneration":1,"generation":1}"#,
         "[]",
         "",
     ] {
