@@ -104,6 +104,15 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     }
 
     fn validate(key: &Key, fingerprint: &Fingerprint) -> Result<(), Error> {
+        let bytes = key.scope.len() + key.id.len();
+        if bytes > Key::MAX_BYTES {
+            let shown: String = key.id.chars().take(32).collect();
+            return Err(Error::InvalidKey(format!(
+                "{:?}/{shown:?}...: scope and id hold {bytes} bytes; at most {} (Key::MAX_BYTES)",
+                key.scope.chars().take(32).collect::<String>(),
+                Key::MAX_BYTES
+            )));
+        }
         if key.scope.contains('\0') || key.id.is_empty() || key.id.contains('\0') {
             return Err(Error::InvalidKey(format!("{:?}/{:?}", key.scope, key.id)));
         }

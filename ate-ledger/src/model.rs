@@ -15,6 +15,14 @@ pub struct Key {
 }
 
 impl Key {
+    /// The most bytes (UTF-8) `scope` and `id` may hold together: what every
+    /// store can index, so a key means the same on each. (PostgreSQL's
+    /// B-tree entries hold at most 2,704 bytes; an incompressible key over
+    /// that failed there as a storage error, a fault a caller would retry,
+    /// while the other stores took it.) A longer key is
+    /// [`Error::InvalidKey`](crate::Error::InvalidKey).
+    pub const MAX_BYTES: usize = 2048;
+
     /// A key in `scope`.
     pub fn new(scope: impl Into<String>, id: impl Into<String>) -> Self {
         Self {

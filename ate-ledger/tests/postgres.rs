@@ -572,3 +572,31 @@ fn sslmode_require_without_a_tls_connector_is_an_error_that_says_tls() {
     let text = err.to_string();
     assert!(text.contains("TLS") || text.contains("tls"), "{text}");
 }
+
+#[test]
+fn a_key_of_max_bytes_that_does_not_compress_fits_the_index() {
+    // PostgreSQL's B-tree entries hold at most 2,704 bytes; a key it cannot
+    // compress shows whether Key::MAX_BYTES leaves room for the row's own
+    // overhead (3,000 such bytes failed as a storage error).
+    let url = fresh_database();
+    let ledger = Ledger::new(PgStore::connect(&url).unwrap());
+    let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+    let id: String = (0..Key::MAX_BYTES - 1)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            char::from(b'!' + (x % 90) as u8)
+        })
+        .collect();
+    let key = Key::new("s", id);
+    let Begin::Started(lease) = ledger.begin(&key, &fp(), "w").unwrap() else {
+        panic!("new key");
+    };
+    ledger.mark_dispatched(&lease).unwrap();
+    ledger.close(&lease, Close::Succeeded("{}".into())).unwrap();
+    assert!(matches!(
+        ledger.begin(&key, &fp(), "w").unwrap(),
+        Begin::Replay(_)
+    ));
+}

@@ -387,6 +387,33 @@ fn invalid_keys_are_typed_errors() {
 }
 
 #[test]
+fn a_key_longer_than_max_bytes_is_an_invalid_key_naming_its_size_on_every_store() {
+    let (ledger, _) = setup();
+    let at_most = Key::new("tenant", "k".repeat(Key::MAX_BYTES - "tenant".len()));
+    assert!(ledger.begin(&at_most, &fp(), "w").is_ok());
+    let over = Key::new("tenant", "k".repeat(Key::MAX_BYTES - "tenant".len() + 1));
+    let Err(Error::InvalidKey(message)) = ledger.begin(&over, &fp(), "w") else {
+        panic!("a key over the bound was taken");
+    };
+    assert!(message.contains("2049 bytes; at most 2048"), "{message}");
+    assert!(
+        message.len() < 200,
+        "the message shows a prefix, not the key"
+    );
+    assert!(matches!(
+        ledger.revive(&over, &fp(), "w"),
+        Err(Error::InvalidKey(_))
+    ));
+    // Multi-byte characters count as their UTF-8 bytes.
+    let wide = Key::new("", "é".repeat(Key::MAX_BYTES / 2 + 1));
+    assert!(matches!(
+        ledger.begin(&wide, &fp(), "w"),
+        Err(Error::InvalidKey(_))
+    ));
+    assert!(ledger.get(&over).unwrap().is_none(), "nothing was stored");
+}
+
+#[test]
 fn renew_extends_the_lease() {
     let (ledger, clock) = setup();
     let lease = start(&ledger);
