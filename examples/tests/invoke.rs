@@ -252,6 +252,23 @@ async fn ended_records_past_the_retention_are_purged_at_start() {
     }
 }
 
+/// The error text of a 400.
+async fn refused(res: reqwest::Response, bin: &str) -> String {
+    assert_eq!(res.status(), 400, "{bin}");
+    let body: Value = res.json().await.unwrap();
+    body["error"].as_str().unwrap().to_owned()
+}
+
+/// Asserts that `key` has nothing recorded: a call runs afresh.
+async fn runs_afresh(c: &reqwest::Client, s: &Service, key: &str, bin: &str) {
+    let first = invoke(c, s, key, json!({"amount": 5}), "success").await;
+    assert_eq!(first.status(), 200, "{bin} {key}");
+    assert!(
+        first.headers().get("idempotent-replayed").is_none(),
+        "{bin} {key}"
+    );
+}
+
 #[tokio::test]
 async fn a_request_with_two_idempotency_keys_is_refused_before_anything_runs() {
     // Two header lines are, to HTTP, one comma-joined value ("a, b"), which a
@@ -268,20 +285,10 @@ async fn a_request_with_two_idempotency_keys_is_refused_before_anything_runs() {
             .send()
             .await
             .unwrap();
-        assert_eq!(res.status(), 400, "{bin}");
-        let body: Value = res.json().await.unwrap();
-        assert!(
-            body["error"].as_str().unwrap().contains("exactly one"),
-            "{bin}: {body}"
-        );
-        // Nothing was recorded under either key: each runs afresh.
+        let error = refused(res, bin).await;
+        assert!(error.contains("exactly one"), "{bin}: {error}");
         for key in ["a", "b"] {
-            let first = invoke(&c, &s, key, json!({"amount": 5}), "success").await;
-            assert_eq!(first.status(), 200, "{bin} {key}");
-            assert!(
-                first.headers().get("idempotent-replayed").is_none(),
-                "{bin} {key}"
-            );
+            runs_afresh(&c, &s, key, bin).await;
         }
     }
 }
@@ -306,12 +313,8 @@ async fn an_idempotency_key_that_is_not_visible_ascii_is_refused_saying_so() {
                 .send()
                 .await
                 .unwrap();
-            assert_eq!(res.status(), 400, "{bin}");
-            let body: Value = res.json().await.unwrap();
-            assert!(
-                body["error"].as_str().unwrap().contains(says),
-                "{bin}: {body}"
-            );
+            let error = refused(res, bin).await;
+            assert!(error.contains(says), "{bin}: {error}");
         }
     }
 }
@@ -328,16 +331,11 @@ async fn a_request_body_with_a_key_twice_is_refused_before_anything_runs() {
             .send()
             .await
             .unwrap();
-        assert_eq!(res.status(), 400, "{bin}");
-        let body: Value = res.json().await.unwrap();
-        let text = body["error"].as_str().unwrap();
+        let error = refused(res, bin).await;
         assert!(
-            text.contains("\"amount\"") && text.contains("twice"),
-            "{bin}: {text}"
+            error.contains("\"amount\"") && error.contains("twice"),
+            "{bin}: {error}"
         );
-        // Nothing was recorded under the key: a well-formed body runs.
-        let res = invoke(&c, &s, "dup", json!({"amount": 6}), "success").await;
-        assert_eq!(res.status(), 200, "{bin}");
-        assert!(res.headers().get("idempotent-replayed").is_none(), "{bin}");
+        runs_afresh(&c, &s, "dup", bin).await;
     }
 }
