@@ -60,7 +60,10 @@ pub fn is_forwarding_header(name: &str) -> bool {
 /// refused; the pod's own preStop hook sends none. A proxy that adds no
 /// such header (a plain TCP proxy) cannot be told apart from a local
 /// caller: in a mesh, also deny the drain path to other workloads at the
-/// mesh (with Istio, an `AuthorizationPolicy` on the path).
+/// mesh (with Istio, an `AuthorizationPolicy` on the path). Neither can
+/// `kubectl port-forward`, whose connections reach the pod from its own
+/// loopback: whoever may port-forward to the pod (RBAC
+/// `pods/portforward`) may drain it, as whoever may `exec` into it could.
 ///
 /// ```
 /// use ate_readiness::is_local_caller;
