@@ -140,6 +140,50 @@ mod tests {
         );
     }
 
+    fn value() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(Value::from),
+            ".{0,8}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(4, 64, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                proptest::collection::btree_map(".{0,6}", inner, 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_value_without_a_repeated_key_reads_back_as_serde_json_reads_it(v in value()) {
+            let text = serde_json::to_string(&v).unwrap();
+            let theirs: Value = serde_json::from_str(&text).unwrap();
+            proptest::prop_assert_eq!(parse(text.as_bytes()).unwrap(), theirs);
+        }
+
+        #[test]
+        fn a_repeated_key_is_refused_whatever_the_values(
+            key in ".{0,6}", a in value(), b in value(), nested in proptest::bool::ANY,
+        ) {
+            let key_json = serde_json::to_string(&key).unwrap();
+            let object = format!("{{{key_json}: {a}, \"other\": 1, {key_json}: {b}}}");
+            let text = if nested { format!("[{{\"x\": {object}}}]") } else { object };
+            let error = parse(text.as_bytes()).unwrap_err();
+            proptest::prop_assert!(
+                error.contains(&format!("the key {key:?} appears twice")),
+                "{}: {}", text, error
+            );
+        }
+    }
+
     #[test]
     fn the_recursion_limit_still_applies() {
         let deep = "[".repeat(10_000) + &"]".repeat(10_000);
