@@ -134,12 +134,15 @@ impl Default for MonotonicClock {
 }
 
 impl MonotonicClock {
-    /// How far into its timeline a new clock starts: 2^55 ns, about 417
-    /// days. A seeded record older than that is placed at the origin,
-    /// which can only make the limit stricter. The timeline then lasts
-    /// more than 580 years.
+    /// How far into its timeline a new clock starts: 36,028,797 s (2^55 ns
+    /// in whole seconds), about 417 days. A seeded record older than that
+    /// is placed at the origin, which can only make the limit stricter. The
+    /// timeline then lasts more than 580 years. A whole number of seconds,
+    /// so that a clock starting there and moving in whole ticks
+    /// ([`TokioClock`] in a test with paused time) stays on the keyed
+    /// limiters' tick grid, where decisions are exact.
     pub const HEADROOM: Duration = Duration::from_nanos(Self::HEADROOM_NANOS);
-    const HEADROOM_NANOS: u64 = 1 << 55;
+    const HEADROOM_NANOS: u64 = (1 << 55) / 1_000_000_000 * 1_000_000_000;
 
     /// A clock that reads [`HEADROOM`](Self::HEADROOM) now (or up to a
     /// nanosecond more, from rounding the scaling).
@@ -185,6 +188,70 @@ impl Clock for MonotonicClock {
             self.clock
                 .delta_as_nanos(0, self.clock.raw().wrapping_sub(self.base)),
         )
+    }
+}
+
+/// A monotonic clock on tokio's time (feature `tokio`): in a test with
+/// paused time (`#[tokio::test(start_paused = true)]`,
+/// `tokio::time::advance`) it moves exactly as the test's sleeps do.
+///
+/// That is what a test of `until_allowed` needs: the wait sleeps with tokio
+/// time for each denial's `retry_after`, so the limiter's clock must advance
+/// while it sleeps. A [`ManualClock`] does not (nothing advances it during
+/// the sleep, so the wait would never end); [`MonotonicClock`] does, but on
+/// real time, so a paused test would wait for real. Outside tests (tokio
+/// time not paused) it reads the monotonic clock, as `Instant::now` does.
+///
+/// Like [`MonotonicClock`], its origin is [`MonotonicClock::HEADROOM`]
+/// (a whole number of seconds) before it was created, so an audit trail's
+/// past attempts have a place, and times a test moves in whole
+/// microseconds, milliseconds or seconds stay on the keyed limiters' tick
+/// grid: decisions and `retry_after` are exact.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// // In a test: #[tokio::test(start_paused = true)]
+/// use std::num::NonZeroU32;
+/// use std::time::Duration;
+/// use ate_ratelimit::{Limiter, Quota, TokioClock};
+///
+/// let quota = Quota::new(NonZeroU32::new(1).unwrap(), Duration::from_secs(60));
+/// let limiter = Limiter::with_clock(quota, TokioClock::new());
+/// assert!(limiter.check().is_allowed());
+/// // Waits 60 s of paused time (no real waiting), then records one attempt.
+/// let start = tokio::time::Instant::now();
+/// assert!(limiter.until_allowed().await.is_allowed());
+/// assert_eq!(start.elapsed(), Duration::from_secs(60));
+/// # }
+/// ```
+#[cfg(feature = "tokio")]
+#[derive(Debug, Clone, Copy)]
+pub struct TokioClock {
+    origin: tokio::time::Instant,
+}
+
+#[cfg(feature = "tokio")]
+impl Default for TokioClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl TokioClock {
+    /// A clock whose `now` is [`MonotonicClock::HEADROOM`] at creation.
+    pub fn new() -> Self {
+        Self {
+            origin: tokio::time::Instant::now(),
+        }
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl Clock for TokioClock {
+    fn now(&self) -> Timestamp {
+        Timestamp::from_nanos(MonotonicClock::HEADROOM_NANOS).saturating_add(self.origin.elapsed())
     }
 }
 

@@ -81,7 +81,9 @@
 //!
 //! - `serde`: deserialize [`LimitTable`] entries and [`Policy`].
 //! - `tokio`: `Limiter::until_allowed` and `KeyedLimiter::until_allowed`,
-//!   async waits that do not record attempts while they sleep.
+//!   async waits that do not record attempts while they sleep, and
+//!   `TokioClock`, a clock on tokio's time for tests of them with paused
+//!   time (a `ManualClock` does not move while they sleep).
 //! - `test-util`: the `testing` module (reference model, proptest
 //!   strategies).
 #![warn(missing_docs)]
@@ -98,6 +100,8 @@ pub mod testing;
 mod window;
 
 pub use approx::{ApproxKeyedLimiter, BucketQuota};
+#[cfg(feature = "tokio")]
+pub use clock::TokioClock;
 pub use clock::{Clock, ManualClock, MonotonicClock, Timestamp};
 pub use config::{LimitSpec, LimitTable, parse_positive};
 pub use decision::{Combined, Decision};

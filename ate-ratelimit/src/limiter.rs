@@ -281,7 +281,11 @@ impl<C: Clock> Limiter<C> {
     ///
     /// While it sleeps nothing is recorded (the wait itself is not an
     /// attempt), so waiting never extends the throttling. Sleeps with tokio
-    /// time for the exact `retry_after` of each denial.
+    /// time for the exact `retry_after` of each denial, so the limiter's
+    /// clock must move with tokio time: [`MonotonicClock`] in a service,
+    /// [`TokioClock`](crate::TokioClock) in a test with paused time. With a
+    /// [`ManualClock`](crate::ManualClock) nothing advances the clock during
+    /// the sleep, and the wait never ends.
     #[cfg(feature = "tokio")]
     pub async fn until_allowed(&self) -> Decision {
         retry_until_allowed(|| self.run(None, Mode::OnlyIfAllowed)).await
@@ -664,7 +668,11 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     ///
     /// While it sleeps nothing is recorded (the wait itself is not an
     /// attempt), so waiting never extends the throttling. Sleeps with tokio
-    /// time for the exact `retry_after` of each denial.
+    /// time for the exact `retry_after` of each denial, so the limiter's
+    /// clock must move with tokio time: [`MonotonicClock`] in a service,
+    /// [`TokioClock`](crate::TokioClock) in a test with paused time. With a
+    /// [`ManualClock`](crate::ManualClock) nothing advances the clock during
+    /// the sleep, and the wait never ends.
     #[cfg(feature = "tokio")]
     pub async fn until_allowed<Q>(&self, key: &Q) -> Decision
     where

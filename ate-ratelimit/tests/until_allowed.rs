@@ -4,22 +4,12 @@
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-use ate_ratelimit::{Clock, KeyedLimiter, Limiter, Quota, Timestamp};
-
-/// A clock on tokio's (pausable) time.
-#[derive(Debug)]
-struct TokioClock(tokio::time::Instant);
-
-impl Clock for TokioClock {
-    fn now(&self) -> Timestamp {
-        Timestamp::from_nanos(self.0.elapsed().as_nanos() as u64)
-    }
-}
+use ate_ratelimit::{Clock, KeyedLimiter, Limiter, MonotonicClock, Quota, TokioClock};
 
 #[tokio::test(start_paused = true)]
 async fn until_allowed_sleeps_exactly_and_records_only_the_final_attempt() {
     let quota = Quota::new(NonZeroU32::new(2).unwrap(), Duration::from_secs(10));
-    let l = KeyedLimiter::with_clock(quota, TokioClock(tokio::time::Instant::now()));
+    let l = KeyedLimiter::with_clock(quota, TokioClock::new());
     assert!(l.check(&1).is_allowed());
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(l.check(&1).is_allowed());
@@ -39,7 +29,7 @@ async fn until_allowed_sleeps_exactly_and_records_only_the_final_attempt() {
 #[tokio::test(start_paused = true)]
 async fn a_single_window_waits_the_same_way() {
     let quota = Quota::new(NonZeroU32::new(1).unwrap(), Duration::from_secs(10));
-    let l = Limiter::with_clock(quota, TokioClock(tokio::time::Instant::now()));
+    let l = Limiter::with_clock(quota, TokioClock::new());
     assert!(l.check().is_allowed());
     tokio::time::sleep(Duration::from_secs(4)).await;
     let start = tokio::time::Instant::now();
@@ -55,4 +45,19 @@ async fn a_single_window_waits_the_same_way() {
     assert!(!l.peek().is_allowed());
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(l.check().is_allowed());
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_tokio_clock_moves_with_paused_time_from_the_headroom() {
+    let clock = TokioClock::new();
+    assert_eq!(
+        clock.now().as_nanos(),
+        MonotonicClock::HEADROOM.as_nanos() as u64
+    );
+    tokio::time::advance(Duration::from_millis(1500)).await;
+    let moved = clock.now().as_nanos() - MonotonicClock::HEADROOM.as_nanos() as u64;
+    assert_eq!(moved, 1_500_000_000);
+    // Copies share the origin.
+    let copy = clock;
+    assert_eq!(copy.now(), clock.now());
 }
