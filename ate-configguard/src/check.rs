@@ -2,14 +2,14 @@
 //! have each non-optional reference resolve in the PROPOSED config state.
 
 use std::cell::OnceCell;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
 use crate::InputError;
 use crate::model::{
     ConfigKind, ConfigObject, Finding, Inventory, Manifests, ObjectId, Reference, ServiceAccount,
-    Severity, Side, Workload,
+    Severity, Side, Workload, WorkloadId,
 };
 
 /// Which current objects the proposed state deletes.
@@ -177,6 +177,8 @@ struct Ctx<'a> {
     /// (namespace, key) -> objects holding that key in the proposed state;
     /// built on the first missing key (it only feeds the message).
     holders: OnceCell<HashMap<(&'a str, &'a str), Vec<&'a ObjectId>>>,
+    /// Current workloads that `--prune` deletes along with the change.
+    pruned: HashSet<&'a WorkloadId>,
 }
 
 impl<'a> Ctx<'a> {
@@ -206,6 +208,7 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
     let current = index(&input.current.objects, "current state")?;
     let proposed_in = index(&input.proposed.objects, "proposed state")?;
     let mut proposed = current.clone();
+    let mut pruned = HashSet::new();
     if input.deletion == Deletion::Prune {
         let touched: BTreeSet<&str> = input
             .proposed
@@ -226,6 +229,19 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
                     .iter()
                     .map(|a| a.namespace.as_str()),
             )
+            .collect();
+        // Workloads are pruned too; their pods serve until they are deleted,
+        // so their references still count, but the finding says so.
+        let kept: HashSet<&WorkloadId> = input.proposed.workloads.iter().map(|w| &w.id).collect();
+        pruned = input
+            .current
+            .workloads
+            .iter()
+            .map(|w| &w.id)
+            .filter(|id| {
+                !kept.contains(id)
+                    && (touched.is_empty() || touched.contains(id.namespace.as_str()))
+            })
             .collect();
         proposed.retain(|id, _| {
             proposed_in.contains_key(*id)
@@ -255,6 +271,7 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
             .flat_map(|inv| inv.objects.iter().map(|o| (&o.id, &o.keys)))
             .collect(),
         holders: OnceCell::new(),
+        pruned,
     };
 
     let current_accounts = accounts(&input.current.service_accounts, "current state")?;
@@ -342,6 +359,12 @@ fn check_reference(
             message.push_str(&format!(
                 " (not serving: {why}; not a failure, but starting it again would fail)"
             ));
+        }
+        if side == Side::Current && ctx.pruned.contains(&w.id) {
+            message.push_str(
+                "; the same change prunes this workload, whose pods serve until it is \
+                 deleted: delete it in an earlier step of its own",
+            );
         }
         out.insert(Finding {
             severity,

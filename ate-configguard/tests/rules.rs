@@ -95,6 +95,44 @@ fn deleting_a_referenced_object_fails_only_when_the_input_says_so() {
 }
 
 #[test]
+fn a_workload_pruned_with_its_config_still_serves_until_deleted_and_the_finding_says_so() {
+    // Decommissioning web: the proposed input keeps only "unrelated", so
+    // --prune deletes both web and cfg. Until web is deleted its pods serve
+    // (and a restart would fail without cfg): unsafe, with the way out.
+    let current = format!(
+        "{}\n---\n{}\n---\n{}",
+        cm("cfg", &["DB_HOST"]),
+        deployment("web", KEYREF),
+        deployment("kept", KEYREF)
+    );
+    let plain = "      containers:\n        - name: app\n          image: app:2\n";
+    let proposed = format!(
+        "{}\n---\n{}",
+        cm("unrelated", &["X"]),
+        deployment("kept", plain)
+    );
+    let report = run_with(&current, &proposed, Deletion::Prune, &[]);
+    let about = |name: &str| {
+        report
+            .failures
+            .iter()
+            .find(|f| f.workload.as_ref().is_some_and(|w| w.name == name))
+            .unwrap_or_else(|| panic!("no finding for {name}: {}", report.to_text()))
+            .message
+            .clone()
+    };
+    assert!(
+        about("web").contains("the same change prunes this workload"),
+        "{}",
+        about("web")
+    );
+    // A workload the proposed input keeps is not pruned: no such note.
+    assert!(!about("kept").contains("prunes"), "{}", about("kept"));
+    // Without --prune nothing is deleted and all is safe.
+    assert!(run(&current, &proposed).is_safe());
+}
+
+#[test]
 fn moving_a_key_from_a_configmap_to_a_secret_is_refused_while_referenced() {
     let current = format!(
         "{}\n---\n{}",
