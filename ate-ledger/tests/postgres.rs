@@ -600,3 +600,185 @@ fn a_key_of_max_bytes_that_does_not_compress_fits_the_index() {
         Begin::Replay(_)
     ));
 }
+
+/// TLS in front of the test server: a loopback TCP port that answers
+/// PostgreSQL's SSLRequest with "S", terminates TLS (rustls, with the test
+/// certificate in `tests/tls`) and passes the bytes to the server. Counts
+/// the TLS sessions it completed.
+struct TlsFront {
+    port: u16,
+    sessions: std::sync::Arc<AtomicUsize>,
+    _runtime: tokio::runtime::Runtime,
+}
+
+fn tls_file(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/tls")
+        .join(name)
+}
+
+/// `name=value` of a libpq-style connection string.
+fn param<'a>(url: &'a str, name: &str) -> &'a str {
+    url.split_whitespace()
+        .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+        .unwrap_or_else(|| panic!("no {name} in {url}"))
+}
+
+fn ring() -> std::sync::Arc<rustls::crypto::CryptoProvider> {
+    std::sync::Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn tls_front(url: &str) -> TlsFront {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let (host, port) = (param(url, "host").to_owned(), param(url, "port").to_owned());
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(tls_file("server.pem"))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_file(tls_file("server.key")).unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(ring())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let front_port = listener.local_addr().unwrap().port();
+    let sessions = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = sessions.clone();
+    runtime.spawn(async move {
+        loop {
+            let Ok((mut tcp, _)) = listener.accept().await else {
+                return;
+            };
+            let (acceptor, counted) = (acceptor.clone(), counted.clone());
+            let (host, port) = (host.clone(), port.clone());
+            tokio::spawn(async move {
+                // SSLRequest: length 8, code 80877103. Anything else (a
+                // client that did not ask for TLS) is hung up on.
+                let mut request = [0u8; 8];
+                if tcp.read_exact(&mut request).await.is_err()
+                    || request != [0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f]
+                    || tcp.write_all(b"S").await.is_err()
+                {
+                    return;
+                }
+                let Ok(mut tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                counted.fetch_add(1, Ordering::SeqCst);
+                if host.starts_with('/') {
+                    let socket = format!("{host}/.s.PGSQL.{port}");
+                    let mut server = tokio::net::UnixStream::connect(socket).await.unwrap();
+                    let _ = tokio::io::copy_bidirectional(&mut tls, &mut server).await;
+                } else {
+                    let mut server = tokio::net::TcpStream::connect(format!("{host}:{port}"))
+                        .await
+                        .unwrap();
+                    let _ = tokio::io::copy_bidirectional(&mut tls, &mut server).await;
+                }
+            });
+        }
+    });
+    TlsFront {
+        port: front_port,
+        sessions,
+        _runtime: runtime,
+    }
+}
+
+/// A rustls connector that trusts `roots` (PEM files in `tests/tls`).
+fn rustls_connector(roots: &[&str]) -> tokio_postgres_rustls::MakeRustlsConnect {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let mut store = rustls::RootCertStore::empty();
+    for root in roots {
+        for cert in CertificateDer::pem_file_iter(tls_file(root)).unwrap() {
+            store.add(cert.unwrap()).unwrap();
+        }
+    }
+    let config = rustls::ClientConfig::builder_with_provider(ring())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(store)
+        .with_no_client_auth();
+    tokio_postgres_rustls::MakeRustlsConnect::new(config)
+}
+
+/// The database of `url`, through `front`, with TLS required.
+fn through(front: &TlsFront, url: &str) -> String {
+    format!(
+        "host=127.0.0.1 port={} user={} dbname={} sslmode=require",
+        front.port,
+        param(url, "user"),
+        param(url, "dbname")
+    )
+}
+
+#[test]
+fn a_store_connects_and_reconnects_over_real_tls() {
+    let url = fresh_database();
+    let front = tls_front(&url);
+    let three = std::num::NonZeroUsize::new(3).unwrap();
+    let tls = rustls_connector(&["ca.pem"]);
+    let ledger =
+        Ledger::new(PgStore::connect_pooled_tls(&through(&front, &url), three, tls).unwrap());
+    assert_eq!(
+        front.sessions.load(Ordering::SeqCst),
+        3,
+        "a TLS session per connection"
+    );
+    let key = Key::new("t", "over-tls");
+    let Begin::Started(lease) = ledger.begin(&key, &fp(), "w").unwrap() else {
+        panic!("new key");
+    };
+    ledger.mark_dispatched(&lease).unwrap();
+    ledger.close(&lease, Close::Succeeded("{}".into())).unwrap();
+    // What went through TLS is in the database.
+    assert!(
+        Ledger::new(PgStore::connect(&url).unwrap())
+            .get(&key)
+            .unwrap()
+            .is_some_and(|r| r.state.is_closed())
+    );
+    // A failover: every session ends; the store reopens its connections,
+    // each through a new TLS session.
+    end_every_session(&url);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while ledger.get(&key).is_err() {
+        assert!(Instant::now() < deadline, "no reconnect");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for _ in 0..9 {
+        assert!(matches!(
+            ledger.begin(&key, &fp(), "w").unwrap(),
+            Begin::Replay(_)
+        ));
+    }
+    assert_eq!(front.sessions.load(Ordering::SeqCst), 6);
+}
+
+#[test]
+fn a_server_certificate_the_connector_does_not_trust_is_a_storage_error_saying_so() {
+    let url = fresh_database();
+    let front = tls_front(&url);
+    // Trusting only the server's own certificate, not the CA that signed it.
+    let tls = rustls_connector(&["server.pem"]);
+    let err = PgStore::connect_pooled_tls(&through(&front, &url), std::num::NonZeroUsize::MIN, tls)
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, Error::Storage(_)), "{text}");
+    assert!(text.contains("certificate"), "{text}");
+    assert_eq!(front.sessions.load(Ordering::SeqCst), 0);
+}
