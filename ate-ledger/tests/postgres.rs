@@ -520,6 +520,16 @@ fn storage_errors_say_what_the_server_or_the_connection_said() {
     );
 }
 
+/// Waits (up to 10 s) for a call on `key` to succeed again after the
+/// server ended every session: one call may fail, the next reconnects.
+fn reconnected(ledger: &Ledger<PgStore>, key: &Key) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while ledger.get(key).is_err() {
+        assert!(Instant::now() < deadline, "no reconnect");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A TLS connector that counts the connections it is asked to secure and
 /// leaves them plain: the store's plumbing, whatever the TLS crate.
 #[derive(Clone, Default)]
@@ -550,11 +560,7 @@ fn every_connection_and_every_reconnection_goes_through_the_tls_connector() {
     }
     end_every_session(&url);
     // The store reconnects (one call may fail), through the connector.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while ledger.get(&key).is_err() {
-        assert!(Instant::now() < deadline, "no reconnect");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    reconnected(&ledger, &key);
     for _ in 0..9 {
         ledger.get(&key).unwrap();
     }
@@ -755,11 +761,7 @@ fn a_store_connects_and_reconnects_over_real_tls() {
     // A failover: every session ends; the store reopens its connections,
     // each through a new TLS session.
     end_every_session(&url);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while ledger.get(&key).is_err() {
-        assert!(Instant::now() < deadline, "no reconnect");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    reconnected(&ledger, &key);
     for _ in 0..9 {
         assert!(matches!(
             ledger.begin(&key, &fp(), "w").unwrap(),
