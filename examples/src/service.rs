@@ -464,11 +464,16 @@ impl AppState {
         struct Body {
             observed_generation: u64,
         }
-        let Ok(body) = serde_json::from_slice::<Body>(body) else {
-            return ApiResponse::json(
-                400,
-                json!({"error": "body must be {\"observedGeneration\": N}"}),
-            );
+        let body = match serde_json::from_slice::<Body>(body) {
+            Ok(body) => body,
+            Err(e) => {
+                return ApiResponse::json(
+                    400,
+                    json!({"error": format!(
+                        "the body must be {{\"observedGeneration\": N}}, N a whole number from 0: {e}"
+                    )}),
+                );
+            }
         };
         let mut objects = self.objects.lock();
         let Some(o) = objects.get_mut(name) else {

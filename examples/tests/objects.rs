@@ -361,3 +361,44 @@ async fn a_body_with_a_key_twice_is_refused_naming_it_and_changes_nothing() {
         assert_eq!(res.status(), 201, "{bin}");
     }
 }
+
+#[tokio::test]
+async fn a_bad_observed_write_body_is_a_400_naming_what_is_wrong() {
+    for bin in SERVICES {
+        let s = Service::start(bin, TEST_IS_CONTROL_PLANE);
+        let c = client();
+        let res = c
+            .put(s.url("/objects/gw"))
+            .json(&json!({"replicas": 1}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 201, "{bin}");
+        for (body, says) in [
+            (r#"{"observedGeneration": 1.5}"#, "1.5"),
+            (r#"{"observedGeneration": "1"}"#, "string \"1\""),
+            (r#"{"observedGeneration": -1}"#, "-1"),
+            (
+                r#"{"observedGeneration": 1, "observedGeneration": 1}"#,
+                "duplicate field",
+            ),
+            (r#"{"observed": 1}"#, "unknown field `observed`"),
+            ("{}", "missing field `observedGeneration`"),
+        ] {
+            let res = c
+                .post(s.url("/objects/gw/observed"))
+                .header("authorization", "Bearer t0k")
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(res.status(), 400, "{bin} {body}");
+            let err: Value = res.json().await.unwrap();
+            let text = err["error"].as_str().unwrap();
+            assert!(text.contains(says), "{bin} {body}: {text}");
+        }
+        // Nothing was observed.
+        let o = get_json(&c, s.url("/objects/gw")).await;
+        assert_eq!(o["observedGeneration"], 0, "{bin}");
+    }
+}
