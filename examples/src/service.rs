@@ -276,7 +276,10 @@ impl AppState {
             _ => {
                 return ApiResponse::json(
                     400,
-                    json!({"error": "ms must be an integer from 0 to 60000"}),
+                    json!({"error": format!(
+                        "ms must be an integer from 0 to 60000, not {:?}",
+                        shown(ms.unwrap_or_default())
+                    )}),
                 );
             }
         };
@@ -575,7 +578,10 @@ impl AppState {
             _ => {
                 return ApiResponse::json(
                     400,
-                    json!({"error": "X-Simulate-Delay-Ms must be 0..=30000"}),
+                    json!({"error": format!(
+                        "X-Simulate-Delay-Ms must be an integer from 0 to 30000, not {:?}",
+                        shown(delay_ms.unwrap_or_default())
+                    )}),
                 );
             }
         };
@@ -910,4 +916,13 @@ fn idempotency_key_of<'a>(values: &[&'a [u8]]) -> Result<&'a str, String> {
     }
     // Checked above: every byte is ASCII.
     std::str::from_utf8(value).map_err(|e| e.to_string())
+}
+
+/// At most the first 64 characters of a bad value, for an error message.
+fn shown(value: &str) -> String {
+    let mut out: String = value.chars().take(64).collect();
+    if out.len() < value.len() {
+        out.push_str("...");
+    }
+    out
 }

@@ -312,3 +312,38 @@ fn help_and_version_name_the_binary() {
         assert!(text.contains(&format!("Usage: {name} ")), "{bin}: {text}");
     }
 }
+
+#[tokio::test]
+async fn a_bad_work_duration_or_simulated_delay_is_a_400_naming_the_value() {
+    for bin in SERVICES {
+        let s = Service::start(bin, &[]);
+        let c = client();
+        for (query, says) in [
+            ("ms=abc", "\"abc\""),
+            ("ms=60001", "\"60001\""),
+            ("ms=-1", "\"-1\""),
+        ] {
+            let res = c
+                .get(s.url(&format!("/work?{query}")))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(res.status(), 400, "{bin} {query}");
+            let body: serde_json::Value = res.json().await.unwrap();
+            let text = body["error"].as_str().unwrap();
+            assert!(text.contains(says), "{bin} {query}: {text}");
+        }
+        let res = c
+            .post(s.url("/invoke"))
+            .header("idempotency-key", "d1")
+            .header("x-simulate-delay-ms", "soon")
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 400, "{bin}");
+        let body: serde_json::Value = res.json().await.unwrap();
+        let text = body["error"].as_str().unwrap();
+        assert!(text.contains("\"soon\""), "{bin}: {text}");
+    }
+}
