@@ -157,8 +157,25 @@ async fn ws(
     let (response, mut session, mut stream) = actix_ws::handle(&req, body)?;
     match admission {
         SessionAdmission::Open(guard) => {
+            let closing = s.sessions_closing();
             actix_web::rt::spawn(async move {
-                while let Some(Ok(msg)) = stream.next().await {
+                tokio::pin!(closing);
+                let mut reason = None;
+                loop {
+                    let msg = tokio::select! {
+                        msg = stream.next() => msg,
+                        () = &mut closing => {
+                            // Shutting down: 1001, not a cut connection.
+                            reason = Some(actix_ws::CloseReason {
+                                code: actix_ws::CloseCode::Away,
+                                description: Some("server shutting down".into()),
+                            });
+                            break;
+                        }
+                    };
+                    let Some(Ok(msg)) = msg else {
+                        break;
+                    };
                     let sent = match msg {
                         actix_ws::Message::Text(t) => session.text(t).await,
                         actix_ws::Message::Binary(b) => session.binary(b).await,
@@ -170,7 +187,7 @@ async fn ws(
                         break;
                     }
                 }
-                let _ = session.close(None).await;
+                let _ = session.close(reason).await;
                 drop(guard);
             });
         }

@@ -183,10 +183,13 @@ impl<S: Send + Sync> FromRequest<S> for Limited {
 
 async fn ws(State(s): State<Shared>, upgrade: WebSocketUpgrade) -> Response {
     match s.gate.admit_session() {
-        SessionAdmission::Open(guard) => upgrade.on_upgrade(move |socket| async move {
-            echo(socket).await;
-            drop(guard);
-        }),
+        SessionAdmission::Open(guard) => {
+            let closing = s.sessions_closing();
+            upgrade.on_upgrade(move |socket| async move {
+                echo(socket, closing).await;
+                drop(guard);
+            })
+        }
         // Accept the upgrade FIRST, then close with 1001: a refusal before
         // the upgrade is a failed handshake, which clients count as an error.
         SessionAdmission::AcceptThenClose { close_code } => {
@@ -202,16 +205,34 @@ async fn ws(State(s): State<Shared>, upgrade: WebSocketUpgrade) -> Response {
     }
 }
 
-async fn echo(mut socket: WebSocket) {
-    while let Some(Ok(msg)) = socket.recv().await {
+/// Echoes until the client closes, or the service shuts down (then a 1001
+/// close frame).
+async fn echo(mut socket: WebSocket, closing: impl Future<Output = ()>) {
+    tokio::pin!(closing);
+    loop {
+        let msg = tokio::select! {
+            msg = socket.recv() => msg,
+            () = &mut closing => {
+                let _ = socket
+                    .send(Message::Close(Some(CloseFrame {
+                        code: ate_readiness::CLOSE_GOING_AWAY,
+                        reason: "server shutting down".into(),
+                    })))
+                    .await;
+                return;
+            }
+        };
+        let Some(Ok(msg)) = msg else {
+            return;
+        };
         let reply = match msg {
             Message::Text(t) => Message::Text(t),
             Message::Binary(b) => Message::Binary(b),
-            Message::Close(_) => break,
+            Message::Close(_) => return,
             _ => continue,
         };
         if socket.send(reply).await.is_err() {
-            break;
+            return;
         }
     }
 }

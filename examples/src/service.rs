@@ -90,6 +90,9 @@ pub struct AppState {
     pub metrics: Metrics,
     /// Held for the process's life: one process per data dir.
     _data_dir_lock: std::fs::File,
+    /// Set once the in-flight wait has ended: open WebSocket sessions then
+    /// close with 1001 instead of being cut when the process exits.
+    sessions_closing: tokio::sync::watch::Sender<bool>,
 }
 
 /// The ledger's store: a redb file in the data dir, or PostgreSQL shared by
@@ -210,7 +213,20 @@ impl AppState {
             ledger: Arc::new(ledger),
             metrics: Metrics::new(),
             _data_dir_lock: data_dir_lock,
+            sessions_closing: tokio::sync::watch::Sender::new(false),
         }))
+    }
+
+    /// Resolves once the service is shutting down (the in-flight wait has
+    /// ended): an open WebSocket session then closes with 1001 (going
+    /// away), so its client reconnects elsewhere instead of seeing the
+    /// connection cut (1006, which clients count as a server failure).
+    pub fn sessions_closing(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut closing = self.sessions_closing.subscribe();
+        async move {
+            // An error means the state is gone: the process is ending.
+            let _ = closing.wait_for(|c| *c).await;
+        }
     }
 
     /// `GET /health`: 200 while the process is alive.
@@ -774,6 +790,10 @@ pub async fn shutdown_sequence(state: Shared, stop: tokio::sync::oneshot::Sender
             tracing::warn!(in_flight, "in-flight wait timed out; exiting anyway")
         }
     }
+    // Sessions still open (they count as in flight, so the wait timed out)
+    // close with 1001; give them a moment to send it.
+    state.sessions_closing.send_replace(true);
+    let _ = state.gate.wait_idle_async(Duration::from_secs(1)).await;
     let _ = stop.send(());
     // Upgraded connections (WebSockets) are not tracked by the server's
     // graceful shutdown: bound the exit.

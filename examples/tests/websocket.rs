@@ -47,3 +47,41 @@ async fn open_sessions_keep_echoing_and_new_ones_get_1001_after_accept() {
         }
     }
 }
+
+#[tokio::test]
+async fn sessions_still_open_when_the_in_flight_wait_ends_are_closed_with_1001() {
+    // A session keeps running through the drain, and counts as in flight.
+    // When the bounded wait ends the process exits: a session cut without a
+    // close frame is an abnormal closure (1006), which clients count as a
+    // server failure; 1001 tells them to reconnect elsewhere.
+    for bin in SERVICES {
+        let mut s = Service::start(bin, &[("ATE_DRAIN_TIMEOUT_SECS", "1")]);
+        let ws_url = s.url("/ws").replace("http://", "ws://");
+        let (mut ws, _) = tokio_tungstenite::connect_async(&ws_url).await.unwrap();
+        ws.send(Message::text("hi")).await.unwrap();
+        assert_eq!(ws.next().await.unwrap().unwrap(), Message::text("hi"));
+        s.wait_for_metric("ate_in_flight 1").await;
+        s.sigterm();
+        // Still echoing during the wait.
+        ws.send(Message::text("draining")).await.unwrap();
+        assert_eq!(
+            ws.next().await.unwrap().unwrap(),
+            Message::text("draining"),
+            "{bin}"
+        );
+        let closed = tokio::time::timeout(std::time::Duration::from_secs(10), ws.next())
+            .await
+            .unwrap_or_else(|_| panic!("{bin}: no close within 10 s"));
+        match closed {
+            Some(Ok(Message::Close(Some(frame)))) => {
+                assert_eq!(frame.code, CloseCode::Away, "{bin}: {frame:?}")
+            }
+            other => panic!("{bin}: expected a 1001 close frame, got {other:?}"),
+        }
+        let status =
+            tokio::task::spawn_blocking(move || s.wait_exit(std::time::Duration::from_secs(10)))
+                .await
+                .unwrap();
+        assert!(status.is_some_and(|st| st.success()), "{bin}: {status:?}");
+    }
+}
