@@ -393,11 +393,8 @@ impl AppState {
 
     /// Who is writing: the control plane iff it shows the control token.
     fn writer(&self, authorization: Option<&str>) -> Writer {
-        match (
-            &self.config.control_token,
-            authorization.and_then(|a| a.strip_prefix("Bearer ")),
-        ) {
-            (Some(token), Some(given)) if given == token => Writer::ControlPlane,
+        match (&self.config.control_token, bearer_token(authorization)) {
+            (Some(token), Some(given)) if same_secret(given, token) => Writer::ControlPlane,
             _ => Writer::Client,
         }
     }
@@ -945,4 +942,48 @@ fn shown(value: &str) -> String {
         out.push_str("...");
     }
     out
+}
+
+/// The token of an `Authorization: Bearer TOKEN` header. The scheme is
+/// case-insensitive (RFC 9110, section 11.1).
+fn bearer_token(authorization: Option<&str>) -> Option<&str> {
+    let (scheme, token) = authorization?.trim().split_once(' ')?;
+    let token = token.trim_start();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// Whether `given` is `secret`, in a time that does not depend on how much
+/// of it a guess got right: the digests are compared, not the strings (a
+/// string comparison stops at the first differing byte).
+fn same_secret(given: &str, secret: &str) -> bool {
+    Sha256::digest(given.as_bytes()) == Sha256::digest(secret.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_tokens_take_the_scheme_in_any_case() {
+        for (header, token) in [
+            ("Bearer t0k", Some("t0k")),
+            ("bearer t0k", Some("t0k")),
+            ("BEARER   t0k", Some("t0k")),
+            ("Basic dTpw", None),
+            ("Bearer", None),
+            ("Bearer ", None),
+            ("Bearert0k", None),
+        ] {
+            assert_eq!(bearer_token(Some(header)), token, "{header:?}");
+        }
+        assert_eq!(bearer_token(None), None);
+    }
+
+    #[test]
+    fn same_secret_is_equality() {
+        assert!(same_secret("t0k", "t0k"));
+        assert!(!same_secret("t0", "t0k"));
+        assert!(!same_secret("t0K", "t0k"));
+        assert!(!same_secret("", "t0k"));
+    }
 }

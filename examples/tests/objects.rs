@@ -402,3 +402,30 @@ async fn a_bad_observed_write_body_is_a_400_naming_what_is_wrong() {
         assert_eq!(o["observedGeneration"], 0, "{bin}");
     }
 }
+
+#[tokio::test]
+async fn the_control_token_is_a_bearer_token_whatever_the_scheme_case() {
+    for bin in SERVICES {
+        let s = Service::start(bin, TEST_IS_CONTROL_PLANE);
+        let c = client();
+        let res = c
+            .put(s.url("/objects/gw"))
+            .json(&json!({"replicas": 1}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 201, "{bin}");
+        let observe = |auth: &'static str| {
+            c.post(s.url("/objects/gw/observed"))
+                .header("authorization", auth)
+                .json(&json!({"observedGeneration": 1}))
+                .send()
+        };
+        // A wrong token, or the right one under another scheme, is a client.
+        for auth in ["Bearer t0K", "Basic t0k", "Bearer"] {
+            assert_eq!(observe(auth).await.unwrap().status(), 403, "{bin} {auth}");
+        }
+        // RFC 9110: the scheme is case-insensitive.
+        assert_eq!(observe("bearer t0k").await.unwrap().status(), 200, "{bin}");
+    }
+}
