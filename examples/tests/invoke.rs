@@ -252,13 +252,6 @@ async fn ended_records_past_the_retention_are_purged_at_start() {
     }
 }
 
-/// The error text of a 400.
-async fn refused(res: reqwest::Response, bin: &str) -> String {
-    assert_eq!(res.status(), 400, "{bin}");
-    let body: Value = res.json().await.unwrap();
-    body["error"].as_str().unwrap().to_owned()
-}
-
 /// Asserts that `key` has nothing recorded: a call runs afresh.
 async fn runs_afresh(c: &reqwest::Client, s: &Service, key: &str, bin: &str) {
     let first = invoke(c, s, key, json!({"amount": 5}), "success").await;

@@ -201,3 +201,13 @@ where
     }
     panic!("condition not reached within {bound:?}");
 }
+
+/// The `error` text of a 400 response (`what` names the case on failure).
+pub async fn refused(res: reqwest::Response, what: &str) -> String {
+    assert_eq!(res.status(), 400, "{what}");
+    let body: serde_json::Value = res.json().await.unwrap();
+    body["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{what}: no error in {body}"))
+        .to_owned()
+}
