@@ -204,11 +204,7 @@ fn load_str_into(
     });
     // Merged in document order; the first error in document order wins.
     for part in results {
-        let m = part?;
-        out.objects.extend(m.objects);
-        out.workloads.extend(m.workloads);
-        out.notes.extend(m.notes);
-        out.service_accounts.extend(m.service_accounts);
+        out.extend(part?);
     }
     Ok(())
 }

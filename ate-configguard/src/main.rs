@@ -149,11 +149,7 @@ fn load(
         .collect();
     let mut out = load_paths(&files, options)?;
     for _ in paths.iter().filter(|p| p.as_os_str() == STDIN) {
-        let more = load_str(&stdin.read()?, STDIN_NAME, options)?;
-        out.objects.extend(more.objects);
-        out.workloads.extend(more.workloads);
-        out.notes.extend(more.notes);
-        out.service_accounts.extend(more.service_accounts);
+        out.extend(load_str(&stdin.read()?, STDIN_NAME, options)?);
     }
     Ok(out)
 }

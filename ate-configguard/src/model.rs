@@ -259,3 +259,20 @@ pub struct Manifests {
     /// ServiceAccounts and the pull secrets they add to their pods.
     pub service_accounts: Vec<ServiceAccount>,
 }
+
+impl Manifests {
+    /// Appends everything `other` holds (as reading one more file does).
+    pub fn extend(&mut self, other: Manifests) {
+        // Destructured, so a new field cannot be left out here.
+        let Manifests {
+            objects,
+            workloads,
+            notes,
+            service_accounts,
+        } = other;
+        self.objects.extend(objects);
+        self.workloads.extend(workloads);
+        self.notes.extend(notes);
+        self.service_accounts.extend(service_accounts);
+    }
+}

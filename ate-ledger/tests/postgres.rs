@@ -27,7 +27,7 @@ fn sql(url: &str, statement: &str) {
 /// Ends every other session on `url`'s database (a failover, an idle
 /// timeout, a restart).
 fn end_every_session(url: &str) {
-    let db = url.rsplit("dbname=").next().unwrap().to_owned();
+    let db = param(url, "dbname");
     sql(
         url,
         &format!(

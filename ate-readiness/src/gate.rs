@@ -619,11 +619,10 @@ guard_common!(OwnedGuard, "OwnedGuard");
 /// [`next_signal`] to let a second signal cut it short.
 #[cfg(feature = "tokio")]
 pub async fn drain_on_signal(gate: Gate) -> Result<BeginDrain, std::io::Error> {
-    if let Err(error) = next_signal().await {
-        let _ = gate.begin_drain();
-        return Err(error);
-    }
-    Ok(gate.begin_drain())
+    // Drains on a signal, and at once if none can be heard.
+    let heard = next_signal().await;
+    let begun = gate.begin_drain();
+    heard.map(|()| begun)
 }
 
 /// Waits for the next SIGTERM (Unix) or Ctrl-C (SIGINT), listening from

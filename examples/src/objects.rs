@@ -72,14 +72,21 @@ pub fn check_object_name(name: &str) -> Result<(), String> {
     if name.len() <= MAX_NAME_LEN && name.split('.').all(label_ok) {
         return Ok(());
     }
-    let shown: String = name.chars().take(64).collect();
-    let cut = if shown.len() < name.len() { "..." } else { "" };
     Err(format!(
-        "object name {shown:?}{cut} ({} bytes) is not a DNS subdomain name: at most \
+        "object name {} ({} bytes) is not a DNS subdomain name: at most \
          {MAX_NAME_LEN} characters of a-z, 0-9, '-' and '.', each '.'-separated part \
          starting and ending with a letter or digit",
+        shown(name),
         name.len()
     ))
+}
+
+/// `value` quoted for an error message, cut to its first 64 characters
+/// (marked `"..."...` when cut).
+pub(crate) fn shown(value: &str) -> String {
+    let head: String = value.chars().take(64).collect();
+    let cut = if head.len() < value.len() { "..." } else { "" };
+    format!("{head:?}{cut}")
 }
 
 /// Splits a PUT body for the object `name` (from the path). The error is a

@@ -21,7 +21,7 @@ use sha2::{Digest, Sha256};
 use crate::audit::Audit;
 use crate::config::{self, Config, ConfigError};
 use crate::metrics::Metrics;
-use crate::objects::{check_object_name, parse_object_write};
+use crate::objects::{check_object_name, parse_object_write, shown};
 
 /// A response any framework can send.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -293,7 +293,7 @@ impl AppState {
                 return ApiResponse::json(
                     400,
                     json!({"error": format!(
-                        "ms must be an integer from 0 to 60000, not {:?}",
+                        "ms must be an integer from 0 to 60000, not {}",
                         shown(ms.unwrap_or_default())
                     )}),
                 );
@@ -592,7 +592,7 @@ impl AppState {
                 return ApiResponse::json(
                     400,
                     json!({"error": format!(
-                        "X-Simulate-Delay-Ms must be an integer from 0 to 30000, not {:?}",
+                        "X-Simulate-Delay-Ms must be an integer from 0 to 30000, not {}",
                         shown(delay_ms.unwrap_or_default())
                     )}),
                 );
@@ -933,15 +933,6 @@ fn idempotency_key_of<'a>(values: &[&'a [u8]]) -> Result<&'a str, String> {
     }
     // Checked above: every byte is ASCII.
     std::str::from_utf8(value).map_err(|e| e.to_string())
-}
-
-/// At most the first 64 characters of a bad value, for an error message.
-fn shown(value: &str) -> String {
-    let mut out: String = value.chars().take(64).collect();
-    if out.len() < value.len() {
-        out.push_str("...");
-    }
-    out
 }
 
 /// The token of an `Authorization: Bearer TOKEN` header. The scheme is
