@@ -71,6 +71,10 @@ enum Command {
         /// Namespace for manifests without one.
         #[arg(long, default_value = "default")]
         namespace: String,
+        /// An unknown kind whose pod templates may be read (e.g. Rollout),
+        /// as for `check`: the same manifests load the same way for both.
+        #[arg(long = "allow-kind", num_args = 1..)]
+        allow_kind: Vec<String>,
     },
     /// Check compiled-in defaults against a base ConfigMap and overlays.
     Drift {
@@ -223,10 +227,14 @@ fn run(cli: Cli) -> Result<ExitCode, InputError> {
             };
             Ok(emit(&check(&input)?, format, Report::to_text))
         }
-        Command::Inventory { paths, namespace } => {
+        Command::Inventory {
+            paths,
+            namespace,
+            allow_kind,
+        } => {
             let options = LoadOptions {
                 default_namespace: namespace,
-                ..LoadOptions::default()
+                allow_kinds: allow_kind.into_iter().collect(),
             };
             let inv = inventory(&load(&paths, &options, &mut stdin)?);
             match serde_json::to_string_pretty(&inv) {

@@ -109,6 +109,29 @@ fn json_report_is_one_document_on_stdout() {
 }
 
 #[test]
+fn inventory_reads_an_allowed_unknown_kind_as_check_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let rendered = write(
+        dir.path(),
+        "rendered.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: { name: cfg }\ndata: { DB_HOST: x }\n---\napiVersion: argoproj.io/v1alpha1\nkind: Rollout\nmetadata: { name: web }\nspec:\n  template:\n    spec:\n      containers:\n        - name: app\n          image: app\n          envFrom: [ { configMapRef: { name: cfg } } ]\n",
+    );
+    // Without the flag the error names the flag to pass ...
+    let refused = bin().args(["inventory", &rendered]).output().unwrap();
+    assert_eq!(refused.status.code(), Some(2), "{}", all_output(&refused));
+    assert!(all_output(&refused).contains("pass --allow-kind Rollout"));
+    // ... and inventory takes it, as check does.
+    let inv = bin()
+        .args(["inventory", &rendered, "--allow-kind", "Rollout"])
+        .output()
+        .unwrap();
+    assert_eq!(inv.status.code(), Some(0), "{}", all_output(&inv));
+    let inv: ate_configguard::Inventory = serde_json::from_slice(&inv.stdout).unwrap();
+    let json = serde_json::to_string(&inv).unwrap();
+    assert!(json.contains("DB_HOST"), "{json}");
+}
+
+#[test]
 fn directories_and_inventory_round_trip() {
     let dir = tempfile::tempdir().unwrap();
     let cur_dir = dir.path().join("cur");
