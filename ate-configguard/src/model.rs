@@ -16,6 +16,7 @@ pub enum ConfigKind {
 
 impl ConfigKind {
     /// The other kind.
+    #[must_use]
     pub fn other(self) -> Self {
         match self {
             Self::ConfigMap => Self::Secret,

@@ -37,6 +37,7 @@ impl Timestamp {
     }
 
     /// `self + d`, saturating.
+    #[must_use]
     pub fn saturating_add(self, d: Duration) -> Self {
         Self(
             self.0
@@ -45,6 +46,7 @@ impl Timestamp {
     }
 
     /// `self - d`, saturating at the origin.
+    #[must_use]
     pub fn saturating_sub(self, d: Duration) -> Self {
         Self(
             self.0

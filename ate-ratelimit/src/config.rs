@@ -85,6 +85,7 @@ impl LimitTable {
     }
 
     /// Adds a per-minute limit overridable by `env`.
+    #[must_use]
     pub fn limit(self, name: &str, env: &str, default: NonZeroU32) -> Self {
         self.spec(LimitSpec {
             name: name.into(),
@@ -95,6 +96,7 @@ impl LimitTable {
     }
 
     /// Adds a limit.
+    #[must_use]
     pub fn spec(mut self, spec: LimitSpec) -> Self {
         self.specs.push(spec);
         self
@@ -106,6 +108,7 @@ impl LimitTable {
     }
 
     /// Sets every window (for tests and demos with short windows).
+    #[must_use]
     pub fn with_window(mut self, window: Duration) -> Self {
         for s in &mut self.specs {
             s.window = window;

@@ -316,6 +316,7 @@ struct Shard<K> {
 
 /// Builds a [`KeyedLimiter`].
 #[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until `build` is called"]
 pub struct KeyedBuilder {
     quota: Quota,
     policy: Policy,

@@ -186,6 +186,7 @@ impl Default for Gate {
 
 /// Builds a [`Gate`] with a policy and a clock.
 #[derive(Debug, Default)]
+#[must_use = "a builder does nothing until `build` is called"]
 pub struct GateBuilder {
     policy: AdmissionPolicy,
     clock: Option<Box<dyn Clock>>,

@@ -48,12 +48,14 @@ impl ApiResponse {
     }
 
     /// Adds a header.
+    #[must_use]
     pub fn with_header(mut self, name: &'static str, value: impl Into<String>) -> Self {
         self.headers.push((name, value.into()));
         self
     }
 
     /// Adds `Connection: close` if the gate is draining (lame duck).
+    #[must_use]
     pub fn lame_duck(self, guard: &Guard) -> Self {
         if guard.should_close_connection() {
             self.with_header("connection", "close")
