@@ -214,56 +214,82 @@ impl<S: Store, C: Clock> Ledger<S, C> {
         Ok(record)
     }
 
-    fn open_try_mut(record: &mut Record, try_id: u32) -> Result<&mut Try, Error> {
-        let key = record.key.to_string();
+    fn open_try_mut<'r>(record: &'r mut Record, lease: &Lease) -> Result<&'r mut Try, Error> {
         record
             .tries
             .iter_mut()
-            .find(|t| t.id == try_id && t.is_open())
-            .ok_or(Error::StaleLease { key, token: 0 })
+            .find(|t| t.id == lease.try_id && t.is_open())
+            .ok_or_else(|| Error::StaleLease {
+                key: lease.key.to_string(),
+                token: lease.token,
+            })
+    }
+
+    /// Applies `change` to the record the lease owns and writes it back.
+    /// `change` says whether there is anything to write, and what the
+    /// transition answers.
+    ///
+    /// A lost version race is read again rather than taken as a lost lease:
+    /// the write that won may have kept the lease (the same owner renewing
+    /// it from another task while this one dispatches or closes), and
+    /// failing then would lose a provider's answer. `change` runs again on
+    /// the record as it now is; only once the lease no longer owns it is
+    /// the answer [`Error::StaleLease`].
+    fn update_owned<T>(
+        &self,
+        lease: &Lease,
+        mut change: impl FnMut(&mut Record, DateTime<Utc>) -> Result<(bool, T), Error>,
+    ) -> Result<(Record, T), Error> {
+        for _ in 0..CAS_RETRIES {
+            let now = self.clock.now();
+            let mut record = self.owned(lease)?;
+            let expected = record.version;
+            let (write, answer) = change(&mut record, now)?;
+            if !write {
+                return Ok((record, answer));
+            }
+            record.version += 1;
+            match self.store.put(&record, Some(expected)) {
+                Ok(()) => return Ok((record, answer)),
+                Err(Error::VersionConflict { .. }) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::Contended {
+            key: lease.key.to_string(),
+        })
     }
 
     /// Durably marks the lease's try dispatched. Call it BEFORE sending
     /// anything to the provider: from then on the key is never revivable,
-    /// and a crash is classified as provider-unavailable.
+    /// and a crash is classified as provider-unavailable. Marking it again
+    /// changes nothing.
     pub fn mark_dispatched(&self, lease: &Lease) -> Result<(), Error> {
-        let now = self.clock.now();
-        let mut record = self.owned(lease)?;
-        let expected = record.version;
-        let t = Self::open_try_mut(&mut record, lease.try_id)?;
-        if t.dispatched_at.is_some() {
-            return Ok(());
-        }
-        t.dispatched_at = Some(now);
-        record.version += 1;
-        self.put_owned(&record, expected, lease)
-    }
-
-    /// Writes a record the lease owns; losing the version race means
-    /// another worker moved it, so the lease is stale.
-    fn put_owned(&self, record: &Record, expected: u64, lease: &Lease) -> Result<(), Error> {
-        self.store.put(record, Some(expected)).map_err(|e| match e {
-            Error::VersionConflict { .. } => Error::StaleLease {
-                key: lease.key.to_string(),
-                token: lease.token,
-            },
-            e => e,
+        self.update_owned(lease, |record, now| {
+            let t = Self::open_try_mut(record, lease)?;
+            if t.dispatched_at.is_some() {
+                return Ok((false, ()));
+            }
+            t.dispatched_at = Some(now);
+            Ok((true, ()))
         })
+        .map(|_| ())
     }
 
-    /// Extends the lease (long provider calls).
+    /// Extends the lease (long provider calls): it now expires the lease
+    /// TTL from now. Safe to call from another task of the owner while
+    /// this one dispatches or closes (each re-reads if the other wrote
+    /// first).
     pub fn renew(&self, lease: &Lease) -> Result<Lease, Error> {
-        let now = self.clock.now();
-        let mut record = self.owned(lease)?;
-        let expected = record.version;
-        let renewed = Lease {
-            expires_at: now + delta(self.config.lease_ttl),
-            ..lease.clone()
-        };
-        record.lease = Some(renewed.clone());
-        record.version += 1;
-        self.store.put(&record, Some(expected))?;
-        Ok(renewed)
+        self.update_owned(lease, |record, now| {
+            let renewed = Lease {
+                expires_at: now + delta(self.config.lease_ttl),
+                ..lease.clone()
+            };
+            record.lease = Some(renewed.clone());
+            Ok((true, renewed))
+        })
+        .map(|(_, renewed)| renewed)
     }
 
     /// Closes the lease's try AND the logical attempt, in one store write.
@@ -272,61 +298,59 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     /// [`Close::ProviderUnavailable`]) require the try to be dispatched;
     /// [`Close::PreProvider`] requires it NOT to be.
     pub fn close(&self, lease: &Lease, close: Close) -> Result<Record, Error> {
-        let now = self.clock.now();
-        let mut record = self.owned(lease)?;
-        let expected = record.version;
-        let key = lease.key.to_string();
-        let t = Self::open_try_mut(&mut record, lease.try_id)?;
-        let dispatched = t.dispatched_at.is_some();
-        let needs_dispatch = |dispatched: bool| {
-            if dispatched {
-                Ok(())
-            } else {
-                Err(Error::IllegalTransition {
-                    key: key.clone(),
-                    detail: "a provider outcome needs the try marked dispatched first".into(),
-                })
-            }
-        };
-        let (outcome, state) = match close {
-            Close::PreProvider(reason) => {
+        self.update_owned(lease, |record, now| {
+            let key = lease.key.to_string();
+            let t = Self::open_try_mut(record, lease)?;
+            let dispatched = t.dispatched_at.is_some();
+            let needs_dispatch = || {
                 if dispatched {
-                    return Err(Error::IllegalTransition {
-                        key,
-                        detail: "a dispatched try cannot fail before the provider".into(),
-                    });
+                    Ok(())
+                } else {
+                    Err(Error::IllegalTransition {
+                        key: key.clone(),
+                        detail: "a provider outcome needs the try marked dispatched first".into(),
+                    })
                 }
-                (
-                    TryOutcome::PreProviderFailure,
-                    State::FailedPreProvider { reason },
-                )
-            }
-            Close::Succeeded(outcome) => {
-                needs_dispatch(dispatched)?;
-                (TryOutcome::Succeeded, State::Succeeded { outcome })
-            }
-            Close::FailedAtProvider(outcome) => {
-                needs_dispatch(dispatched)?;
-                (
-                    TryOutcome::FailedAtProvider,
-                    State::FailedAtProvider { outcome },
-                )
-            }
-            Close::ProviderUnavailable(reason) => {
-                needs_dispatch(dispatched)?;
-                (
-                    TryOutcome::ProviderUnavailable,
-                    State::ProviderUnavailable { reason },
-                )
-            }
-        };
-        t.closed = Some((now, outcome));
-        record.state = state;
-        record.lease = None;
-        record.ended_at = Some(now);
-        record.version += 1;
-        self.put_owned(&record, expected, lease)?;
-        Ok(record)
+            };
+            let (outcome, state) = match close.clone() {
+                Close::PreProvider(reason) => {
+                    if dispatched {
+                        return Err(Error::IllegalTransition {
+                            key,
+                            detail: "a dispatched try cannot fail before the provider".into(),
+                        });
+                    }
+                    (
+                        TryOutcome::PreProviderFailure,
+                        State::FailedPreProvider { reason },
+                    )
+                }
+                Close::Succeeded(outcome) => {
+                    needs_dispatch()?;
+                    (TryOutcome::Succeeded, State::Succeeded { outcome })
+                }
+                Close::FailedAtProvider(outcome) => {
+                    needs_dispatch()?;
+                    (
+                        TryOutcome::FailedAtProvider,
+                        State::FailedAtProvider { outcome },
+                    )
+                }
+                Close::ProviderUnavailable(reason) => {
+                    needs_dispatch()?;
+                    (
+                        TryOutcome::ProviderUnavailable,
+                        State::ProviderUnavailable { reason },
+                    )
+                }
+            };
+            t.closed = Some((now, outcome));
+            record.state = state;
+            record.lease = None;
+            record.ended_at = Some(now);
+            Ok((true, ()))
+        })
+        .map(|(record, ())| record)
     }
 
     /// Opens a new try under the same logical attempt and key, iff it

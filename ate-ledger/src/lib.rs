@@ -10,6 +10,12 @@
 //! - [`Ledger::mark_dispatched`] is durably committed BEFORE the request is
 //!   sent: that is what makes a crash classifiable.
 //! - [`Ledger::close`] closes the try AND the logical attempt in one write.
+//! - The [`Lease`] expires after [`Config::lease_ttl`] (30 s by default);
+//!   a provider call that may take longer renews it with
+//!   [`Ledger::renew`], typically from a task beside the call. A renewal
+//!   and the caller's own dispatch or close may race freely: the loser of
+//!   the store's version race reads again and still owns the attempt. Only
+//!   a lease that expired and was taken over gets [`Error::StaleLease`].
 //! - [`Ledger::revive`]: iff it failed before the provider and no try was
 //!   ever dispatched.
 //! - [`Ledger::recover`]: expired leases → not dispatched: pre-provider

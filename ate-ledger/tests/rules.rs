@@ -427,3 +427,143 @@ fn renew_extends_the_lease() {
     ));
     ledger.mark_dispatched(&renewed).unwrap();
 }
+
+/// A store that runs `before_put` once, just before the next write reaches
+/// the shared store: another task's write landing between a transition's
+/// read and its write.
+struct Interleave {
+    inner: std::sync::Arc<MemoryStore>,
+    #[allow(clippy::type_complexity)]
+    before_put: parking_lot::Mutex<Option<Box<dyn FnOnce() + Send>>>,
+}
+
+impl std::fmt::Debug for Interleave {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Interleave").finish_non_exhaustive()
+    }
+}
+
+impl ate_ledger::Store for Interleave {
+    fn get(&self, key: &Key) -> Result<Option<ate_ledger::Record>, Error> {
+        self.inner.get(key)
+    }
+    fn put(&self, record: &ate_ledger::Record, expected: Option<u64>) -> Result<(), Error> {
+        let hook = self.before_put.lock().take();
+        if let Some(hook) = hook {
+            hook();
+        }
+        self.inner.put(record, expected)
+    }
+    fn open(&self) -> Result<Vec<ate_ledger::Record>, Error> {
+        self.inner.open()
+    }
+    fn purge(&self, cutoff: chrono::DateTime<chrono::Utc>) -> Result<usize, Error> {
+        self.inner.purge(cutoff)
+    }
+}
+
+/// The lease's owner in two tasks, as a worker that renews its lease in the
+/// background while it calls the provider: `worker` is the one whose next
+/// write is preceded by `renewer`'s renewal.
+fn owner_with_a_renewer() -> (
+    Ledger<Interleave, ManualClock>,
+    Ledger<std::sync::Arc<MemoryStore>, ManualClock>,
+    Lease,
+) {
+    let clock = ManualClock::default();
+    let shared = std::sync::Arc::new(MemoryStore::new());
+    let renewer = Ledger::with_clock(shared.clone(), Config::default(), clock.clone());
+    let worker = Ledger::with_clock(
+        Interleave {
+            inner: shared,
+            before_put: parking_lot::Mutex::new(None),
+        },
+        Config::default(),
+        clock,
+    );
+    let lease = match worker.begin(&k(), &fp(), "w1").unwrap() {
+        Begin::Started(lease) => lease,
+        Begin::Replay(_) => unreachable!(),
+    };
+    (worker, renewer, lease)
+}
+
+fn renew_before_next_write(
+    worker: &Ledger<Interleave, ManualClock>,
+    renewer: &Ledger<std::sync::Arc<MemoryStore>, ManualClock>,
+    lease: &Lease,
+) -> std::sync::Arc<parking_lot::Mutex<Option<Lease>>> {
+    let renewed = std::sync::Arc::new(parking_lot::Mutex::new(None));
+    let (out, renewer, lease) = (
+        renewed.clone(),
+        Ledger::with_clock(
+            renewer.store().clone(),
+            Config::default(),
+            renewer.clock().clone(),
+        ),
+        lease.clone(),
+    );
+    *worker.store().before_put.lock() = Some(Box::new(move || {
+        *out.lock() = Some(
+            renewer
+                .renew(&lease)
+                .expect("the owner renews its live lease"),
+        );
+    }));
+    renewed
+}
+
+#[test]
+fn the_owners_own_renewal_racing_a_transition_is_not_a_lost_lease() {
+    // Dispatch, with a renewal landing between its read and its write.
+    let (worker, renewer, lease) = owner_with_a_renewer();
+    let renewed = renew_before_next_write(&worker, &renewer, &lease);
+    worker
+        .mark_dispatched(&lease)
+        .expect("the lease still owns the attempt: a renewal is not a takeover");
+    assert!(renewed.lock().is_some(), "the renewal ran in between");
+    let record = worker.get(&k()).unwrap().unwrap();
+    assert!(record.tries[0].dispatched_at.is_some());
+
+    // The provider answered; closing races the next renewal. The outcome
+    // must be recorded, not lost to a StaleLease (which would leave the
+    // attempt open until recovery closes it as provider_unavailable).
+    let renewed = renew_before_next_write(&worker, &renewer, &lease);
+    let closed = worker
+        .close(&lease, Close::Succeeded("receipt-1".into()))
+        .expect("the lease still owns the attempt");
+    assert!(renewed.lock().is_some());
+    assert!(matches!(closed.state, State::Succeeded { .. }));
+    assert!(closed.lease.is_none());
+    assert_eq!(worker.get(&k()).unwrap().unwrap().state, closed.state);
+
+    // Two renewals racing each other both extend the lease.
+    let (worker, renewer, lease) = owner_with_a_renewer();
+    let renewed = renew_before_next_write(&worker, &renewer, &lease);
+    let mine = worker.renew(&lease).expect("a renewal racing a renewal");
+    assert_eq!(mine.token, lease.token);
+    assert!(renewed.lock().is_some());
+}
+
+#[test]
+fn a_takeover_between_a_transitions_read_and_write_is_a_stale_lease() {
+    let (worker, renewer, lease) = owner_with_a_renewer();
+    // The lease runs out and another worker's begin recovers the attempt
+    // (not dispatched: a pre-provider failure), just before w1's write.
+    let clock = renewer.clock().clone();
+    clock.advance(Config::default().lease_ttl + Duration::from_secs(1));
+    let other = Ledger::with_clock(renewer.store().clone(), Config::default(), clock);
+    *worker.store().before_put.lock() = Some(Box::new(move || {
+        assert!(matches!(
+            other.begin(&k(), &fp(), "w2").unwrap(),
+            Begin::Replay(_)
+        ));
+    }));
+    assert!(matches!(
+        worker.mark_dispatched(&lease),
+        Err(Error::StaleLease { .. })
+    ));
+    let record = worker.get(&k()).unwrap().unwrap();
+    assert!(matches!(record.state, State::FailedPreProvider { .. }));
+    assert!(record.tries[0].dispatched_at.is_none());
+}
