@@ -42,6 +42,11 @@ pub struct Config {
     /// Connections to that database (`ATE_LEDGER_POSTGRES_CONNECTIONS`,
     /// default 4): concurrent `/invoke` calls run on as many at once.
     pub ledger_postgres_connections: NonZeroUsize,
+    /// How long a ledger lease lasts (`ATE_LEDGER_LEASE_SECS`, default 30):
+    /// a call in flight renews its lease every third of it, so a call that
+    /// takes longer keeps it; a worker that died loses it after this long,
+    /// and a retry then resolves the attempt by the dispatch rule.
+    pub ledger_lease: Duration,
     /// This worker's name on the ledger's leases (`ATE_WORKER_ID`, default
     /// `HOSTNAME/pid-PID`). Unique among live workers and kept across
     /// restarts (a pod's name), it lets a restarted worker resolve the
@@ -117,6 +122,7 @@ impl Config {
             "ATE_LEDGER_POSTGRES_URL",
             "to keep the ledger in the data dir",
         )?;
+        let ledger_lease = env_number("ATE_LEDGER_LEASE_SECS", 30, false)?;
         // Pods all run as PID 1: the pod's name tells replicas apart.
         let worker_id = env_text("ATE_WORKER_ID", "for HOSTNAME/pid-PID")?.unwrap_or_else(|| {
             format!(
@@ -136,6 +142,7 @@ impl Config {
                 .ok()
                 .and_then(NonZeroUsize::new)
                 .unwrap_or(NonZeroUsize::MIN),
+            ledger_lease: Duration::from_secs(ledger_lease.into()),
             worker_id,
             data_dir,
         })

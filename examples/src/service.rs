@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use ate_generation::{Decision, Latch, Observe, Writer};
-use ate_ledger::{Begin, Close, Fingerprint, Key, Ledger, PgStore, RedbStore, State, Store};
+use ate_ledger::{
+    Begin, Close, Fingerprint, Key, Lease, Ledger, PgStore, RedbStore, State, Store, SystemClock,
+};
 use ate_ratelimit::{
     Decision as RateDecision, KeyedLimiter, LimitId, LimitSet, MonotonicClock, Policy,
 };
@@ -145,6 +147,10 @@ impl AppState {
                 ConfigError::Other(format!("cannot lock {}: {e}", lock_path.display()))
             }
         })?;
+        let ledger_config = ate_ledger::Config {
+            lease_ttl: config.ledger_lease,
+            ..ate_ledger::Config::default()
+        };
         let ledger = match &config.ledger_postgres_url {
             // Shared by every replica: an attempt found open may belong to
             // a live replica, so only this worker's own (its previous run,
@@ -157,7 +163,8 @@ impl AppState {
                             "cannot open the ledger database (ATE_LEDGER_POSTGRES_URL): {e}"
                         ))
                     })?;
-                let ledger = Ledger::new(Arc::new(store) as LedgerStore);
+                let ledger =
+                    Ledger::with_clock(Arc::new(store) as LedgerStore, ledger_config, SystemClock);
                 recovered(ledger.recover_owner(&config.worker_id))?;
                 tracing::info!(worker = %config.worker_id, "ledger: PostgreSQL, shared by every replica");
                 ledger
@@ -176,7 +183,8 @@ impl AppState {
                     )),
                     e => ConfigError::Other(format!("cannot open ledger {}: {e}", path.display())),
                 })?;
-                let ledger = Ledger::new(Arc::new(store) as LedgerStore);
+                let ledger =
+                    Ledger::with_clock(Arc::new(store) as LedgerStore, ledger_config, SystemClock);
                 recovered(ledger.recover_all())?;
                 ledger
             }
@@ -675,7 +683,13 @@ impl AppState {
             Ok(Err(e)) => return self.ledger_error(e),
             Err(resp) => return resp,
         }
+        // The provider call, with the lease renewed beside it: a call that
+        // outlasts the lease keeps its attempt (a retry meanwhile gets 409,
+        // not a recovery that closes it as provider_unavailable). The
+        // renewal may race the close below; the ledger sorts that out.
+        let renewal = tokio::spawn(Arc::clone(self).renew_while_in_flight(lease.clone()));
         tokio::time::sleep(Duration::from_millis(delay)).await;
+        renewal.abort();
         let close = match behaviour {
             "timeout" => Close::ProviderUnavailable("provider timed out".into()),
             "rejected" => Close::FailedAtProvider(json!({"provider": "rejected", "reason": "simulated rejection"}).to_string()),
@@ -686,6 +700,21 @@ impl AppState {
         let l = lease.clone();
         let closed = self.blocking(move |ledger| ledger.close(&l, close)).await;
         self.closed(closed)
+    }
+
+    /// Renews `lease` every third of its TTL until aborted. A renewal that
+    /// fails is logged; the close then says what became of the attempt.
+    async fn renew_while_in_flight(self: Arc<Self>, lease: Lease) {
+        let every = self.ledger.config().lease_ttl / 3;
+        loop {
+            tokio::time::sleep(every).await;
+            let l = lease.clone();
+            match self.blocking(move |ledger| ledger.renew(&l)).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => tracing::warn!(key = %lease.key, "cannot renew the lease: {e}"),
+                Err(_) => tracing::warn!(key = %lease.key, "the lease renewal task failed"),
+            }
+        }
     }
 
     fn closed(

@@ -126,6 +126,53 @@ async fn a_second_request_while_in_flight_gets_409_with_retry_after() {
 }
 
 #[tokio::test]
+async fn a_call_that_outlasts_its_lease_keeps_it_by_renewing() {
+    for bin in SERVICES {
+        // A 1 s lease and a 2.5 s provider call: the call renews its lease
+        // every third of a second.
+        let s = Service::start(bin, &[("ATE_LEDGER_LEASE_SECS", "1")]);
+        let c = client();
+        let slow = {
+            let c = c.clone();
+            let url = s.url("/invoke");
+            tokio::spawn(async move {
+                let res = c
+                    .post(url)
+                    .header("idempotency-key", "long")
+                    .header("x-simulate-delay-ms", "2500")
+                    .json(&json!({"a": 1}))
+                    .send()
+                    .await
+                    .unwrap();
+                (res.status(), res.text().await.unwrap())
+            })
+        };
+        // Past the first lease's end: still in flight, so 409, not a
+        // recovery that closes the call as provider_unavailable (504).
+        tokio::time::sleep(Duration::from_millis(1700)).await;
+        let retry = invoke(&c, &s, "long", json!({"a": 1}), "success").await;
+        assert_eq!(
+            retry.status(),
+            409,
+            "{bin}: {}",
+            retry.text().await.unwrap()
+        );
+        // The call itself ends with the provider's answer, recorded once.
+        let (status, body) = slow.await.unwrap();
+        assert_eq!(status, 200, "{bin}: {body}");
+        let again = invoke(&c, &s, "long", json!({"a": 1}), "success").await;
+        assert_eq!(again.status(), 200);
+        assert_eq!(again.headers()["idempotent-replayed"], "true");
+        assert_eq!(again.text().await.unwrap(), body);
+        assert!(
+            !s.stderr().contains("cannot renew"),
+            "{bin}: {}",
+            s.stderr()
+        );
+    }
+}
+
+#[tokio::test]
 async fn a_restart_on_the_same_data_dir_replays_instead_of_re_executing() {
     for bin in SERVICES {
         let dir = tempfile::tempdir().unwrap();
