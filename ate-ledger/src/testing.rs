@@ -74,6 +74,12 @@ pub enum Op {
         /// How.
         kind: CloseKind,
     },
+    /// `renew` with the last lease obtained for `key` (a long provider
+    /// call keeping its lease).
+    Renew {
+        /// Key index.
+        key: u8,
+    },
     /// `revive` of `key` with its original request.
     Revive {
         /// Key index.
@@ -245,6 +251,16 @@ impl Model {
                     Outcome::Ok(state)
                 }
             },
+            // A lease that expired still owns the attempt until someone
+            // takes it over (recovery); renewing it then extends it.
+            Op::Renew { key } => match self.keys.get_mut(&key) {
+                None => Outcome::Skipped,
+                Some(k) if !k.holder_valid || k.state != "in_flight" => Outcome::Stale,
+                Some(k) => {
+                    k.lease_expires = now + ttl;
+                    Outcome::Ok("in_flight")
+                }
+            },
             Op::Revive { key } => match self.keys.get_mut(&key) {
                 None => Outcome::NotFound,
                 Some(k) if k.state != "failed_pre_provider" || k.ever_dispatched => {
@@ -355,6 +371,13 @@ impl Driver {
                     ledger.close(l, close).map(|r| Outcome::Ok(r.state.name()))
                 }
             },
+            Op::Renew { key: k } => match self.leases.get(&k) {
+                None => Ok(Outcome::Skipped),
+                Some(l) => ledger.renew(l).map(|renewed| {
+                    self.leases.insert(k, renewed);
+                    Outcome::Ok(state_of(k))
+                }),
+            },
             Op::Revive { key: k } => {
                 let fp = ledger.get(&key(k)).ok().flatten().map(|r| r.fingerprint);
                 match fp {
@@ -397,6 +420,7 @@ pub fn op(keys: u8) -> impl Strategy<Value = Op> {
         5 => (k.clone(), prop_oneof![4 => Just(0u8), 1 => Just(1u8)]).prop_map(|(key, fp)| Op::Begin { key, fp }),
         4 => k.clone().prop_map(|key| Op::Dispatch { key }),
         5 => (k.clone(), kind).prop_map(|(key, kind)| Op::Close { key, kind }),
+        2 => k.clone().prop_map(|key| Op::Renew { key }),
         3 => k.prop_map(|key| Op::Revive { key }),
         1 => Just(Op::CrashWorker),
         2 => Just(Op::Recover),
