@@ -671,7 +671,7 @@ impl AppState {
                     ledger.close(&l, Close::PreProvider("credential error".into()))
                 })
                 .await;
-            return self.closed(closed);
+            return self.closed(&key, closed).await;
         }
         // Durably dispatched BEFORE the provider sees anything.
         let l = lease.clone();
@@ -680,7 +680,7 @@ impl AppState {
             .await
         {
             Ok(Ok(())) => self.metrics.transition("dispatched"),
-            Ok(Err(e)) => return self.ledger_error(e),
+            Ok(Err(e)) => return self.transition_failed(&key, e).await,
             Err(resp) => return resp,
         }
         // The provider call, with the lease renewed beside it: a call that
@@ -699,7 +699,7 @@ impl AppState {
         };
         let l = lease.clone();
         let closed = self.blocking(move |ledger| ledger.close(&l, close)).await;
-        self.closed(closed)
+        self.closed(&key, closed).await
     }
 
     /// Renews `lease` every third of its TTL until aborted. A renewal that
@@ -717,8 +717,9 @@ impl AppState {
         }
     }
 
-    fn closed(
+    async fn closed(
         &self,
+        key: &Key,
         closed: Result<Result<ate_ledger::Record, ate_ledger::Error>, ApiResponse>,
     ) -> ApiResponse {
         match closed {
@@ -726,7 +727,37 @@ impl AppState {
                 self.metrics.transition(record.state.name());
                 Self::replay(&record.state)
             }
-            Ok(Err(e)) => self.ledger_error(e),
+            Ok(Err(e)) => self.transition_failed(key, e).await,
+            Err(resp) => resp,
+        }
+    }
+
+    /// A dispatch or close that failed. A stale lease means this worker
+    /// lost the attempt while it held it (frozen past the lease: a VM
+    /// pause, a long GC) and another worker resolved it by the dispatch
+    /// rule: the answer is then what the ledger recorded, as every retry
+    /// gets it, not an error about leases.
+    async fn transition_failed(&self, key: &Key, e: ate_ledger::Error) -> ApiResponse {
+        if !matches!(e, ate_ledger::Error::StaleLease { .. }) {
+            return self.ledger_error(e);
+        }
+        let k = key.clone();
+        match self.blocking(move |ledger| ledger.get(&k)).await {
+            Ok(Ok(Some(record))) if record.state.is_closed() => {
+                tracing::warn!(
+                    key = %key,
+                    state = record.state.name(),
+                    "lost the lease mid-call; answering what the ledger recorded"
+                );
+                Self::replay(&record.state).with_header("idempotent-replayed", "true")
+            }
+            // Taken over and revived by another worker: in flight there.
+            Ok(Ok(Some(_))) => self.ledger_error(ate_ledger::Error::Conflict {
+                key: key.to_string(),
+                retry_after: self.ledger.config().lease_ttl,
+            }),
+            Ok(Ok(None)) => self.ledger_error(e),
+            Ok(Err(read)) => self.ledger_error(read),
             Err(resp) => resp,
         }
     }

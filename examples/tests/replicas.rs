@@ -254,3 +254,52 @@ async fn a_replica_restarted_under_its_worker_id_resolves_its_own_attempts_at_on
     // B's live call was left alone and finishes as its own.
     assert_eq!(b_call.await.unwrap(), 200);
 }
+
+#[tokio::test]
+async fn a_replica_that_lost_its_lease_mid_call_answers_what_the_ledger_recorded() {
+    let url = ate_ledger::testing::fresh_database();
+    let env = [
+        ("ATE_LEDGER_POSTGRES_URL", url.as_str()),
+        ("ATE_LEDGER_LEASE_SECS", "1"),
+    ];
+    for (first, second) in [(0, 1), (1, 0)] {
+        let a = Service::start(SERVICES[first], &env);
+        let b = Service::start(SERVICES[second], &env);
+        let c = client();
+        let key = format!("paused-{first}");
+        let slow = {
+            let (c, url, key) = (c.clone(), a.url("/invoke"), key.clone());
+            tokio::spawn(async move {
+                let res = c
+                    .post(url)
+                    .header("idempotency-key", key)
+                    .header("x-simulate-delay-ms", "1500")
+                    .json(&json!({"amount": 5}))
+                    .send()
+                    .await
+                    .unwrap();
+                let replayed = res.headers().contains_key("idempotent-replayed");
+                (res.status(), replayed, res.text().await.unwrap())
+            })
+        };
+        // A is frozen mid-call (a VM pause, a long GC, SIGSTOP) past its
+        // lease: a retry on B takes the attempt over and, as it was
+        // dispatched, closes it provider_unavailable.
+        a.wait_for_metric("ate_ledger_transitions_total{outcome=\"dispatched\"} 1")
+            .await;
+        a.signal("STOP");
+        tokio::time::sleep(Duration::from_millis(1800)).await;
+        let retry = invoke(&c, &b, &key, &json!({"amount": 5}), "success", 0).await;
+        let retry_status = retry.status();
+        a.signal("CONT");
+        assert_eq!(retry_status, 504, "{}", retry.text().await.unwrap());
+        // A wakes up, its call ends, its close is refused (the lease is
+        // stale): it answers what the ledger holds, as every retry will,
+        // not a 500.
+        let (status, replayed, body) = slow.await.unwrap();
+        assert_eq!(status, 504, "{}: {body}", SERVICES[first]);
+        assert!(replayed, "the answer is the ledger's record: {body}");
+        assert!(body.contains("provider_unavailable"), "{body}");
+        assert_eq!(dispatched(&[&a, &b]).await, 1, "one provider call");
+    }
+}
