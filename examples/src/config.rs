@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use ate_ratelimit::{LimitTable, parse_positive};
+use ate_readiness::AdmissionPolicy;
 
 /// Limit names as reported in 429 bodies and metrics.
 pub const NOTIFICATIONS: &str = "notifications";
@@ -24,6 +25,11 @@ pub struct Config {
     /// The bound on the in-flight wait at shutdown
     /// (`ATE_DRAIN_TIMEOUT_SECS`, default 20).
     pub drain_timeout: Duration,
+    /// What admission does with requests that arrive while draining
+    /// (`ATE_ADMISSION_POLICY`): `lame-duck` (default) serves them with
+    /// `Connection: close`; `strict` refuses them, 503 with `Retry-After:
+    /// 5`.
+    pub admission: AdmissionPolicy,
     /// The bearer token for control-plane writes (`ATE_CONTROL_TOKEN`);
     /// unset: every external observed write is refused.
     pub control_token: Option<String>,
@@ -107,6 +113,25 @@ fn env_text(var: &str, unset_hint: &str) -> Result<Option<String>, ConfigError> 
     }
 }
 
+/// `ATE_ADMISSION_POLICY`: `lame-duck` (unset: the default) or `strict`.
+fn admission_policy() -> Result<AdmissionPolicy, ConfigError> {
+    const VAR: &str = "ATE_ADMISSION_POLICY";
+    match env_text(VAR, "for lame-duck")?.as_deref() {
+        None | Some("lame-duck") => Ok(AdmissionPolicy::LameDuck),
+        Some("strict") => Ok(AdmissionPolicy::Strict {
+            retry_after_secs: STRICT_RETRY_AFTER_SECS,
+        }),
+        Some(other) => Err(ConfigError::Other(format!(
+            "invalid value {other:?} for {VAR}: must be lame-duck or strict"
+        ))),
+    }
+}
+
+/// The `Retry-After` of a request refused while draining under the strict
+/// policy: by then the load balancer has mostly moved on, so a retry lands
+/// on another pod.
+pub const STRICT_RETRY_AFTER_SECS: u64 = 5;
+
 impl Config {
     /// Reads the environment; `data_dir` comes from the command line.
     pub fn from_env(data_dir: PathBuf) -> Result<Self, ConfigError> {
@@ -116,6 +141,7 @@ impl Config {
         let drain = env_number("ATE_DRAIN_TIMEOUT_SECS", 20, true)?;
         let reconcile = env_number("ATE_RECONCILE_INTERVAL_MS", 500, true)?;
         let max_callers = env_number("ATE_MAX_CALLERS", 100_000, false)?;
+        let admission = admission_policy()?;
         let control_token = env_text("ATE_CONTROL_TOKEN", "to disable control-plane writes")?;
         let ledger_postgres_connections = env_number("ATE_LEDGER_POSTGRES_CONNECTIONS", 4, false)?;
         let ledger_postgres_url = env_text(
@@ -134,6 +160,7 @@ impl Config {
         Ok(Self {
             limits,
             drain_timeout: Duration::from_secs(drain.into()),
+            admission,
             control_token,
             reconcile_interval: (reconcile > 0).then(|| Duration::from_millis(reconcile.into())),
             max_callers: usize::try_from(max_callers).unwrap_or(usize::MAX),

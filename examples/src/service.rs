@@ -211,7 +211,7 @@ impl AppState {
             "rate limits seeded from the audit trail"
         );
         Ok(Arc::new(Self {
-            gate: Gate::new(),
+            gate: Gate::builder().policy(config.admission).build(),
             config,
             limits,
             notify,
@@ -294,6 +294,29 @@ impl AppState {
         }
     }
 
+    /// Admits a request through the gate: its guard, or (under the strict
+    /// policy, while draining) the 503 with `Retry-After` to answer.
+    fn admit(&self) -> Result<Guard<'_>, ApiResponse> {
+        self.gate.admit().map_err(|e| {
+            let response = ApiResponse::json(503, json!({"error": "draining"}));
+            match e {
+                ate_readiness::Error::Draining { retry_after_secs } => {
+                    response.with_header("retry-after", retry_after_secs.to_string())
+                }
+                _ => response,
+            }
+        })
+    }
+
+    /// `f`'s response under an admission guard (counted in flight, and
+    /// `Connection: close` while draining), or the refusal.
+    fn admitted(&self, f: impl FnOnce() -> ApiResponse) -> ApiResponse {
+        match self.admit() {
+            Ok(guard) => f().lame_duck(&guard),
+            Err(refused) => refused,
+        }
+    }
+
     /// `GET /work?ms=N`: holds an admission guard for N ms.
     pub async fn work(&self, ms: Option<&str>) -> ApiResponse {
         let ms: u64 = match ms.map(str::parse) {
@@ -309,13 +332,9 @@ impl AppState {
                 );
             }
         };
-        let guard = match self.gate.admit() {
+        let guard = match self.admit() {
             Ok(g) => g,
-            Err(ate_readiness::Error::Draining { retry_after_secs }) => {
-                return ApiResponse::json(503, json!({"error": "draining"}))
-                    .with_header("retry-after", retry_after_secs.to_string());
-            }
-            Err(e) => return ApiResponse::json(503, json!({"error": e.to_string()})),
+            Err(refused) => return refused,
         };
         tokio::time::sleep(Duration::from_millis(ms)).await;
         ApiResponse::json(200, json!({"worked_ms": ms})).lame_duck(&guard)
@@ -324,8 +343,9 @@ impl AppState {
     /// `POST /notify` and `POST /prompt`: the route limit plus the shared
     /// bucket, per caller.
     pub fn limited(&self, route: &str, caller: &str) -> ApiResponse {
-        let Ok(guard) = self.gate.admit() else {
-            return ApiResponse::json(503, json!({"error": "draining"}));
+        let guard = match self.admit() {
+            Ok(g) => g,
+            Err(refused) => return refused,
         };
         let route_id = if route == config::PROMPT {
             self.prompt
@@ -417,6 +437,15 @@ impl AppState {
     /// write (control plane only). All or nothing: a refused write changes
     /// nothing.
     pub fn put_object(&self, name: &str, authorization: Option<&str>, body: &[u8]) -> ApiResponse {
+        self.admitted(|| self.put_object_admitted(name, authorization, body))
+    }
+
+    fn put_object_admitted(
+        &self,
+        name: &str,
+        authorization: Option<&str>,
+        body: &[u8],
+    ) -> ApiResponse {
         let write = match check_object_name(name).and_then(|()| parse_object_write(name, body)) {
             Ok(w) => w,
             Err(e) => return ApiResponse::json(400, json!({"error": e})),
@@ -470,6 +499,10 @@ impl AppState {
 
     /// `GET /objects/{name}`.
     pub fn get_object(&self, name: &str) -> ApiResponse {
+        self.admitted(|| self.get_object_admitted(name))
+    }
+
+    fn get_object_admitted(&self, name: &str) -> ApiResponse {
         if let Err(e) = check_object_name(name) {
             return ApiResponse::json(400, json!({"error": e}));
         }
@@ -481,6 +514,15 @@ impl AppState {
 
     /// `POST /objects/{name}/observed`: the control-plane write-back.
     pub fn observe(&self, name: &str, authorization: Option<&str>, body: &[u8]) -> ApiResponse {
+        self.admitted(|| self.observe_admitted(name, authorization, body))
+    }
+
+    fn observe_admitted(
+        &self,
+        name: &str,
+        authorization: Option<&str>,
+        body: &[u8],
+    ) -> ApiResponse {
         if let Err(e) = check_object_name(name) {
             return ApiResponse::json(400, json!({"error": e}));
         }
@@ -608,8 +650,9 @@ impl AppState {
                 );
             }
         };
-        let Ok(guard) = self.gate.admit() else {
-            return ApiResponse::json(503, json!({"error": "draining"}));
+        let guard = match self.admit() {
+            Ok(g) => g,
+            Err(refused) => return refused,
         };
         // serde_json maps are sorted, so this is a canonical form.
         let fingerprint = Fingerprint(format!(

@@ -103,6 +103,108 @@ async fn lame_duck_requests_after_drain_are_served_with_connection_close() {
     }
 }
 
+/// A request: method, path, extra headers, body.
+type Route = (
+    &'static str,
+    &'static str,
+    &'static [(&'static str, &'static str)],
+    &'static str,
+);
+
+/// Every work route.
+const WORK_ROUTES: &[Route] = &[
+    ("GET", "/work?ms=1", &[], ""),
+    ("POST", "/notify", &[("x-caller", "lame")], ""),
+    (
+        "POST",
+        "/invoke",
+        &[("idempotency-key", "lame-1")],
+        r#"{"a":1}"#,
+    ),
+    ("PUT", "/objects/lame", &[], r#"{"replicas":2}"#),
+    ("GET", "/objects/lame", &[], ""),
+    (
+        "POST",
+        "/objects/lame/observed",
+        &[("authorization", "Bearer t0k")],
+        r#"{"observedGeneration":1}"#,
+    ),
+];
+
+async fn send(
+    c: &reqwest::Client,
+    s: &Service,
+    (method, path, headers, body): Route,
+) -> reqwest::Response {
+    let mut req = c.request(method.parse().unwrap(), s.url(path));
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    req.body(body.to_owned()).send().await.unwrap()
+}
+
+#[tokio::test]
+async fn every_work_route_answers_with_connection_close_while_draining() {
+    for bin in SERVICES {
+        let s = Service::start(bin, &[("ATE_CONTROL_TOKEN", "t0k")]);
+        let c = client();
+        // The object exists before the drain, so the GET and the observed
+        // write find it.
+        let put = send(&c, &s, WORK_ROUTES[3]).await;
+        assert_eq!(put.status(), 201, "{bin}");
+        assert!(put.headers().get("connection").is_none(), "{bin}: serving");
+        c.post(s.url("/__internal/drain")).send().await.unwrap();
+        for &route in WORK_ROUTES {
+            let r = send(&c, &s, route).await;
+            assert!(r.status().is_success(), "{bin} {route:?}: {}", r.status());
+            assert_eq!(
+                r.headers().get("connection").map(|v| v.to_str().unwrap()),
+                Some("close"),
+                "{bin} {route:?}: a keep-alive client must move to another pod"
+            );
+        }
+        // And the server does close the connection after answering.
+        use std::io::{Read, Write};
+        let mut conn = std::net::TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        write!(conn, "GET /objects/lame HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut all = Vec::new();
+        conn.read_to_end(&mut all)
+            .expect("closed by the server, not timed out");
+        let text = String::from_utf8_lossy(&all);
+        assert!(text.starts_with("HTTP/1.1 200"), "{bin}: {text}");
+    }
+}
+
+#[tokio::test]
+async fn the_strict_policy_refuses_work_while_draining_with_503_and_retry_after() {
+    for bin in SERVICES {
+        let s = Service::start(
+            bin,
+            &[
+                ("ATE_ADMISSION_POLICY", "strict"),
+                ("ATE_CONTROL_TOKEN", "t0k"),
+            ],
+        );
+        let c = client();
+        assert_eq!(send(&c, &s, WORK_ROUTES[3]).await.status(), 201, "{bin}");
+        c.post(s.url("/__internal/drain")).send().await.unwrap();
+        for &route in WORK_ROUTES {
+            let r = send(&c, &s, route).await;
+            assert_eq!(r.status(), 503, "{bin} {route:?}");
+            assert_eq!(r.headers()["retry-after"], "5", "{bin} {route:?}");
+        }
+        // Liveness stays 200; readiness is 503, as under either policy.
+        assert_eq!(c.get(s.url("/health")).send().await.unwrap().status(), 200);
+        assert_eq!(c.get(s.url("/ready")).send().await.unwrap().status(), 503);
+        // Nothing refused ran: no provider call was made.
+        assert!(
+            !s.metrics().await.contains("outcome=\"dispatched\""),
+            "{bin}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn drain_subcommand_posts_to_loopback_and_sleeps() {
     // A service on IPv6 loopback only is reached too (on ::1).
@@ -254,12 +356,25 @@ async fn bad_configuration_stops_the_binary_at_start_naming_the_variable() {
             ("ATE_DRAIN_TIMEOUT_SECS", "-1"),
             ("ATE_LEDGER_POSTGRES_CONNECTIONS", "0"),
             ("ATE_LEDGER_LEASE_SECS", "0"),
+            ("ATE_ADMISSION_POLICY", "Strict"),
         ] {
-            let out = std::process::Command::new(bin)
+            let mut child = std::process::Command::new(bin)
                 .args(["--listen", "127.0.0.1:0"])
                 .env(var, value)
-                .output()
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
                 .unwrap();
+            // A service that ignored the variable would serve forever.
+            let started = Instant::now();
+            while child.try_wait().unwrap().is_none() {
+                if started.elapsed() > Duration::from_secs(20) {
+                    child.kill().unwrap();
+                    panic!("{bin} started with {var}={value:?}");
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let out = child.wait_with_output().unwrap();
             assert!(!out.status.success(), "{bin} started with {var}={value:?}");
             let err = String::from_utf8_lossy(&out.stderr);
             assert!(
