@@ -167,7 +167,10 @@ pub enum Error {
         /// The version stored.
         found: Option<u64>,
     },
-    /// Lost the version race too many times in a row.
+    /// Lost the version race too many times in a row (eight): other
+    /// writers kept moving the record between this call's read and its
+    /// write, such as a renewal loop with no pause beside a transition.
+    /// Nothing was written; the call may be retried.
     #[error("attempt {key} is too contended")]
     Contended {
         /// The key.

@@ -784,3 +784,51 @@ fn a_server_certificate_the_connector_does_not_trust_is_a_storage_error_saying_s
     assert!(text.contains("certificate"), "{text}");
     assert_eq!(front.sessions.load(Ordering::SeqCst), 0);
 }
+
+#[test]
+fn a_renewal_thread_beside_the_call_never_costs_the_owner_its_attempt() {
+    // The owner's two tasks on two connections of one pooled store: one
+    // renews the lease every 2 ms (a service renews every few seconds;
+    // this makes the races frequent) while the other dispatches and
+    // closes. Every dispatch and close must land (a lost race is read
+    // again), and every renewal until the close must too. (A renewal loop
+    // with no pause at all can win eight races in a row: that is
+    // `Error::Contended`, as documented.)
+    let url = fresh_database();
+    let ledger = std::sync::Arc::new(Ledger::new(
+        PgStore::connect_pooled(&url, std::num::NonZeroUsize::new(2).unwrap()).unwrap(),
+    ));
+    for i in 0..40 {
+        let key = Key::new("renew", format!("call-{i}"));
+        let Begin::Started(lease) = ledger.begin(&key, &fp(), "w1").unwrap() else {
+            panic!("a new key starts");
+        };
+        let renewer = {
+            let (ledger, lease) = (ledger.clone(), lease.clone());
+            std::thread::spawn(move || {
+                let mut renewals = 0;
+                loop {
+                    match ledger.renew(&lease) {
+                        Ok(_) => {
+                            renewals += 1;
+                            std::thread::sleep(Duration::from_millis(2));
+                        }
+                        // Only once the call's close has landed.
+                        Err(Error::StaleLease { .. }) => {
+                            let record = ledger.get(&key).unwrap().unwrap();
+                            assert!(record.state.is_closed(), "stale before the close");
+                            return renewals;
+                        }
+                        Err(e) => panic!("renewal {renewals} of {key}: {e}"),
+                    }
+                }
+            })
+        };
+        ledger.mark_dispatched(&lease).unwrap();
+        let record = ledger
+            .close(&lease, Close::Succeeded("ok".into()))
+            .unwrap_or_else(|e| panic!("close of call-{i} beside a renewal: {e}"));
+        assert!(record.lease.is_none());
+        renewer.join().unwrap();
+    }
+}
