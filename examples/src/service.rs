@@ -15,7 +15,7 @@ use ate_ledger::{
 use ate_ratelimit::{
     Decision as RateDecision, KeyedLimiter, LimitId, LimitSet, MonotonicClock, Policy,
 };
-use ate_readiness::{Gate, Guard, is_local_caller, is_loopback_peer};
+use ate_readiness::{Gate, OwnedGuard, is_local_caller, is_loopback_peer};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -58,12 +58,21 @@ impl ApiResponse {
 
     /// Adds `Connection: close` if the gate is draining (lame duck).
     #[must_use]
-    pub fn lame_duck(self, guard: &Guard) -> Self {
+    pub fn lame_duck(self, guard: &OwnedGuard) -> Self {
         if guard.should_close_connection() {
             self.with_header("connection", "close")
         } else {
             self
         }
+    }
+}
+
+/// A task aborted when this is dropped, on every path out of its owner.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -296,8 +305,10 @@ impl AppState {
 
     /// Admits a request through the gate: its guard, or (under the strict
     /// policy, while draining) the 503 with `Retry-After` to answer.
-    fn admit(&self) -> Result<Guard<'_>, ApiResponse> {
-        self.gate.admit().map_err(|e| {
+    /// (An owned guard, so that work can outlive its request: see
+    /// [`invoke`](Self::invoke).)
+    fn admit(&self) -> Result<OwnedGuard, ApiResponse> {
+        self.gate.admit_owned().map_err(|e| {
             let response = ApiResponse::json(503, json!({"error": "draining"}));
             match e {
                 ate_readiness::Error::Draining { retry_after_secs } => {
@@ -660,8 +671,17 @@ impl AppState {
             Sha256::digest(request.to_string().as_bytes())
         ));
         let key = Key::new("default", key);
-        let response = self.invoke_inner(key, fingerprint, &behaviour, delay).await;
-        response.lame_duck(&guard)
+        // The call runs in a task of its own: a client that hangs up (which
+        // drops this request's future) must not stop it between the
+        // dispatch and the close, or the provider's answer is never
+        // recorded. The guard goes with it, so the shutdown waits for it.
+        let this = Arc::clone(self);
+        let call = tokio::spawn(async move {
+            let response = this.invoke_inner(key, fingerprint, &behaviour, delay).await;
+            response.lame_duck(&guard)
+        });
+        call.await
+            .unwrap_or_else(|_| ApiResponse::json(500, json!({"error": "the call's task failed"})))
     }
 
     async fn blocking<T: Send + 'static>(
@@ -730,9 +750,11 @@ impl AppState {
         // outlasts the lease keeps its attempt (a retry meanwhile gets 409,
         // not a recovery that closes it as provider_unavailable). The
         // renewal may race the close below; the ledger sorts that out.
-        let renewal = tokio::spawn(Arc::clone(self).renew_while_in_flight(lease.clone()));
+        let renewal = AbortOnDrop(tokio::spawn(
+            Arc::clone(self).renew_while_in_flight(lease.clone()),
+        ));
         tokio::time::sleep(Duration::from_millis(delay)).await;
-        renewal.abort();
+        drop(renewal);
         let close = match behaviour {
             "timeout" => Close::ProviderUnavailable("provider timed out".into()),
             "rejected" => Close::FailedAtProvider(json!({"provider": "rejected", "reason": "simulated rejection"}).to_string()),

@@ -379,3 +379,50 @@ async fn a_request_body_with_a_key_twice_is_refused_before_anything_runs() {
         runs_afresh(&c, &s, "dup", bin).await;
     }
 }
+
+#[tokio::test]
+async fn a_client_that_hangs_up_mid_call_does_not_lose_the_providers_answer() {
+    for bin in SERVICES {
+        let s = Service::start(bin, &[("ATE_LEDGER_LEASE_SECS", "1")]);
+        // The client sends the call, then goes away while the provider
+        // works (a timeout, a crash, a mobile network).
+        {
+            use tokio::io::AsyncWriteExt;
+            let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", s.port))
+                .await
+                .unwrap();
+            let body = r#"{"a":1}"#;
+            conn.write_all(
+                format!(
+                    "POST /invoke HTTP/1.1\r\nHost: x\r\nIdempotency-Key: hangup\r\n\
+                     X-Simulate-Delay-Ms: 1500\r\nContent-Type: application/json\r\n\
+                     Content-Length: {}\r\n\r\n{body}",
+                    body.len()
+                )
+                .as_bytes(),
+            )
+            .await
+            .unwrap();
+            s.wait_for_metric("ate_ledger_transitions_total{outcome=\"dispatched\"} 1")
+                .await;
+        }
+        // The provider was called and answers; the retry gets that answer,
+        // recorded once: not a 409 forever, nor a provider_unavailable
+        // from a recovery after the lease ran out.
+        let c = client();
+        let started = std::time::Instant::now();
+        let (status, body) = loop {
+            let r = invoke(&c, &s, "hangup", json!({"a": 1}), "success").await;
+            let (status, body) = (r.status(), r.text().await.unwrap());
+            if status != 409 || started.elapsed() > Duration::from_secs(10) {
+                break (status, body);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert_eq!(status, 200, "{bin}: {body}");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let r = invoke(&c, &s, "hangup", json!({"a": 1}), "success").await;
+        assert_eq!(r.status(), 200, "{bin}");
+        assert_eq!(r.headers()["idempotent-replayed"], "true");
+    }
+}
