@@ -22,8 +22,9 @@ pub struct LoadOptions {
     /// Namespace for manifests that name none (default `default`).
     pub default_namespace: String,
     /// Kinds not built in whose pod templates (`template.spec`) are read
-    /// anyway (for example `Rollout`). Any other unknown kind that carries
-    /// a pod template is an input error.
+    /// anyway: a kind of any group (`Rollout`), or of one group only
+    /// (`Rollout.argoproj.io`, `Service.serving.knative.dev`). Any other
+    /// unknown kind that carries a pod template is an input error.
     pub allow_kinds: BTreeSet<String>,
 }
 
@@ -487,7 +488,9 @@ fn load_doc(
                 }
             }
         }
-        _ if options.allow_kinds.contains(&kind) => {
+        _ if options.allow_kinds.contains(&kind)
+            || (!group.is_empty() && options.allow_kinds.contains(&format!("{kind}.{group}"))) =>
+        {
             let (ns, name) = meta_names(&doc, at, options)?;
             let mut specs = Vec::new();
             find_templates(&doc, &mut specs);
@@ -521,10 +524,15 @@ fn load_doc(
         }
         _ => {
             if doc.has_pod_template() {
+                let allow = if group.is_empty() {
+                    kind.clone()
+                } else {
+                    format!("{kind}.{group} (or {kind}, of any group)")
+                };
                 return Err(bad(
                     at,
                     format!(
-                        "unknown kind {kind} ({api}) carries a pod template; pass --allow-kind {kind} to read it"
+                        "unknown kind {kind} ({api}) carries a pod template; pass --allow-kind {allow} to read it"
                     ),
                 ));
             }
@@ -919,19 +927,37 @@ fn subpath_refs(
 pub fn pod_references(spec: &PodSpec) -> Result<Vec<Reference>, String> {
     let mut r = Refs(Vec::new());
     let volumes: &[Volume] = spec.volumes.as_deref().unwrap_or(&[]);
-    let containers: Vec<&Container> = spec
+    // A container without a name (a custom resource's template may leave
+    // it out: Knative's does) is named by its place in its list.
+    let named = |list: &str, i: usize, name: &str| {
+        if name.is_empty() {
+            format!("{list}[{i}]")
+        } else {
+            name.to_owned()
+        }
+    };
+    let containers = spec
         .containers
         .iter()
-        .chain(spec.init_containers.iter().flatten())
-        .collect();
-    for c in &containers {
-        container_refs(&mut r, &c.name, c.env.as_ref(), c.env_from.as_ref())?;
-        subpath_refs(&mut r, &c.name, c.volume_mounts.as_ref(), volumes)?;
+        .enumerate()
+        .map(|(i, c)| (named("containers", i, &c.name), c))
+        .chain(
+            spec.init_containers
+                .iter()
+                .flatten()
+                .enumerate()
+                .map(|(i, c)| (named("initContainers", i, &c.name), c)),
+        );
+    for (name, c) in containers {
+        let c: &Container = c;
+        container_refs(&mut r, &name, c.env.as_ref(), c.env_from.as_ref())?;
+        subpath_refs(&mut r, &name, c.volume_mounts.as_ref(), volumes)?;
     }
-    for c in spec.ephemeral_containers.iter().flatten() {
+    for (i, c) in spec.ephemeral_containers.iter().flatten().enumerate() {
         let c: &EphemeralContainer = c;
-        container_refs(&mut r, &c.name, c.env.as_ref(), c.env_from.as_ref())?;
-        subpath_refs(&mut r, &c.name, c.volume_mounts.as_ref(), volumes)?;
+        let name = named("ephemeralContainers", i, &c.name);
+        container_refs(&mut r, &name, c.env.as_ref(), c.env_from.as_ref())?;
+        subpath_refs(&mut r, &name, c.volume_mounts.as_ref(), volumes)?;
     }
     for v in volumes {
         let base = format!("volumes[{}]", v.name);

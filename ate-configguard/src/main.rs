@@ -56,7 +56,8 @@ enum Command {
         /// Namespace for manifests without one.
         #[arg(long, default_value = "default")]
         namespace: String,
-        /// An unknown kind whose pod templates should be read (e.g. Rollout).
+        /// An unknown kind whose pod templates should be read: of any group
+        /// (Rollout) or of one (Rollout.argoproj.io).
         #[arg(long = "allow-kind", num_args = 1..)]
         allow_kind: Vec<String>,
         /// Output format.
@@ -71,8 +72,8 @@ enum Command {
         /// Namespace for manifests without one.
         #[arg(long, default_value = "default")]
         namespace: String,
-        /// An unknown kind whose pod templates may be read (e.g. Rollout),
-        /// as for `check`: the same manifests load the same way for both.
+        /// An unknown kind whose pod templates may be read, as for `check`:
+        /// the same manifests load the same way for both.
         #[arg(long = "allow-kind", num_args = 1..)]
         allow_kind: Vec<String>,
     },

@@ -63,8 +63,31 @@ fn unknown_kind_with_a_pod_template_is_an_input_error_unless_allowed() {
     };
     let m = load_str(rollout, "t.yaml", &opts).unwrap();
     assert_eq!(m.workloads[0].references.len(), 1);
-    let knative = "apiVersion: serving.knative.dev/v1\nkind: Service\nmetadata: { name: k }\nspec:\n  template:\n    spec:\n      containers: [ { image: i } ]\n";
-    assert!(load_err(knative).to_string().contains("Service"));
+    let knative = "apiVersion: serving.knative.dev/v1\nkind: Service\nmetadata: { name: k }\nspec:\n  template:\n    spec:\n      containers: [ { image: i, envFrom: [ { secretRef: { name: tok } } ] } ]\n";
+    let err = load_err(knative).to_string();
+    assert!(
+        err.contains("pass --allow-kind Service.serving.knative.dev (or Service, of any group)"),
+        "{err}"
+    );
+    // The kind of one group only, or of any group.
+    for allow in ["Service.serving.knative.dev", "Service"] {
+        let opts = LoadOptions {
+            allow_kinds: [allow.to_owned()].into(),
+            ..Default::default()
+        };
+        let m = load_str(knative, "k.yaml", &opts).unwrap();
+        assert_eq!(m.workloads.len(), 1, "{allow}");
+        // Knative's containers may go unnamed: named by their place.
+        let r = &m.workloads[0].references[0];
+        assert_eq!(r.container.as_deref(), Some("containers[0]"), "{allow}");
+        assert_eq!(r.name, "tok");
+    }
+    // Another group's kind is not allowed by the qualified name.
+    let opts = LoadOptions {
+        allow_kinds: ["Service.example.com".to_owned()].into(),
+        ..Default::default()
+    };
+    assert!(load_str(knative, "k.yaml", &opts).is_err());
     // A kind without a pod template is simply not a workload.
     let svc =
         "apiVersion: v1\nkind: Service\nmetadata: { name: s }\nspec: { ports: [ { port: 80 } ] }\n";
