@@ -38,6 +38,18 @@ pub enum Deletion {
 pub const CONTROL_PLANE_OBJECTS: [(ConfigKind, &str); 1] =
     [(ConfigKind::ConfigMap, "kube-root-ca.crt")];
 
+/// Whether Kubernetes itself keeps `target` (and `key` in it) in every
+/// namespace: `kube-root-ca.crt` holds `ca.crt`, which every live pod's
+/// service-account volume reads. Such a reference resolves even when the
+/// input lists no ConfigMaps (`kubectl get pods -o yaml`); another key of it
+/// does not.
+fn kept_by_control_plane(target: &ObjectId, key: Option<&str>) -> bool {
+    CONTROL_PLANE_OBJECTS
+        .iter()
+        .any(|(kind, name)| target.kind == *kind && target.name == *name)
+        && key.is_none_or(|k| k == "ca.crt")
+}
+
 /// What to check.
 #[derive(Debug, Clone, Default)]
 pub struct CheckInput {
@@ -400,7 +412,7 @@ fn check_reference(
                 r.key.as_deref(),
                 "the proposed state deletes this object while it is still referenced".into(),
             );
-        } else {
+        } else if !kept_by_control_plane(&target, r.key.as_deref()) {
             finding(
                 "missing-object",
                 r.key.as_deref(),

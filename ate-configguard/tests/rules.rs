@@ -501,12 +501,30 @@ fn a_service_accounts_pull_secrets_are_references_of_every_pod_that_runs_as_it()
     assert!(check(&input).is_err());
 }
 
+/// A live pod, with the service-account volume admission adds to every pod.
+const ROOT_CA_POD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web-1\nspec:\n  containers:\n    - name: app\n      image: app:1\n      volumeMounts:\n        - { name: kube-api-access-x, mountPath: /var/run/secrets/kubernetes.io/serviceaccount }\n  volumes:\n    - name: kube-api-access-x\n      projected:\n        sources:\n          - serviceAccountToken: { path: token }\n          - configMap:\n              name: kube-root-ca.crt\n              items: [ { key: ca.crt, path: ca.crt } ]\n";
+
+#[test]
+fn a_live_pods_root_ca_resolves_without_the_configmap_in_the_input() {
+    // `kubectl get pods -o yaml` lists no ConfigMaps; the control plane
+    // keeps kube-root-ca.crt (with ca.crt) in every namespace.
+    let report = run_with(ROOT_CA_POD, &cm("app", &["A"]), Deletion::Listed, &[]);
+    assert!(report.is_safe(), "{}", report.to_text());
+    // Another key of it is not kept by anyone.
+    let other = ROOT_CA_POD.replace("key: ca.crt", "key: other.crt");
+    let report = run_with(&other, &cm("app", &["A"]), Deletion::Listed, &[]);
+    assert_eq!(
+        codes(&report),
+        vec![("missing-object".into(), Some("other.crt".into()))]
+    );
+}
+
 #[test]
 fn prune_never_deletes_the_root_ca_configmap_the_control_plane_keeps() {
     // Every live pod mounts kube-root-ca.crt through its service-account
     // token volume, and `kubectl get` lists it in every namespace; rendered
     // manifests never hold it, and no deploy removes it.
-    let pod = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web-1\nspec:\n  containers:\n    - name: app\n      image: app:1\n      volumeMounts:\n        - { name: kube-api-access-x, mountPath: /var/run/secrets/kubernetes.io/serviceaccount }\n  volumes:\n    - name: kube-api-access-x\n      projected:\n        sources:\n          - serviceAccountToken: { path: token }\n          - configMap:\n              name: kube-root-ca.crt\n              items: [ { key: ca.crt, path: ca.crt } ]\n";
+    let pod = ROOT_CA_POD;
     let current = [
         cm("kube-root-ca.crt", &["ca.crt"]),
         cm("app", &["A"]),
