@@ -10,8 +10,13 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 #[tokio::test]
 async fn open_sessions_keep_echoing_and_new_ones_get_1001_after_accept() {
-    for bin in SERVICES {
-        let s = Service::start(bin, &[]);
+    // Under either admission policy: the strict one refuses HTTP work while
+    // draining, but an upgrade is still accepted, then closed.
+    for (bin, policy) in SERVICES
+        .iter()
+        .flat_map(|bin| [(*bin, "lame-duck"), (*bin, "strict")])
+    {
+        let s = Service::start(bin, &[("ATE_ADMISSION_POLICY", policy)]);
         let ws_url = s.url("/ws").replace("http://", "ws://");
         let (mut old, resp) = tokio_tungstenite::connect_async(&ws_url).await.unwrap();
         assert_eq!(resp.status(), 101);
@@ -37,13 +42,15 @@ async fn open_sessions_keep_echoing_and_new_ones_get_1001_after_accept() {
 
         let (mut new, resp) = tokio_tungstenite::connect_async(&ws_url)
             .await
-            .unwrap_or_else(|e| panic!("{bin}: the upgrade must be accepted while draining: {e}"));
+            .unwrap_or_else(|e| {
+                panic!("{bin} {policy}: the upgrade must be accepted while draining: {e}")
+            });
         assert_eq!(resp.status(), 101);
         match new.next().await {
             Some(Ok(Message::Close(Some(frame)))) => {
-                assert_eq!(frame.code, CloseCode::Away, "{bin}")
+                assert_eq!(frame.code, CloseCode::Away, "{bin} {policy}")
             }
-            other => panic!("{bin}: expected a 1001 close frame, got {other:?}"),
+            other => panic!("{bin} {policy}: expected a 1001 close frame, got {other:?}"),
         }
     }
 }
