@@ -22,9 +22,12 @@ pub struct LoadOptions {
     /// Namespace for manifests that name none (default `default`).
     pub default_namespace: String,
     /// Kinds not built in whose pod templates (`template.spec`) are read
-    /// anyway: a kind of any group (`Rollout`), or of one group only
-    /// (`Rollout.argoproj.io`, `Service.serving.knative.dev`). Any other
-    /// unknown kind that carries a pod template is an input error.
+    /// anyway, or, for a kind without one (an Argo `Workflow`), every
+    /// container and `volumes` list in it, as one pod's: a kind of any
+    /// group (`Rollout`), or of one group only (`Rollout.argoproj.io`,
+    /// `Service.serving.knative.dev`). Any other unknown kind that carries
+    /// a pod template, or whose containers read a ConfigMap or Secret
+    /// through their environment, is an input error.
     pub allow_kinds: BTreeSet<String>,
 }
 
@@ -495,10 +498,26 @@ fn load_doc(
             let mut specs = Vec::new();
             find_templates(&doc, &mut specs);
             if specs.is_empty() {
-                return Err(bad(
-                    at,
-                    format!("allow-listed kind {kind} {name} has no template.spec with containers"),
-                ));
+                // No pod template (an Argo Workflow's `templates[].container`):
+                // its containers and volumes, wherever they sit, as one pod.
+                let mut containers = Vec::new();
+                let mut volumes = Vec::new();
+                find_containers(&doc, &mut containers, &mut volumes);
+                if containers.is_empty() {
+                    return Err(bad(
+                        at,
+                        format!(
+                            "allow-listed kind {kind} {name} has no template.spec with containers, \
+                             and no container (a map with an image) anywhere"
+                        ),
+                    ));
+                }
+                let mut spec = Vec::new();
+                spec.push(("containers".to_owned(), Node::Seq(containers)));
+                if !volumes.is_empty() {
+                    spec.push(("volumes".to_owned(), Node::Seq(volumes)));
+                }
+                specs.push(Node::Map(spec));
             }
             // A custom resource named like a Kubernetes kind is reported
             // with its group (`Job.batch.volcano.sh`), not as that kind.
@@ -523,16 +542,23 @@ fn load_doc(
             return Err(kustomize_source(at, &kind));
         }
         _ => {
-            if doc.has_pod_template() {
+            let reads_config = env_reference(&doc, "");
+            if doc.has_pod_template() || reads_config.is_some() {
                 let allow = if group.is_empty() {
                     kind.clone()
                 } else {
                     format!("{kind}.{group} (or {kind}, of any group)")
                 };
+                let what = match reads_config {
+                    Some(path) if !doc.has_pod_template() => {
+                        format!("has containers that read a ConfigMap or Secret (at {path})")
+                    }
+                    _ => "carries a pod template".to_owned(),
+                };
                 return Err(bad(
                     at,
                     format!(
-                        "unknown kind {kind} ({api}) carries a pod template; pass --allow-kind {allow} to read it"
+                        "unknown kind {kind} ({api}) {what}; pass --allow-kind {allow} to read it"
                     ),
                 ));
             }
@@ -586,6 +612,64 @@ fn find_templates(node: &Node, out: &mut Vec<Node>) {
         for i in items {
             find_templates(i, out);
         }
+    }
+}
+
+/// Every container (a map with an `image`) and every entry of a `volumes`
+/// list under `node`, outside pod templates' own shape: for an allowed kind
+/// that runs containers without a pod template.
+fn find_containers(node: &Node, containers: &mut Vec<Node>, volumes: &mut Vec<Node>) {
+    match node {
+        Node::Map(entries) => {
+            if matches!(node.get("image"), Some(Node::String(_))) {
+                containers.push(node.clone());
+                return;
+            }
+            for (k, v) in entries {
+                match (k.as_str(), v) {
+                    ("volumes", Node::Seq(items)) => volumes.extend(items.iter().cloned()),
+                    _ => find_containers(v, containers, volumes),
+                }
+            }
+        }
+        Node::Seq(items) => {
+            for i in items {
+                find_containers(i, containers, volumes);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Where under `node` a container reads a ConfigMap or Secret through its
+/// environment (`valueFrom.configMapKeyRef` / `secretKeyRef`, `envFrom`),
+/// as a path, if anywhere: what an unknown kind must not hide.
+fn env_reference(node: &Node, path: &str) -> Option<String> {
+    match node {
+        Node::Map(entries) => entries.iter().find_map(|(k, v)| {
+            let here = if path.is_empty() {
+                k.clone()
+            } else {
+                format!("{path}.{k}")
+            };
+            let is_ref = match k.as_str() {
+                "valueFrom" => {
+                    v.get("configMapKeyRef").is_some() || v.get("secretKeyRef").is_some()
+                }
+                "envFrom" => matches!(v, Node::Seq(items) if !items.is_empty()),
+                _ => false,
+            };
+            if is_ref {
+                Some(here)
+            } else {
+                env_reference(v, &here)
+            }
+        }),
+        Node::Seq(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, v)| env_reference(v, &format!("{path}[{i}]"))),
+        _ => None,
     }
 }
 

@@ -172,6 +172,51 @@ fn a_typed_list_of_the_wrong_group_or_holding_another_kind_is_an_input_error() {
 }
 
 #[test]
+fn an_unknown_kind_whose_containers_read_config_without_a_pod_template_is_not_passed_over() {
+    // An Argo CronWorkflow runs `templates[].container`, not a pod
+    // template; before, its reference was not seen and deleting the
+    // Secret it reads passed as safe.
+    let workflow = "apiVersion: argoproj.io/v1alpha1\nkind: CronWorkflow\nmetadata: { name: nightly }\nspec:\n  workflowSpec:\n    volumes:\n      - name: certs\n        secret: { secretName: tls }\n    templates:\n      - name: main\n        container:\n          image: backup:1\n          env:\n            - name: TOKEN\n              valueFrom: { secretKeyRef: { name: api, key: token } }\n      - name: report\n        script:\n          image: python:3\n          source: print(1)\n          envFrom: [ { configMapRef: { name: report-cfg } } ]\n";
+    let err = load_err(workflow).to_string();
+    assert!(
+        err.contains(
+            "unknown kind CronWorkflow (argoproj.io/v1alpha1) has containers that read a \
+             ConfigMap or Secret (at spec.workflowSpec.templates[0].container.env[0].valueFrom); \
+             pass --allow-kind CronWorkflow.argoproj.io"
+        ),
+        "{err}"
+    );
+    // Allowed, its containers and volumes are read wherever they sit.
+    let opts = LoadOptions {
+        allow_kinds: ["CronWorkflow.argoproj.io".to_owned()].into(),
+        ..Default::default()
+    };
+    let m = load_str(workflow, "wf.yaml", &opts).unwrap();
+    assert_eq!(m.workloads.len(), 1);
+    let mut refs: Vec<(String, Option<String>)> = m.workloads[0]
+        .references
+        .iter()
+        .map(|r| (r.name.clone(), r.key.clone()))
+        .collect();
+    refs.sort();
+    assert_eq!(
+        refs,
+        [
+            ("api".to_owned(), Some("token".to_owned())),
+            ("report-cfg".to_owned(), None),
+            ("tls".to_owned(), None),
+        ]
+    );
+    // An allowed kind with no container at all is still an input error.
+    let empty = "apiVersion: argoproj.io/v1alpha1\nkind: CronWorkflow\nmetadata: { name: e }\nspec: { schedule: x }\n";
+    assert!(load_str(empty, "e.yaml", &opts).is_err());
+    // A kind that reads nothing through container environments is not a
+    // workload (a cert-manager Certificate names the Secret it writes).
+    let cert = "apiVersion: cert-manager.io/v1\nkind: Certificate\nmetadata: { name: c }\nspec: { secretName: web-tls, dnsNames: [ a.example ] }\n";
+    assert!(load(cert).workloads.is_empty());
+}
+
+#[test]
 fn a_custom_resource_named_like_a_kubernetes_kind_is_an_unknown_kind() {
     // Volcano's `Job` (`batch.volcano.sh`) carries pod templates under
     // `tasks`: it is not a `batch/v1` Job, and refusing it as "Job with
