@@ -366,6 +366,14 @@ fn load_doc(
             };
             let mut keys = key_names(&doc, a, at)?;
             keys.extend(key_names(&doc, b, at)?);
+            // A service-account token Secret is filled by the control plane
+            // (its manifest holds no data): these keys are there once it
+            // exists.
+            if kind == "Secret"
+                && doc.get("type").and_then(Node::as_str) == Some(SERVICE_ACCOUNT_TOKEN)
+            {
+                keys.extend(SERVICE_ACCOUNT_TOKEN_KEYS.map(str::to_owned));
+            }
             if kind == "ConfigMap" && doc.get("stringData").is_some() {
                 return Err(bad(at, "a ConfigMap has no stringData field"));
             }
@@ -614,6 +622,11 @@ fn find_templates(node: &Node, out: &mut Vec<Node>) {
         }
     }
 }
+
+/// The type of a Secret that the control plane fills with a service
+/// account's token, and the keys it writes.
+const SERVICE_ACCOUNT_TOKEN: &str = "kubernetes.io/service-account-token";
+const SERVICE_ACCOUNT_TOKEN_KEYS: [&str; 3] = ["ca.crt", "namespace", "token"];
 
 /// Every container (a map with an `image`) and every entry of a `volumes`
 /// list under `node`, outside pod templates' own shape: for an allowed kind

@@ -501,6 +501,39 @@ fn a_service_accounts_pull_secrets_are_references_of_every_pod_that_runs_as_it()
     assert!(check(&input).is_err());
 }
 
+#[test]
+fn a_service_account_token_secret_holds_the_keys_the_control_plane_writes() {
+    // Declared with no data, as the Kubernetes docs show it; the token
+    // controller writes token, ca.crt and namespace into it.
+    let token_secret = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: robot-token\n  annotations: { kubernetes.io/service-account.name: robot }\ntype: kubernetes.io/service-account-token\n";
+    let reads = |key: &str| {
+        deployment(
+            "robot",
+            &format!(
+                "      containers:\n        - name: app\n          image: app:1\n          env:\n            - name: V\n              valueFrom: {{ secretKeyRef: {{ name: robot-token, key: {key} }} }}\n"
+            ),
+        )
+    };
+    for key in ["token", "ca.crt", "namespace"] {
+        let state = [token_secret.to_owned(), reads(key)].join("\n---\n");
+        let report = run(&state, &state);
+        assert!(report.is_safe(), "{key}: {}", report.to_text());
+    }
+    // Any other key is not written by anyone.
+    let state = [token_secret.to_owned(), reads("password")].join("\n---\n");
+    assert_eq!(
+        codes(&run(&state, &state)),
+        vec![
+            ("missing-key".into(), Some("password".into())),
+            ("missing-key".into(), Some("password".into()))
+        ]
+    );
+    // An Opaque Secret with no data holds no key.
+    let opaque = token_secret.replace("kubernetes.io/service-account-token", "Opaque");
+    let state = [opaque, reads("token")].join("\n---\n");
+    assert!(!run(&state, &state).is_safe());
+}
+
 /// A live pod, with the service-account volume admission adds to every pod.
 const ROOT_CA_POD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web-1\nspec:\n  containers:\n    - name: app\n      image: app:1\n      volumeMounts:\n        - { name: kube-api-access-x, mountPath: /var/run/secrets/kubernetes.io/serviceaccount }\n  volumes:\n    - name: kube-api-access-x\n      projected:\n        sources:\n          - serviceAccountToken: { path: token }\n          - configMap:\n              name: kube-root-ca.crt\n              items: [ { key: ca.crt, path: ca.crt } ]\n";
 
