@@ -124,6 +124,11 @@ impl Report {
 }
 
 /// Parses `KIND/NAMESPACE/NAME` for a deletion.
+///
+/// # Errors
+///
+/// [`InputError::Invalid`] naming `s`, if it is not three non-empty parts
+/// or the kind is not a ConfigMap or Secret.
 pub fn parse_object_id(s: &str) -> Result<ObjectId, InputError> {
     let parts: Vec<&str> = s.split('/').collect();
     let bad = || InputError::Invalid {
@@ -216,6 +221,15 @@ impl<'a> Ctx<'a> {
 }
 
 /// Runs the check.
+///
+/// An unsafe transition is a [`Report`] whose failures say why, not an
+/// error.
+///
+/// # Errors
+///
+/// [`InputError::Invalid`] for states it cannot judge: one object or
+/// ServiceAccount twice in a state, or an object both deleted (`delete`)
+/// and in the proposed manifests.
 pub fn check(input: &CheckInput) -> Result<Report, InputError> {
     let current = index(&input.current.objects, "current state")?;
     let proposed_in = index(&input.proposed.objects, "proposed state")?;

@@ -184,6 +184,13 @@ fn string_map_with_directives(
 /// of it (an overlay that names another ConfigMap, by `metadata.name` or
 /// `metadata.namespace`, is an input error). Keys in `secret_keys` are
 /// checked for presence only.
+///
+/// # Errors
+///
+/// [`InputError::Parse`] or [`InputError::Invalid`] naming the source and
+/// the place for input it cannot read: defaults that are not a map of
+/// strings, a base that is not one ConfigMap, an overlay for another
+/// ConfigMap or with a directive it does not apply.
 pub fn drift(
     defaults: Source<'_>,
     base: Source<'_>,

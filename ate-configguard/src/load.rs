@@ -49,6 +49,11 @@ impl Default for LoadOptions {
 /// directory with no such file, like a file with no document (see
 /// [`load_str`]), is an input error: an empty state is stated, not
 /// implied.
+///
+/// # Errors
+///
+/// [`InputError::Io`] naming a path that cannot be read, and every error
+/// of [`load_str`], naming the file.
 pub fn load_paths(paths: &[PathBuf], options: &LoadOptions) -> Result<Manifests, InputError> {
     let mut files = Vec::new();
     let mut seen = Seen::default();
@@ -135,6 +140,16 @@ const EMPTY_STATE: &str = "to check against an empty state on purpose, give a fi
 /// before the command fails), and reading it as "no objects" would pass a
 /// check of a state nobody looked at. An empty `List` (or JSON `[]`) states
 /// an empty state on purpose.
+///
+/// # Errors
+///
+/// [`InputError::Parse`] for text that is not YAML or JSON, and
+/// [`InputError::Invalid`] naming the document for one it does not
+/// understand: no document at all, an unknown kind that carries a pod
+/// template or reads config through its containers (unless allowed), an
+/// unsupported apiVersion of a known kind, a kustomize source, a
+/// reference without a name, or a field under a pod spec that k8s-openapi
+/// would drop.
 ///
 /// ```
 /// use ate_configguard::{LoadOptions, load_str};
@@ -1021,6 +1036,10 @@ fn subpath_refs(
 }
 
 /// Every ConfigMap/Secret reference a pod spec makes.
+///
+/// # Errors
+///
+/// A message naming the site of a reference without a name or key.
 pub fn pod_references(spec: &PodSpec) -> Result<Vec<Reference>, String> {
     let mut r = Refs(Vec::new());
     let volumes: &[Volume] = spec.volumes.as_deref().unwrap_or(&[]);

@@ -74,6 +74,10 @@ observed_workload!(HorizontalPodAutoscaler, "HorizontalPodAutoscaler");
 /// A missing `observedGeneration` is `Ok(false)`. A missing or negative
 /// `metadata.generation`, or a negative observed generation, is an error
 /// (the object did not come from an API server).
+///
+/// # Errors
+///
+/// [`Error::InvalidObject`] naming the object and what is wrong.
 pub fn controller_observed<W: ObservedWorkload>(workload: &W) -> Result<bool, Error> {
     let generation = generation_of(W::KIND, workload.meta())?;
     match workload.observed_generation() {
@@ -95,6 +99,12 @@ pub fn controller_observed<W: ObservedWorkload>(workload: &W) -> Result<bool, Er
 /// which spec it describes. A missing or negative `metadata.generation`, or
 /// a negative condition `observedGeneration`, is an error naming the object
 /// and the condition's type.
+///
+/// # Errors
+///
+/// [`Error::InvalidObject`] naming the object and the condition type for a
+/// missing or negative `metadata.generation` or a negative observed
+/// generation.
 ///
 /// ```
 /// use ate_generation::k8s::condition_stale;

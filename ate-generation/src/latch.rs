@@ -107,6 +107,10 @@ impl Latch {
     }
 
     /// Rebuilds a latch from stored values, checking `observed <= generation`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Invalid`] naming both numbers if `observed > generation`.
     pub fn from_parts(generation: u64, observed: u64) -> Result<Self, Error> {
         if observed > generation {
             return Err(Error::Invalid {
@@ -142,6 +146,10 @@ impl Latch {
 
     /// Advances generation by one: call only when the desired spec changed.
     /// Prefer [`update_spec`](Self::update_spec), which decides that for you.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Overflow`] at `u64::MAX` (never a wrap); nothing changes.
     pub fn bump(&mut self) -> Result<u64, Error> {
         self.generation = self.generation.checked_add(1).ok_or(Error::Overflow {
             generation: self.generation,
@@ -151,6 +159,10 @@ impl Latch {
 
     /// Advances generation iff the desired spec differs between `old` and
     /// `new`, per [`DesiredSpec`].
+    ///
+    /// # Errors
+    ///
+    /// As for [`bump`](Self::bump).
     pub fn update_spec<T: DesiredSpec + ?Sized>(
         &mut self,
         old: &T,
@@ -165,6 +177,10 @@ impl Latch {
 
     /// Advances generation iff `desired(old) != desired(new)`, where
     /// `desired` picks the desired-spec fields.
+    ///
+    /// # Errors
+    ///
+    /// As for [`bump`](Self::bump).
     pub fn update_spec_by<T: ?Sized, D: PartialEq>(
         &mut self,
         old: &T,
@@ -180,6 +196,13 @@ impl Latch {
 
     /// Writes observed: `current <= new <= generation`, control plane only.
     /// Writing the current value again is a no-op success.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ClientWrite`] for a [`Writer::Client`];
+    /// [`Error::Regression`] below the current value and
+    /// [`Error::Overshoot`] above generation, each naming both numbers.
+    /// Nothing changes on an error.
     pub fn observe(&mut self, writer: Writer, new: u64) -> Result<Observe, Error> {
         if writer == Writer::Client {
             return Err(Error::ClientWrite { attempted: new });
@@ -209,6 +232,10 @@ impl Latch {
 
     /// An update that may or may not carry an observed generation. `None`
     /// (for example a health-only update) preserves the stored value.
+    ///
+    /// # Errors
+    ///
+    /// As for [`observe`](Self::observe), when `observed` is `Some`.
     pub fn apply_update(
         &mut self,
         writer: Writer,
@@ -234,6 +261,12 @@ impl Latch {
 
     /// Records a successful apply: observed becomes exactly the ticket's
     /// target, even if generation moved on during the apply.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Regression`] if observed has already moved past the ticket
+    /// (another reconciler recorded a later apply); observed is left as
+    /// it is, never moved backwards.
     pub fn record(&mut self, ticket: ApplyTicket) -> Result<Observe, Error> {
         self.observe(Writer::ControlPlane, ticket.target)
     }

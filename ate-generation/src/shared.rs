@@ -27,11 +27,19 @@ impl SharedLatch {
     }
 
     /// See [`Latch::bump`].
+    ///
+    /// # Errors
+    ///
+    /// As for [`Latch::bump`].
     pub fn bump(&self) -> Result<u64, Error> {
         self.inner.lock().bump()
     }
 
     /// See [`Latch::update_spec_by`].
+    ///
+    /// # Errors
+    ///
+    /// As for [`Latch::update_spec_by`].
     pub fn update_spec_by<T: ?Sized, D: PartialEq>(
         &self,
         old: &T,
@@ -42,11 +50,19 @@ impl SharedLatch {
     }
 
     /// See [`Latch::observe`]; atomic with respect to other writers.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Latch::observe`].
     pub fn observe(&self, writer: Writer, new: u64) -> Result<Observe, Error> {
         self.inner.lock().observe(writer, new)
     }
 
     /// See [`Latch::apply_update`].
+    ///
+    /// # Errors
+    ///
+    /// As for [`Latch::apply_update`].
     pub fn apply_update(&self, writer: Writer, observed: Option<u64>) -> Result<Observe, Error> {
         self.inner.lock().apply_update(writer, observed)
     }
@@ -57,6 +73,10 @@ impl SharedLatch {
     }
 
     /// See [`Latch::record`].
+    ///
+    /// # Errors
+    ///
+    /// As for [`Latch::record`].
     pub fn record(&self, ticket: ApplyTicket) -> Result<Observe, Error> {
         self.inner.lock().record(ticket)
     }

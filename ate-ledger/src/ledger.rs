@@ -99,6 +99,11 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     }
 
     /// The record for `key`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] if the store cannot be reached, [`Error::Corrupt`]
+    /// if it holds a record it cannot read.
     pub fn get(&self, key: &Key) -> Result<Option<Record>, Error> {
         self.store.get(key)
     }
@@ -140,6 +145,18 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     /// [`recover`](Self::recover)), then answered as ended. Same key with a
     /// different fingerprint: [`Error::FingerprintMismatch`]. Ended:
     /// [`Begin::Replay`] (no new try).
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::InvalidKey`]: an empty id, a NUL byte, a key over
+    ///   [`Key::MAX_BYTES`], or an empty fingerprint; nothing is stored.
+    /// - [`Error::Conflict`]: in flight under a live lease (answer 409 with
+    ///   its `retry_after`).
+    /// - [`Error::FingerprintMismatch`]: the key was used with another
+    ///   request (answer 422).
+    /// - [`Error::Contended`]: lost the store's version race eight times.
+    /// - [`Error::Storage`] if the store cannot be reached, [`Error::Corrupt`]
+    ///   if it holds a record it cannot read.
     pub fn begin(&self, key: &Key, fingerprint: &Fingerprint, owner: &str) -> Result<Begin, Error> {
         Self::validate(key, fingerprint)?;
         for _ in 0..CAS_RETRIES {
@@ -264,6 +281,15 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     /// anything to the provider: from then on the key is never revivable,
     /// and a crash is classified as provider-unavailable. Marking it again
     /// changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::StaleLease`]: the lease no longer owns the attempt (it
+    ///   expired and was taken over, or the attempt was closed): do not
+    ///   send.
+    /// - [`Error::NotFound`]: no record for the lease's key.
+    /// - [`Error::Contended`], and the store's errors as for
+    ///   [`get`](Self::get); nothing was written, so nothing may be sent.
     pub fn mark_dispatched(&self, lease: &Lease) -> Result<(), Error> {
         self.update_owned(lease, |record, now| {
             let t = Self::open_try_mut(record, lease)?;
@@ -280,6 +306,12 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     /// TTL from now. Safe to call from another task of the owner while
     /// this one dispatches or closes (each re-reads if the other wrote
     /// first).
+    ///
+    /// # Errors
+    ///
+    /// As for [`mark_dispatched`](Self::mark_dispatched): a
+    /// [`Error::StaleLease`] means another worker has taken the attempt
+    /// over.
     pub fn renew(&self, lease: &Lease) -> Result<Lease, Error> {
         self.update_owned(lease, |record, now| {
             let renewed = Lease {
@@ -297,6 +329,15 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     /// Provider outcomes ([`Close::Succeeded`], [`Close::FailedAtProvider`],
     /// [`Close::ProviderUnavailable`]) require the try to be dispatched;
     /// [`Close::PreProvider`] requires it NOT to be.
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::IllegalTransition`]: a provider outcome on a try not
+    ///   marked dispatched, or a pre-provider failure on one that was.
+    /// - [`Error::StaleLease`]: the lease no longer owns the attempt;
+    ///   [`get`](Self::get) shows what it was resolved to.
+    /// - [`Error::NotFound`], [`Error::Contended`], and the store's errors
+    ///   as for [`get`](Self::get).
     pub fn close(&self, lease: &Lease, close: Close) -> Result<Record, Error> {
         self.update_owned(lease, |record, now| {
             let key = lease.key.to_string();
@@ -356,6 +397,18 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     /// Opens a new try under the same logical attempt and key, iff it
     /// failed before the provider and NO try of it was ever dispatched.
     /// Anything else is [`Error::NotRevivable`] saying why.
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::NotRevivable`]: it is in flight, succeeded, failed at
+    ///   the provider, is provider-unavailable, or a try of it was
+    ///   dispatched; the reason says which.
+    /// - [`Error::Conflict`]: another caller revived it first (in flight
+    ///   now).
+    /// - [`Error::NotFound`]: no record for `key`.
+    /// - [`Error::InvalidKey`] and [`Error::FingerprintMismatch`] as for
+    ///   [`begin`](Self::begin); the store's errors as for
+    ///   [`get`](Self::get).
     pub fn revive(
         &self,
         key: &Key,
@@ -451,6 +504,11 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     /// worker): not dispatched → pre-provider failure (revivable);
     /// dispatched → provider unavailable (not revivable). Returns the
     /// resolved records.
+    ///
+    /// # Errors
+    ///
+    /// The store's errors as for [`get`](Self::get); the attempts resolved
+    /// before the error stay resolved.
     pub fn recover(&self) -> Result<Vec<Record>, Error> {
         self.recover_where(|_| false)
     }
@@ -468,6 +526,10 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     /// not, nothing runs twice (the other worker's later transitions fail
     /// with [`Error::StaleLease`] and a dispatched attempt is closed as not
     /// revivable), but that worker's outcomes are lost.
+    ///
+    /// # Errors
+    ///
+    /// As for [`recover`](Self::recover).
     pub fn recover_owner(&self, owner: &str) -> Result<Vec<Record>, Error> {
         self.recover_where(|lease| lease.owner == owner)
     }
@@ -484,6 +546,10 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     /// twice (their later transitions fail with [`Error::StaleLease`] and a
     /// dispatched attempt is closed as not revivable), but their outcomes
     /// are lost.
+    ///
+    /// # Errors
+    ///
+    /// As for [`recover`](Self::recover).
     pub fn recover_all(&self) -> Result<Vec<Record>, Error> {
         self.recover_where(|_| true)
     }
@@ -514,6 +580,10 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     }
 
     /// Deletes ended records older than the retention; never open ones.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] if the store cannot be reached.
     pub fn purge(&self) -> Result<usize, Error> {
         let cutoff = self.clock.now() - delta(self.config.retention);
         self.store.purge(cutoff)

@@ -192,7 +192,11 @@ impl Record {
 
     /// Checks the structural invariants: at most one open try; an open try
     /// iff the logical attempt is in flight (with a lease); a pre-provider
-    /// close never on a dispatched try. `Err` names what is wrong.
+    /// close never on a dispatched try.
+    ///
+    /// # Errors
+    ///
+    /// A message naming the first invariant the record breaks.
     pub fn check_invariants(&self) -> Result<(), String> {
         let open = self.tries.iter().filter(|t| t.is_open()).count();
         if open > 1 {

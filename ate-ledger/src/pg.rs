@@ -183,6 +183,13 @@ impl PgStore {
     /// URL (`postgresql://user@host/db`), and creates the tables if
     /// missing. For TLS (a managed database that requires it), see
     /// [`connect_pooled_tls`](Self::connect_pooled_tls).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] naming what failed (a bad connection string, a
+    /// server that cannot be reached or refuses the login, a failed TLS
+    /// handshake), and [`Error::UnknownSchema`] for tables of a newer
+    /// schema.
     pub fn connect(params: &str) -> Result<Self, Error> {
         Self::connect_pooled(params, NonZeroUsize::MIN)
     }
@@ -196,6 +203,13 @@ impl PgStore {
     /// with 8 threads each running begin, dispatch and close: 551 attempts/s
     /// on one connection, 1,204 on two, 1,355 on four (a 2-core machine,
     /// PostgreSQL on a Unix socket without fsync).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] naming what failed (a bad connection string, a
+    /// server that cannot be reached or refuses the login, a failed TLS
+    /// handshake), and [`Error::UnknownSchema`] for tables of a newer
+    /// schema.
     pub fn connect_pooled(params: &str, connections: NonZeroUsize) -> Result<Self, Error> {
         Self::connect_pooled_tls(params, connections, NoTls)
     }
@@ -232,6 +246,13 @@ impl PgStore {
     ///     )
     /// }
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] naming what failed (a bad connection string, a
+    /// server that cannot be reached or refuses the login, a failed TLS
+    /// handshake), and [`Error::UnknownSchema`] for tables of a newer
+    /// schema.
     pub fn connect_pooled_tls<T>(
         params: &str,
         connections: NonZeroUsize,
@@ -269,6 +290,12 @@ impl PgStore {
     /// missing. A store made this way cannot reconnect: once the connection
     /// breaks, calls fail with [`Error::Storage`]. For TLS, prefer
     /// [`connect_pooled_tls`](Self::connect_pooled_tls), which reconnects.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] if the tables cannot be created or read on that
+    /// connection, and [`Error::UnknownSchema`] for tables of a newer
+    /// schema.
     pub fn with_client(client: Client) -> Result<Self, Error> {
         let open: Open = Box::new(move || Ok((None, client)));
         Self::spawn("a caller's client".into(), vec![open])

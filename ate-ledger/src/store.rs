@@ -20,18 +20,38 @@ use crate::{Error, Key, Record};
 /// including `Arc<dyn Store>` (a store chosen at startup), is `Debug`.
 pub trait Store: std::fmt::Debug + Send + Sync {
     /// The record for `key`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] if the store cannot be read; [`Error::Corrupt`]
+    /// for a record that does not decode or breaks the record invariants
+    /// (never reinterpreted as another state).
     fn get(&self, key: &Key) -> Result<Option<Record>, Error>;
 
     /// Writes `record` iff the stored version is `expected` (`None`: no
     /// record yet). Must be durable when it returns `Ok`. A mismatch is
     /// [`Error::VersionConflict`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::VersionConflict`] naming the expected and the stored
+    /// version; [`Error::Storage`] if the write could not be made durable
+    /// (then nothing was written).
     fn put(&self, record: &Record, expected: Option<u64>) -> Result<(), Error>;
 
     /// Every record that is still in flight (for recovery).
+    ///
+    /// # Errors
+    ///
+    /// As for [`get`](Self::get).
     fn open(&self) -> Result<Vec<Record>, Error>;
 
     /// Deletes closed records that ended before `cutoff`; returns how many.
     /// Open records are never deleted.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] if the store cannot be written.
     fn purge(&self, cutoff: DateTime<Utc>) -> Result<usize, Error>;
 }
 
@@ -230,6 +250,13 @@ mod durable {
         /// [`Error::AlreadyOpen`]. So the process that opened it is the only
         /// worker on it, and an attempt found open at start was left by a
         /// run that has ended ([`Ledger::recover_all`](crate::Ledger::recover_all)).
+        ///
+        /// # Errors
+        ///
+        /// [`Error::AlreadyOpen`] if another store holds the file;
+        /// [`Error::Corrupt`] for a file that fails its checksums or is not
+        /// a ledger; [`Error::UnknownSchema`] for a newer schema;
+        /// [`Error::Storage`] if the file cannot be created or read.
         pub fn open(path: impl AsRef<Path>) -> Result<Self, Error> {
             let path = path.as_ref();
             // A plain open trusts a file that was closed cleanly, so a bit

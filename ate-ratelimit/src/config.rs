@@ -117,11 +117,25 @@ impl LimitTable {
     }
 
     /// Resolves each limit against the process environment.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidEnv`] naming the first variable whose value is not a
+    /// positive integer (empty, zero, signed, padded, non-numeric, over
+    /// `u32::MAX`, or not UTF-8) and the value; [`Error::DuplicateLimit`]
+    /// for a name given twice.
     pub fn resolve_env(&self) -> Result<Vec<(String, Quota)>, Error> {
         self.resolve_os(|var| std::env::var_os(var))
     }
 
     /// Resolves each limit with a lookup (`None` = unset: the default).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidEnv`] naming the first variable whose value is not a
+    /// positive integer (empty, zero, signed, padded, non-numeric, over
+    /// `u32::MAX`, or not UTF-8) and the value; [`Error::DuplicateLimit`]
+    /// for a name given twice.
     pub fn resolve_with(
         &self,
         lookup: impl Fn(&str) -> Option<String>,
@@ -161,6 +175,10 @@ impl LimitTable {
     }
 
     /// Resolves against the environment and builds a [`LimitSet`].
+    ///
+    /// # Errors
+    ///
+    /// As for [`resolve_env`](Self::resolve_env).
     pub fn build_set<K, C>(&self, policy: Policy, clock: C) -> Result<LimitSet<K, C>, Error>
     where
         K: std::hash::Hash + Eq + Clone,
@@ -176,6 +194,10 @@ impl LimitTable {
 
 /// Parses a limit value: ASCII digits only (no sign, no whitespace, no
 /// underscores), fitting a `u32`, not zero.
+///
+/// # Errors
+///
+/// [`Error::InvalidEnv`] naming `var`, `value` and what is wrong with it.
 pub fn parse_positive(var: &str, value: &str) -> Result<NonZeroU32, Error> {
     let err = |reason| Error::InvalidEnv {
         var: var.into(),

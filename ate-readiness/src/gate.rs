@@ -320,6 +320,11 @@ impl Gate {
     /// move it into a spawned task. While draining, the default policy still
     /// admits (the guard says so); [`AdmissionPolicy::Strict`] refuses with
     /// [`Error::Draining`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Draining`] (with the policy's `Retry-After`) only under
+    /// [`AdmissionPolicy::Strict`], while draining; nothing is counted then.
     #[inline]
     pub fn admit(&self) -> Result<Guard<'_>, Error> {
         let before = self.inner.word.fetch_add(1, Ordering::AcqRel);
@@ -338,6 +343,10 @@ impl Gate {
 
     /// Like [`admit`](Self::admit), with a `'static` guard that owns a
     /// handle to the gate (one more reference-count update).
+    ///
+    /// # Errors
+    ///
+    /// As for [`admit`](Self::admit).
     pub fn admit_owned(&self) -> Result<OwnedGuard, Error> {
         self.admit().map(Guard::into_owned)
     }
@@ -618,6 +627,11 @@ guard_common!(OwnedGuard, "OwnedGuard");
 /// once this has been called a second SIGTERM or Ctrl-C no longer stops the
 /// process by itself: race the bounded in-flight wait against
 /// [`next_signal`] to let a second signal cut it short.
+///
+/// # Errors
+///
+/// The OS error if no signal handler could be installed; the gate has
+/// drained by then.
 #[cfg(feature = "tokio")]
 pub async fn drain_on_signal(gate: Gate) -> Result<BeginDrain, std::io::Error> {
     // Drains on a signal, and at once if none can be heard.
@@ -652,7 +666,9 @@ pub async fn drain_on_signal(gate: Gate) -> Result<BeginDrain, std::io::Error> {
 /// # }
 /// ```
 ///
-/// An `Err` means no handler could be installed.
+/// # Errors
+///
+/// The OS error if no handler could be installed.
 #[cfg(feature = "tokio")]
 pub async fn next_signal() -> Result<(), std::io::Error> {
     #[cfg(unix)]

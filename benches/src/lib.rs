@@ -1,5 +1,8 @@
 //! Helpers shared by the benchmark binaries: a small keep-alive HTTP/1.1
 //! load generator (loopback only, bounded in time) and latency statistics.
+// Not a library anyone depends on: its errors are documented where
+// it serves them, not per function.
+#![allow(clippy::missing_errors_doc)]
 
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
