@@ -21,6 +21,9 @@
 //! autoscaler may scale it up at any time.
 //!
 //! - [`load_paths`] / [`load_str`] → [`Manifests`]: names only.
+//! - Typed objects a service already holds (read with `kube`, say):
+//!   [`ConfigObject::from_config_map`], [`ConfigObject::from_secret`] and
+//!   [`Workload::from_pod_spec`] build the same names-only [`Manifests`].
 //! - [`check`] with a [`CheckInput`] → [`Report`] ([`Finding`]s).
 //! - [`drift`] → [`Report`]: defaults vs base vs overlays.
 //! - [`InputError`]: unusable input (the CLI's exit 2).

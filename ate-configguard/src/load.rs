@@ -5,8 +5,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{
-    Container, EnvFromSource, EnvVar, EphemeralContainer, KeyToPath, PodSpec, Volume, VolumeMount,
+    ConfigMap, Container, EnvFromSource, EnvVar, EphemeralContainer, KeyToPath, PodSpec, Secret,
+    Volume, VolumeMount,
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
 
 use crate::InputError;
@@ -1177,4 +1179,116 @@ pub fn pod_references(spec: &PodSpec) -> Result<Vec<Reference>, String> {
         )?;
     }
     Ok(r.0)
+}
+
+/// Typed objects, for a service that holds them already (read with
+/// `kube`, say) instead of manifests: only their names are taken.
+impl ConfigObject {
+    /// A ConfigMap's key names (`data` and `binaryData`); its values are
+    /// not read. `default_namespace` is used if it names none.
+    ///
+    /// # Errors
+    ///
+    /// [`InputError::Invalid`] if it has no name.
+    pub fn from_config_map(cm: &ConfigMap, default_namespace: &str) -> Result<Self, InputError> {
+        let keys = cm
+            .data
+            .iter()
+            .flat_map(BTreeMap::keys)
+            .chain(cm.binary_data.iter().flat_map(BTreeMap::keys))
+            .cloned()
+            .collect();
+        typed_object(
+            ConfigKind::ConfigMap,
+            &cm.metadata,
+            default_namespace,
+            keys,
+            cm.immutable,
+        )
+    }
+
+    /// A Secret's key names (`data` and `stringData`, and for a
+    /// service-account token Secret the keys the control plane writes);
+    /// its values are not read. `default_namespace` is used if it names
+    /// none.
+    ///
+    /// # Errors
+    ///
+    /// [`InputError::Invalid`] if it has no name.
+    pub fn from_secret(secret: &Secret, default_namespace: &str) -> Result<Self, InputError> {
+        let mut keys: BTreeSet<String> = secret
+            .data
+            .iter()
+            .flat_map(BTreeMap::keys)
+            .chain(secret.string_data.iter().flat_map(BTreeMap::keys))
+            .cloned()
+            .collect();
+        if secret.type_.as_deref() == Some(SERVICE_ACCOUNT_TOKEN) {
+            keys.extend(SERVICE_ACCOUNT_TOKEN_KEYS.map(str::to_owned));
+        }
+        typed_object(
+            ConfigKind::Secret,
+            &secret.metadata,
+            default_namespace,
+            keys,
+            secret.immutable,
+        )
+    }
+}
+
+fn typed_object(
+    kind: ConfigKind,
+    meta: &ObjectMeta,
+    default_namespace: &str,
+    keys: BTreeSet<String>,
+    immutable: Option<bool>,
+) -> Result<ConfigObject, InputError> {
+    let name = meta
+        .name
+        .clone()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| bad(&kind.to_string(), "metadata.name is missing"))?;
+    Ok(ConfigObject {
+        id: ObjectId {
+            kind,
+            namespace: meta
+                .namespace
+                .clone()
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| default_namespace.to_owned()),
+            name,
+        },
+        keys,
+        immutable: immutable.unwrap_or(false),
+    })
+}
+
+impl Workload {
+    /// A serving workload of kind `kind` (`Deployment`, or your own) whose
+    /// pods run `spec`: every reference it makes, as the manifest reader
+    /// finds them.
+    ///
+    /// # Errors
+    ///
+    /// [`InputError::Invalid`] naming the workload and the site of a
+    /// reference without a name or key.
+    pub fn from_pod_spec(
+        kind: &str,
+        namespace: &str,
+        name: &str,
+        spec: &PodSpec,
+    ) -> Result<Self, InputError> {
+        let mut out = Manifests::default();
+        let at = format!("{kind}/{namespace}/{name}");
+        push_workload(
+            &mut out,
+            kind,
+            namespace.to_owned(),
+            name.to_owned(),
+            spec.clone(),
+            None,
+            &at,
+        )?;
+        Ok(out.workloads.remove(0))
+    }
 }

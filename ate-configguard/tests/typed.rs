@@ -1,0 +1,143 @@
+//! Typed k8s-openapi objects (as a service reading them with `kube` holds
+//! them) give the same names, and so the same check, as their manifests.
+
+use std::collections::BTreeMap;
+
+use ate_configguard::{
+    CheckInput, ConfigObject, LoadOptions, Manifests, Workload, check, load_str,
+};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+const MANIFESTS: &str = r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: { name: app, namespace: shop }
+data: { DB_HOST: db }
+binaryData: { cert.der: AAAA }
+immutable: true
+---
+apiVersion: v1
+kind: Secret
+metadata: { name: creds }
+stringData: { PASSWORD: hunter2 }
+---
+apiVersion: v1
+kind: Secret
+metadata: { name: robot-token, namespace: shop, annotations: { kubernetes.io/service-account.name: robot } }
+type: kubernetes.io/service-account-token
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: { name: web, namespace: shop }
+spec:
+  selector: { matchLabels: { app: web } }
+  template:
+    metadata: { labels: { app: web } }
+    spec:
+      containers:
+        - name: web
+          image: web:1
+          envFrom: [ { configMapRef: { name: app } } ]
+          env:
+            - name: TOKEN
+              valueFrom: { secretKeyRef: { name: robot-token, key: token } }
+"#;
+
+fn meta(name: &str, namespace: Option<&str>) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.into()),
+        namespace: namespace.map(Into::into),
+        ..Default::default()
+    }
+}
+
+fn typed() -> Manifests {
+    let cm = ConfigMap {
+        metadata: meta("app", Some("shop")),
+        data: Some(BTreeMap::from([("DB_HOST".into(), "db".into())])),
+        binary_data: Some(BTreeMap::from([(
+            "cert.der".into(),
+            ByteString(vec![0, 0, 0]),
+        )])),
+        immutable: Some(true),
+    };
+    let creds = Secret {
+        metadata: meta("creds", None),
+        string_data: Some(BTreeMap::from([("PASSWORD".into(), "hunter2".into())])),
+        ..Default::default()
+    };
+    let token = Secret {
+        metadata: meta("robot-token", Some("shop")),
+        type_: Some("kubernetes.io/service-account-token".into()),
+        ..Default::default()
+    };
+    // The Deployment as the API (or `kube`) hands it over.
+    let deployment: Deployment = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "web", "namespace": "shop" },
+        "spec": {
+            "selector": { "matchLabels": { "app": "web" } },
+            "template": { "spec": { "containers": [ {
+                "name": "web", "image": "web:1",
+                "envFrom": [ { "configMapRef": { "name": "app" } } ],
+                "env": [ { "name": "TOKEN", "valueFrom": { "secretKeyRef": { "name": "robot-token", "key": "token" } } } ]
+            } ] } }
+        }
+    }))
+    .unwrap();
+    let spec = deployment.spec.template.spec.unwrap();
+    Manifests {
+        objects: vec![
+            ConfigObject::from_config_map(&cm, "default").unwrap(),
+            ConfigObject::from_secret(&creds, "default").unwrap(),
+            ConfigObject::from_secret(&token, "default").unwrap(),
+        ],
+        workloads: vec![Workload::from_pod_spec("Deployment", "shop", "web", &spec).unwrap()],
+        ..Default::default()
+    }
+}
+
+#[test]
+fn typed_objects_read_as_their_manifests_do() {
+    let read = load_str(MANIFESTS, "m.yaml", &LoadOptions::default()).unwrap();
+    let typed = typed();
+    assert_eq!(typed.objects, read.objects);
+    assert_eq!(typed.workloads, read.workloads);
+    // Names only: no value is kept.
+    let debug = format!("{typed:?}");
+    assert!(
+        !debug.contains("hunter2") && !debug.contains("\"db\""),
+        "{debug}"
+    );
+    // And the check sees the same transition.
+    let mut proposed = typed.clone();
+    proposed.objects[0].keys.clear();
+    proposed.objects[0].immutable = false;
+    let report = check(&CheckInput {
+        current: typed,
+        proposed,
+        ..Default::default()
+    })
+    .unwrap();
+    assert!(!report.is_safe());
+}
+
+#[test]
+fn a_typed_object_without_a_name_is_an_input_error() {
+    let nameless = ConfigMap::default();
+    let err = ConfigObject::from_config_map(&nameless, "default").unwrap_err();
+    assert!(err.to_string().contains("metadata.name"), "{err}");
+    let spec = k8s_openapi::api::core::v1::PodSpec {
+        containers: vec![
+            serde_json::from_value(serde_json::json!({
+                "name": "c", "envFrom": [ { "secretRef": {} } ]
+            }))
+            .unwrap(),
+        ],
+        ..Default::default()
+    };
+    let err = Workload::from_pod_spec("Deployment", "shop", "web", &spec).unwrap_err();
+    assert!(err.to_string().contains("Deployment/shop/web"), "{err}");
+}
