@@ -128,9 +128,9 @@ async fn a_second_request_while_in_flight_gets_409_with_retry_after() {
 #[tokio::test]
 async fn a_call_that_outlasts_its_lease_keeps_it_by_renewing() {
     for bin in SERVICES {
-        // A 1 s lease and a 2.5 s provider call: the call renews its lease
-        // every third of a second.
-        let s = Service::start(bin, &[("ATE_LEDGER_LEASE_SECS", "1")]);
+        // A 2 s lease and a 4 s provider call: the call renews its lease
+        // every 2/3 s (a renewal would have to be 1.3 s late to lose it).
+        let s = Service::start(bin, &[("ATE_LEDGER_LEASE_SECS", "2")]);
         let c = client();
         let slow = {
             let c = c.clone();
@@ -139,7 +139,7 @@ async fn a_call_that_outlasts_its_lease_keeps_it_by_renewing() {
                 let res = c
                     .post(url)
                     .header("idempotency-key", "long")
-                    .header("x-simulate-delay-ms", "2500")
+                    .header("x-simulate-delay-ms", "4000")
                     .json(&json!({"a": 1}))
                     .send()
                     .await
@@ -149,7 +149,7 @@ async fn a_call_that_outlasts_its_lease_keeps_it_by_renewing() {
         };
         // Past the first lease's end: still in flight, so 409, not a
         // recovery that closes the call as provider_unavailable (504).
-        tokio::time::sleep(Duration::from_millis(1700)).await;
+        tokio::time::sleep(Duration::from_millis(3000)).await;
         let retry = invoke(&c, &s, "long", json!({"a": 1}), "success").await;
         assert_eq!(
             retry.status(),
@@ -383,7 +383,7 @@ async fn a_request_body_with_a_key_twice_is_refused_before_anything_runs() {
 #[tokio::test]
 async fn a_client_that_hangs_up_mid_call_does_not_lose_the_providers_answer() {
     for bin in SERVICES {
-        let s = Service::start(bin, &[("ATE_LEDGER_LEASE_SECS", "1")]);
+        let s = Service::start(bin, &[("ATE_LEDGER_LEASE_SECS", "2")]);
         // The client sends the call, then goes away while the provider
         // works (a timeout, a crash, a mobile network).
         {
@@ -395,7 +395,7 @@ async fn a_client_that_hangs_up_mid_call_does_not_lose_the_providers_answer() {
             conn.write_all(
                 format!(
                     "POST /invoke HTTP/1.1\r\nHost: x\r\nIdempotency-Key: hangup\r\n\
-                     X-Simulate-Delay-Ms: 1500\r\nContent-Type: application/json\r\n\
+                     X-Simulate-Delay-Ms: 3000\r\nContent-Type: application/json\r\n\
                      Content-Length: {}\r\n\r\n{body}",
                     body.len()
                 )
