@@ -383,13 +383,8 @@ fn load_doc(
             };
             let mut keys = key_names(&doc, a, at)?;
             keys.extend(key_names(&doc, b, at)?);
-            // A service-account token Secret is filled by the control plane
-            // (its manifest holds no data): these keys are there once it
-            // exists.
-            if kind == "Secret"
-                && doc.get("type").and_then(Node::as_str) == Some(SERVICE_ACCOUNT_TOKEN)
-            {
-                keys.extend(SERVICE_ACCOUNT_TOKEN_KEYS.map(str::to_owned));
+            if kind == "Secret" {
+                add_control_plane_keys(doc.get("type").and_then(Node::as_str), &mut keys);
             }
             if kind == "ConfigMap" && doc.get("stringData").is_some() {
                 return Err(bad(at, "a ConfigMap has no stringData field"));
@@ -640,10 +635,14 @@ fn find_templates(node: &Node, out: &mut Vec<Node>) {
     }
 }
 
-/// The type of a Secret that the control plane fills with a service
-/// account's token, and the keys it writes.
-const SERVICE_ACCOUNT_TOKEN: &str = "kubernetes.io/service-account-token";
-const SERVICE_ACCOUNT_TOKEN_KEYS: [&str; 3] = ["ca.crt", "namespace", "token"];
+/// Adds to a Secret of type `secret_type` the keys the control plane
+/// writes into it: a service-account token Secret is declared with no data
+/// and holds `ca.crt`, `namespace` and `token` once it exists.
+fn add_control_plane_keys(secret_type: Option<&str>, keys: &mut BTreeSet<String>) {
+    if secret_type == Some("kubernetes.io/service-account-token") {
+        keys.extend(["ca.crt", "namespace", "token"].map(str::to_owned));
+    }
+}
 
 /// Every container (a map with an `image`) and every entry of a `volumes`
 /// list under `node`, outside pod templates' own shape: for an allowed kind
@@ -752,14 +751,30 @@ fn push_workload(
     dormant: Option<String>,
     at: &str,
 ) -> Result<(), InputError> {
-    let references = pod_references(&spec).map_err(|m| bad(at, format!("{kind} {name}: {m}")))?;
+    out.workloads
+        .push(workload(kind, namespace, name, &spec, dormant, at)?);
+    Ok(())
+}
+
+/// A workload running `spec`, with every reference it makes.
+fn workload(
+    kind: &str,
+    namespace: String,
+    name: String,
+    spec: &PodSpec,
+    dormant: Option<String>,
+    at: &str,
+) -> Result<Workload, InputError> {
+    let references = pod_references(spec).map_err(|m| bad(at, format!("{kind} {name}: {m}")))?;
     // `serviceAccount` is the deprecated spelling Kubernetes still reads.
     let service_account = spec
         .service_account_name
-        .or(spec.service_account)
+        .as_ref()
+        .or(spec.service_account.as_ref())
         .filter(|n| !n.is_empty())
+        .cloned()
         .unwrap_or_else(|| "default".into());
-    out.workloads.push(Workload {
+    Ok(Workload {
         id: WorkloadId {
             kind: kind.to_owned(),
             namespace,
@@ -768,8 +783,7 @@ fn push_workload(
         references,
         dormant,
         service_account,
-    });
-    Ok(())
+    })
 }
 
 /// Why a workload runs no pod and starts none by itself, read from what a
@@ -1223,9 +1237,7 @@ impl ConfigObject {
             .chain(secret.string_data.iter().flat_map(BTreeMap::keys))
             .cloned()
             .collect();
-        if secret.type_.as_deref() == Some(SERVICE_ACCOUNT_TOKEN) {
-            keys.extend(SERVICE_ACCOUNT_TOKEN_KEYS.map(str::to_owned));
-        }
+        add_control_plane_keys(secret.type_.as_deref(), &mut keys);
         typed_object(
             ConfigKind::Secret,
             &secret.metadata,
@@ -1278,17 +1290,7 @@ impl Workload {
         name: &str,
         spec: &PodSpec,
     ) -> Result<Self, InputError> {
-        let mut out = Manifests::default();
         let at = format!("{kind}/{namespace}/{name}");
-        push_workload(
-            &mut out,
-            kind,
-            namespace.to_owned(),
-            name.to_owned(),
-            spec.clone(),
-            None,
-            &at,
-        )?;
-        Ok(out.workloads.remove(0))
+        workload(kind, namespace.to_owned(), name.to_owned(), spec, None, &at)
     }
 }

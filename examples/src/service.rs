@@ -67,6 +67,22 @@ impl ApiResponse {
     }
 }
 
+/// A duration in milliseconds from `0` to `max` (absent: 0), or the 400
+/// that names `what` and the bad value.
+fn bounded_ms(what: &str, value: Option<&str>, max: u64) -> Result<u64, ApiResponse> {
+    match value.map(str::parse::<u64>) {
+        None => Ok(0),
+        Some(Ok(ms)) if ms <= max => Ok(ms),
+        _ => Err(ApiResponse::json(
+            400,
+            json!({"error": format!(
+                "{what} must be an integer from 0 to {max}, not {}",
+                shown(value.unwrap_or_default())
+            )}),
+        )),
+    }
+}
+
 /// A task aborted when this is dropped, on every path out of its owner.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
@@ -330,18 +346,9 @@ impl AppState {
 
     /// `GET /work?ms=N`: holds an admission guard for N ms.
     pub async fn work(&self, ms: Option<&str>) -> ApiResponse {
-        let ms: u64 = match ms.map(str::parse) {
-            None => 0,
-            Some(Ok(ms)) if ms <= 60_000 => ms,
-            _ => {
-                return ApiResponse::json(
-                    400,
-                    json!({"error": format!(
-                        "ms must be an integer from 0 to 60000, not {}",
-                        shown(ms.unwrap_or_default())
-                    )}),
-                );
-            }
+        let ms = match bounded_ms("ms", ms, 60_000) {
+            Ok(ms) => ms,
+            Err(refused) => return refused,
         };
         let guard = match self.admit() {
             Ok(g) => g,
@@ -648,18 +655,9 @@ impl AppState {
                 );
             }
         };
-        let delay = match delay_ms.map(str::parse::<u64>) {
-            None => 0,
-            Some(Ok(ms)) if ms <= 30_000 => ms,
-            _ => {
-                return ApiResponse::json(
-                    400,
-                    json!({"error": format!(
-                        "X-Simulate-Delay-Ms must be an integer from 0 to 30000, not {}",
-                        shown(delay_ms.unwrap_or_default())
-                    )}),
-                );
-            }
+        let delay = match bounded_ms("X-Simulate-Delay-Ms", delay_ms, 30_000) {
+            Ok(ms) => ms,
+            Err(refused) => return refused,
         };
         let guard = match self.admit() {
             Ok(g) => g,
