@@ -38,16 +38,20 @@ pub enum Deletion {
 pub const CONTROL_PLANE_OBJECTS: [(ConfigKind, &str); 1] =
     [(ConfigKind::ConfigMap, "kube-root-ca.crt")];
 
+/// Whether `id` is one of the [`CONTROL_PLANE_OBJECTS`].
+fn is_control_plane_object(id: &ObjectId) -> bool {
+    CONTROL_PLANE_OBJECTS
+        .iter()
+        .any(|(kind, name)| id.kind == *kind && id.name == *name)
+}
+
 /// Whether Kubernetes itself keeps `target` (and `key` in it) in every
 /// namespace: `kube-root-ca.crt` holds `ca.crt`, which every live pod's
 /// service-account volume reads. Such a reference resolves even when the
 /// input lists no ConfigMaps (`kubectl get pods -o yaml`); another key of it
 /// does not.
 fn kept_by_control_plane(target: &ObjectId, key: Option<&str>) -> bool {
-    CONTROL_PLANE_OBJECTS
-        .iter()
-        .any(|(kind, name)| target.kind == *kind && target.name == *name)
-        && key.is_none_or(|k| k == "ca.crt")
+    is_control_plane_object(target) && key.is_none_or(|k| k == "ca.crt")
 }
 
 /// What to check.
@@ -273,9 +277,7 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
             proposed_in.contains_key(*id)
                 // Nothing applied gives no scope: then everything goes.
                 || !(touched.is_empty() || touched.contains(id.namespace.as_str()))
-                || CONTROL_PLANE_OBJECTS
-                    .iter()
-                    .any(|(kind, name)| id.kind == *kind && id.name == *name)
+                || is_control_plane_object(id)
         });
     }
     for id in &input.delete {
