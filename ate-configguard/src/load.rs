@@ -488,27 +488,25 @@ fn load_doc(
             if let Some(Node::Seq(tls)) = doc.get("spec").and_then(|s| s.get("tls")) {
                 for t in tls {
                     if let Some(secret) = t.get("secretName").and_then(Node::as_str) {
-                        out.notes.push(Finding {
-                            severity: Severity::Warning,
-                            code: "outside-pod-spec".into(),
-                            workload: Some(WorkloadId {
-                                kind: kind.clone(),
-                                namespace: ns.clone(),
-                                name: name.clone(),
-                            }),
-                            side: None,
-                            container: None,
-                            site: Some("spec.tls[].secretName".into()),
-                            object: Some(ObjectId {
-                                kind: ConfigKind::Secret,
-                                namespace: ns.clone(),
-                                name: secret.to_owned(),
-                            }),
-                            key: None,
-                            message: "reference outside a pod spec: reported, not checked".into(),
-                        });
+                        let object = ObjectId {
+                            kind: ConfigKind::Secret,
+                            namespace: ns.clone(),
+                            name: secret.to_owned(),
+                        };
+                        outside_pod_spec(out, &kind, &ns, &name, "spec.tls[].secretName", object);
                     }
                 }
+            }
+        }
+        // Gateway API objects (`Gateway`, `BackendTLSPolicy`, ...) name TLS
+        // Secrets and CA ConfigMaps in `certificateRefs` and
+        // `caCertificateRefs`: reported as an Ingress's TLS secrets are.
+        _ if group == GATEWAY_API => {
+            let (ns, name) = meta_names(&doc, at, options)?;
+            let mut refs = Vec::new();
+            certificate_refs(&doc, "", &ns, &mut refs);
+            for (site, object) in refs {
+                outside_pod_spec(out, &kind, &ns, &name, &site, object);
             }
         }
         _ if options.allow_kinds.contains(&kind)
@@ -585,6 +583,90 @@ fn load_doc(
         }
     }
     Ok(())
+}
+
+/// The group of the Gateway API, whose objects name Secrets and
+/// ConfigMaps outside any pod spec.
+const GATEWAY_API: &str = "gateway.networking.k8s.io";
+
+/// Notes a reference that no pod reads (an Ingress's or a Gateway's TLS
+/// Secret): reported as a warning, not checked.
+fn outside_pod_spec(
+    out: &mut Manifests,
+    kind: &str,
+    ns: &str,
+    name: &str,
+    site: &str,
+    object: ObjectId,
+) {
+    out.notes.push(Finding {
+        severity: Severity::Warning,
+        code: "outside-pod-spec".into(),
+        workload: Some(WorkloadId {
+            kind: kind.to_owned(),
+            namespace: ns.to_owned(),
+            name: name.to_owned(),
+        }),
+        side: None,
+        container: None,
+        site: Some(site.to_owned()),
+        object: Some(object),
+        key: None,
+        message: "reference outside a pod spec: reported, not checked".into(),
+    });
+}
+
+/// The core-group Secrets and ConfigMaps a Gateway API object names in its
+/// `certificateRefs` (kind `Secret` unless given) and `caCertificateRefs`
+/// (kind required), each with its path; a reference without a namespace is
+/// to the object's own.
+fn certificate_refs(node: &Node, path: &str, ns: &str, out: &mut Vec<(String, ObjectId)>) {
+    match node {
+        Node::Map(entries) => {
+            for (k, v) in entries {
+                let here = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                let default_kind = match k.as_str() {
+                    "certificateRefs" => Some(Some("Secret")),
+                    "caCertificateRefs" => Some(None),
+                    _ => None,
+                };
+                match (default_kind, v) {
+                    (Some(default_kind), Node::Seq(items)) => {
+                        for (i, item) in items.iter().enumerate() {
+                            let field = |f: &str| item.get(f).and_then(Node::as_str);
+                            let kind = field("kind").or(default_kind);
+                            let kind = match (field("group").unwrap_or(""), kind) {
+                                ("", Some("Secret")) => ConfigKind::Secret,
+                                ("", Some("ConfigMap")) => ConfigKind::ConfigMap,
+                                _ => continue,
+                            };
+                            if let Some(name) = field("name").filter(|n| !n.is_empty()) {
+                                out.push((
+                                    format!("{here}[{i}]"),
+                                    ObjectId {
+                                        kind,
+                                        namespace: field("namespace").unwrap_or(ns).to_owned(),
+                                        name: name.to_owned(),
+                                    },
+                                ));
+                            }
+                        }
+                    }
+                    _ => certificate_refs(v, &here, ns, out),
+                }
+            }
+        }
+        Node::Seq(items) => {
+            for (i, v) in items.iter().enumerate() {
+                certificate_refs(v, &format!("{path}[{i}]"), ns, out);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// The apiVersions read for a kind this guard understands (`None` for any

@@ -298,6 +298,46 @@ fn ingress_tls_secrets_are_reported_not_checked() {
 }
 
 #[test]
+fn gateway_api_certificate_refs_are_reported_not_checked() {
+    let gateway = "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: { name: gw, namespace: edge }\nspec:\n  gatewayClassName: istio\n  listeners:\n    - name: https\n      port: 443\n      protocol: HTTPS\n      tls:\n        certificateRefs:\n          - name: web-tls\n          - { kind: Secret, name: api-tls, namespace: certs }\n          - { group: example.com, kind: Vault, name: not-a-secret }\n---\napiVersion: gateway.networking.k8s.io/v1alpha3\nkind: BackendTLSPolicy\nmetadata: { name: backend, namespace: edge }\nspec:\n  validation:\n    caCertificateRefs: [ { group: \"\", kind: ConfigMap, name: ca } ]\n    hostname: api.internal\n";
+    let report = run(gateway, NOTHING);
+    assert!(report.is_safe());
+    let named: Vec<(String, String, String)> = report
+        .warnings
+        .iter()
+        .map(|w| {
+            assert_eq!(w.code, "outside-pod-spec");
+            let o = w.object.as_ref().expect("the object named");
+            (
+                o.to_string(),
+                w.site.clone().unwrap_or_default(),
+                w.workload.as_ref().expect("the naming object").to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        named,
+        vec![
+            (
+                "ConfigMap/edge/ca".into(),
+                "spec.validation.caCertificateRefs[0]".into(),
+                "BackendTLSPolicy/edge/backend".into()
+            ),
+            (
+                "Secret/edge/web-tls".into(),
+                "spec.listeners[0].tls.certificateRefs[0]".into(),
+                "Gateway/edge/gw".into()
+            ),
+            (
+                "Secret/certs/api-tls".into(),
+                "spec.listeners[0].tls.certificateRefs[1]".into(),
+                "Gateway/edge/gw".into()
+            ),
+        ]
+    );
+}
+
+#[test]
 fn duplicate_objects_in_one_state_are_input_errors() {
     let twice = format!("{}\n---\n{}", cm("a", &["X"]), cm("a", &["Y"]));
     let input = CheckInput {
