@@ -591,6 +591,12 @@ macro_rules! guard_common {
             /// Whether the response should carry `Connection: close`: the
             /// gate is draining now (one atomic load), so a keep-alive
             /// client should reconnect elsewhere.
+            ///
+            /// That header is HTTP/1.1's. HTTP/2 forbids it (hyper drops
+            /// it from an HTTP/2 response): there, the server moves its
+            /// clients by sending each connection a GOAWAY frame when the
+            /// drain begins (hyper's `graceful_shutdown` on the
+            /// connection), which lets the requests already on it finish.
             #[inline]
             pub fn should_close_connection(&self) -> bool {
                 !self.gate.is_serving()
