@@ -6,8 +6,19 @@
 //!
 //! [`ObservedWorkload`] is implemented for the workloads whose controllers
 //! report `status.observedGeneration` (Deployment, StatefulSet, DaemonSet,
-//! ReplicaSet, ReplicationController) and for HorizontalPodAutoscaler
-//! (`autoscaling/v2`). Implement it for your own custom resource:
+//! ReplicaSet, ReplicationController), for HorizontalPodAutoscaler
+//! (`autoscaling/v2`) and PodDisruptionBudget, and for Pod.
+//!
+//! A Pod's `metadata.generation` advances when its spec changes in place (a
+//! resize of a running pod's resources), and the kubelet reports
+//! `status.observedGeneration` once it has acted on that spec: so
+//! [`controller_observed`] says whether a resize was applied, where a
+//! healthy `Running` phase says nothing about it. That needs a cluster that
+//! tracks pod generations (feature `PodObservedGenerationTracking`,
+//! Kubernetes 1.33 and later); an older one sets no `metadata.generation`
+//! on Pods, and the Pod is an error saying so.
+//!
+//! Implement it for your own custom resource:
 //!
 //! ```
 //! use ate_generation::k8s::{ObservedWorkload, controller_observed};
@@ -32,7 +43,8 @@
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::core::v1::ReplicationController;
+use k8s_openapi::api::core::v1::{Pod, ReplicationController};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 
 use crate::Error;
@@ -67,6 +79,8 @@ observed_workload!(DaemonSet, "DaemonSet");
 observed_workload!(ReplicaSet, "ReplicaSet");
 observed_workload!(ReplicationController, "ReplicationController");
 observed_workload!(HorizontalPodAutoscaler, "HorizontalPodAutoscaler");
+observed_workload!(PodDisruptionBudget, "PodDisruptionBudget");
+observed_workload!(Pod, "Pod");
 
 /// Whether the workload's controller has observed its latest spec:
 /// `status.observedGeneration >= metadata.generation`.
@@ -142,6 +156,13 @@ pub fn condition_stale(
 /// `metadata.generation`, which an API server always sets (from 1).
 fn generation_of(kind: &str, meta: &ObjectMeta) -> Result<i64, Error> {
     match meta.generation {
+        None if kind == "Pod" => Err(invalid(
+            kind,
+            meta,
+            "metadata.generation is missing (clusters before Kubernetes 1.33, or without \
+             PodObservedGenerationTracking, do not set it on Pods)"
+                .into(),
+        )),
         None => Err(invalid(kind, meta, "metadata.generation is missing".into())),
         Some(g) if g < 0 => Err(invalid(
             kind,

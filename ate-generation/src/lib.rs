@@ -62,7 +62,8 @@
 //!   input with `observedGeneration > generation` is an error.
 //! - `k8s`: read `metadata.generation` and `status.observedGeneration` from
 //!   k8s-openapi workloads (Deployment, StatefulSet, DaemonSet, ReplicaSet,
-//!   ReplicationController, HorizontalPodAutoscaler, or your own resource),
+//!   ReplicationController, HorizontalPodAutoscaler, PodDisruptionBudget,
+//!   Pod, or your own resource),
 //!   and tell a stale `metav1.Condition` (`k8s` module).
 //! - `test-util`: the `testing` module (reference model, proptest strategies).
 //!

@@ -170,3 +170,52 @@ mod conditions {
         assert!(err.to_string().contains("-1"), "{err}");
     }
 }
+
+#[test]
+fn a_pod_resized_in_place_is_observed_once_the_kubelet_reports_its_generation() {
+    use k8s_openapi::api::core::v1::{Pod, PodStatus};
+    let pod = |generation: Option<i64>, observed: Option<i64>| Pod {
+        metadata: ObjectMeta {
+            name: Some("web-0".into()),
+            namespace: Some("prod".into()),
+            generation,
+            ..Default::default()
+        },
+        status: Some(PodStatus {
+            phase: Some("Running".into()),
+            observed_generation: observed,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    // Resized (generation 2) while Running: not applied until the kubelet
+    // reports generation 2.
+    assert_eq!(controller_observed(&pod(Some(2), Some(1))), Ok(false));
+    assert_eq!(controller_observed(&pod(Some(2), Some(2))), Ok(true));
+    // A cluster that does not track pod generations sets none: an error
+    // that says why, never a guess either way.
+    let err = controller_observed(&pod(None, None)).unwrap_err();
+    assert!(err.to_string().contains("Pod/prod/web-0"), "{err}");
+    assert!(
+        err.to_string().contains("PodObservedGenerationTracking"),
+        "{err}"
+    );
+}
+
+#[test]
+fn pod_disruption_budgets_are_read_too() {
+    use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatus};
+    let pdb = |observed| PodDisruptionBudget {
+        metadata: ObjectMeta {
+            generation: Some(3),
+            ..Default::default()
+        },
+        status: Some(PodDisruptionBudgetStatus {
+            observed_generation: observed,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    assert_eq!(controller_observed(&pdb(Some(2))), Ok(false));
+    assert_eq!(controller_observed(&pdb(Some(3))), Ok(true));
+}
