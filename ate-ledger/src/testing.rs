@@ -4,7 +4,7 @@
 //! mid-attempt as lease expiries, recoveries, clock jumps). With the
 //! `postgres` feature too, `fresh_database` gives each test its own
 //! database on a throwaway PostgreSQL server, for testing `PgStore` and
-//! the services built on it.
+//! the services built on it, and `TestDatabase` one that is dropped with it.
 //!
 //! # Example: property-testing against the model
 //!
@@ -31,7 +31,7 @@ use std::time::Duration;
 #[path = "testing_pg.rs"]
 mod pg;
 #[cfg(feature = "postgres")]
-pub use pg::fresh_database;
+pub use pg::{TestDatabase, fresh_database};
 
 use proptest::prelude::*;
 

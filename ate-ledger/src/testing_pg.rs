@@ -145,7 +145,6 @@ fn server() -> &'static Server {
     SERVER.get_or_init(start_server)
 }
 
-/// A fresh, empty database: its connection string.
 /// A fresh, empty database on the test server, as a connection string for
 /// [`PgStore::connect`](crate::PgStore::connect).
 ///
@@ -157,7 +156,10 @@ fn server() -> &'static Server {
 /// in a temp dir, listening on a Unix socket only, with `fsync=off`; it is
 /// stopped and its dir removed when the test process exits. Each call
 /// creates a new database on it, so tests running in parallel never share
-/// tables.
+/// tables. The database is kept until the server goes: on a server of your
+/// own, or for many of them (a property test's cases, which a shrink
+/// multiplies), take a [`TestDatabase`], which drops its database when it
+/// is dropped.
 ///
 /// # Panics
 ///
@@ -181,6 +183,11 @@ pub fn fresh_database() -> String {
 }
 
 fn create_database() -> String {
+    create_named().1
+}
+
+/// Creates a database: its name and connection string.
+fn create_named() -> (String, String) {
     static N: AtomicUsize = AtomicUsize::new(0);
     let name = format!(
         "ate_test_{}_{}",
@@ -188,10 +195,85 @@ fn create_database() -> String {
         N.fetch_add(1, Ordering::SeqCst)
     );
     let base = &server().base;
-    let mut admin = postgres::Client::connect(&format!("{base} dbname=postgres"), postgres::NoTls)
-        .expect("connect to the test server");
-    admin
+    admin(base)
+        .expect("connect to the test server")
         .batch_execute(&format!("CREATE DATABASE {name}"))
         .unwrap();
-    format!("{base} dbname={name}")
+    let url = format!("{base} dbname={name}");
+    (name, url)
+}
+
+fn admin(base: &str) -> Result<postgres::Client, postgres::Error> {
+    postgres::Client::connect(&format!("{base} dbname=postgres"), postgres::NoTls)
+}
+
+/// A fresh, empty database on the test server (as [`fresh_database`]),
+/// dropped when this value is: its connections are closed first
+/// (`DROP DATABASE ... WITH (FORCE)`, PostgreSQL 13 or later), so drop it
+/// after the stores and services using it, or not, as the test ends.
+///
+/// Use it for a server of your own (`ATE_TEST_POSTGRES_URL`), which would
+/// otherwise keep every test's database, and in property tests, whose
+/// cases (and shrinking) would otherwise leave one database each, about
+/// 8 MB apiece.
+///
+/// ```no_run
+/// use ate_ledger::testing::TestDatabase;
+/// use ate_ledger::{Ledger, PgStore};
+///
+/// let db = TestDatabase::new();
+/// let ledger = Ledger::new(PgStore::connect(db.url())?);
+/// // ... the test ...
+/// drop(ledger);
+/// drop(db); // the database is gone
+/// # Ok::<(), ate_ledger::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct TestDatabase {
+    name: String,
+    url: String,
+}
+
+impl TestDatabase {
+    /// Creates the database.
+    ///
+    /// # Panics
+    ///
+    /// As [`fresh_database`].
+    #[allow(clippy::new_without_default)] // creating a database is not a default
+    pub fn new() -> Self {
+        let (name, url) = std::thread::spawn(create_named)
+            .join()
+            .unwrap_or_else(|e| std::panic::resume_unwind(e));
+        Self { name, url }
+    }
+
+    /// Its connection string, for [`PgStore::connect`](crate::PgStore::connect).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+impl Drop for TestDatabase {
+    /// Drops the database; a failure is printed, never a panic (the test
+    /// may be unwinding already).
+    fn drop(&mut self) {
+        let name = std::mem::take(&mut self.name);
+        // A thread of its own, as for creating it (the test may run a
+        // tokio runtime on this one).
+        let dropped = std::thread::spawn(move || {
+            admin(&server().base)?
+                .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        })
+        .join();
+        match dropped {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                // `postgres::Error` displays its kind; the reason is its source.
+                let reason = std::error::Error::source(&e).map_or(e.to_string(), |s| s.to_string());
+                eprintln!("ate-ledger test database not dropped: {reason}");
+            }
+            Err(_) => eprintln!("ate-ledger test database not dropped: the drop panicked"),
+        }
+    }
 }

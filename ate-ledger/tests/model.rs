@@ -61,10 +61,11 @@ proptest! {
 
     #[test]
     fn postgres_store_matches_the_model(seq in ops(40)) {
-        let url = ate_ledger::testing::fresh_database();
+        // Dropped after the case: a shrink runs hundreds of cases.
+        let db = ate_ledger::testing::TestDatabase::new();
         // Two connections: one caller's calls land on either, and each must
         // see what the one before it committed.
         let two = std::num::NonZeroUsize::new(2).unwrap();
-        check(ate_ledger::PgStore::connect_pooled(&url, two).unwrap(), &seq)?;
+        check(ate_ledger::PgStore::connect_pooled(db.url(), two).unwrap(), &seq)?;
     }
 }

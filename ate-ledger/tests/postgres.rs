@@ -4,7 +4,7 @@
 //! it in `model.rs`).
 //!
 //! Each test gets its own database from
-//! [`ate_ledger::testing::fresh_database`]: on `ATE_TEST_POSTGRES_URL` if
+//! [`ate_ledger::testing::TestDatabase`], dropped as it ends: on `ATE_TEST_POSTGRES_URL` if
 //! set, else on a throwaway server started from the machine's PostgreSQL
 //! binaries. A machine with neither fails these tests with a message
 //! saying so: they are never skipped.
@@ -13,7 +13,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use ate_ledger::testing::fresh_database;
+use ate_ledger::testing::TestDatabase;
 use ate_ledger::{
     Begin, Close, Config, Error, Fingerprint, Key, Ledger, ManualClock, PgStore, Store,
 };
@@ -43,7 +43,8 @@ fn fp() -> Fingerprint {
 
 #[test]
 fn acknowledged_transitions_survive_a_new_connection() {
-    let url = fresh_database();
+    let db = TestDatabase::new();
+    let url = db.url().to_owned();
     let key = Key::new("t", "a");
     {
         let ledger = Ledger::new(PgStore::connect(&url).unwrap());
@@ -67,7 +68,8 @@ fn acknowledged_transitions_survive_a_new_connection() {
 
 #[test]
 fn puts_are_conditional_on_the_version_and_say_what_is_stored() {
-    let url = fresh_database();
+    let db = TestDatabase::new();
+    let url = db.url().to_owned();
     let store = PgStore::connect(&url).unwrap();
     // A record as a ledger writes it, taken from one in memory.
     let key = Key::new("t", "v");
@@ -116,7 +118,8 @@ fn puts_are_conditional_on_the_version_and_say_what_is_stored() {
 
 #[test]
 fn open_lists_in_flight_attempts_and_purge_never_deletes_them() {
-    let url = fresh_database();
+    let db = TestDatabase::new();
+    let url = db.url().to_owned();
     let clock = ManualClock::new(Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap());
     let ledger = Ledger::with_clock(
         PgStore::connect(&url).unwrap(),
@@ -144,7 +147,8 @@ fn open_lists_in_flight_attempts_and_purge_never_deletes_them() {
 
 #[test]
 fn purge_deletes_every_row_past_retention_in_batches_and_keeps_the_rest() {
-    let url = fresh_database();
+    let db = TestDatabase::new();
+    let url = db.url().to_owned();
     let store = PgStore::connect(&url).unwrap();
     // 2,500 ended rows past the cutoff (three delete statements), one
     // ended after it, one open. Purge reads no record, so '{}' will do.
@@ -178,7 +182,8 @@ fn clock_now(clock: &ManualClock) -> chrono::DateTime<Utc> {
 
 #[test]
 fn replicas_racing_on_one_database_have_exactly_one_winner() {
-    let url = fresh_database();
+    let db = TestDatabase::new();
+    let url = db.url().to_owned();
     // Four replicas: four ledgers, four connections, one database.
     let replicas: Vec<Ledger<PgStore>> = (0..4)
         .map(|_| Ledger::new(PgStore::connect(&url).unwrap()))
@@ -188,7 +193,8 @@ fn replicas_racing_on_one_database_have_exactly_one_winner() {
 
 #[test]
 fn threads_racing_on_one_pooled_store_have_exactly_one_winner() {
-    let url = fresh_database();
+    let db = TestDatabase::new();
+    let url = db.url().to_owned();
     // One replica, four request threads, four connections.
     let pooled = PgStore::connect_pooled(&url, std::num::NonZeroUsize::new(4).unwrap()).unwrap();
     let ledger = Ledger::new(pooled);
@@ -197,7 +203,8 @@ fn threads_racing_on_one_pooled_store_have_exactly_one_winner() {
 
 #[test]
 fn a_pooled_store_serves_other_calls_while_one_waits_on_a_row_lock() {
-    let url = fresh_database();
+    let db = TestDatabase::new();
+    let url = db.url().to_owned();
     let pooled = PgStore::connect_pooled(&url, std::num::NonZeroUsize::new(2).unwrap()).unwrap();
     let ledger = Ledger::new(pooled);
     let a = Key::new("t", "a");
@@ -296,7 +303,8 @@ fn exactly_one_winner(replicas: &[&Ledger<PgStore>]) {
 
 #[test]
 fn a_replica_whose_lease_expired_cannot_close_after_another_took_over() {
-    let url = fresh_database();
+    let db = TestDatabase::new();
+    let url = db.url().to_owned();
     let clock = ManualClock::new(Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap());
     let a = Ledger::with_clock(
         PgStore::connect(&url).unwrap(),
@@ -333,7 +341,8 @@ fn a_replica_whose_lease_expired_cannot_close_after_another_took_over() {
 
 #[test]
 fn a_corrupt_record_is_an_error_never_another_state() {
-    let url = fresh_database();
+    let db = TestDatabase::new();
+    let url = db.url().to_owned();
     let store = PgStore::connect(&url).unwrap();
     let ledger = Ledger::new(PgStore::connect(&url).unwrap());
     let (a, b) = (Key::new("t", "a"), Key::new("t", "b"));
@@ -365,7 +374,8 @@ fn a_corrupt_record_is_an_error_never_another_state() {
 
 #[test]
 fn a_database_from_a_newer_schema_is_refused() {
-    let url = fresh_database();
+    let db = TestDatabase::new();
+    let url = db.url().to_owned();
     drop(PgStore::connect(&url).unwrap());
     sql(
         &url,
@@ -382,7 +392,8 @@ fn a_database_from_a_newer_schema_is_refused() {
 
 #[test]
 fn replicas_starting_at_once_all_set_up_the_schema() {
-    let url = fresh_database();
+    let db = TestDatabase::new();
+    let url = db.url().to_owned();
     let ok = AtomicUsize::new(0);
     std::thread::scope(|s| {
         for _ in 0..8 {
@@ -397,7 +408,8 @@ fn replicas_starting_at_once_all_set_up_the_schema() {
 
 #[test]
 fn a_broken_connection_is_reopened_on_the_next_call() {
-    let url = fresh_database();
+    let db = TestDatabase::new();
+    let url = db.url().to_owned();
     let ledger = Ledger::new(PgStore::connect(&url).unwrap());
     let key = Key::new("t", "conn");
     let _ = ledger.begin(&key, &fp(), "w").unwrap();
@@ -430,7 +442,8 @@ fn a_broken_connection_is_reopened_on_the_next_call() {
 
 #[test]
 fn after_a_failover_a_pooled_store_fails_one_call_not_one_per_connection() {
-    let url = fresh_database();
+    let db = TestDatabase::new();
+    let url = db.url().to_owned();
     let three = std::num::NonZeroUsize::new(3).unwrap();
     let ledger = Ledger::new(PgStore::connect_pooled(&url, three).unwrap());
     let key = Key::new("t", "conn");
@@ -453,7 +466,8 @@ async fn a_store_works_when_called_from_inside_an_async_runtime() {
     // panics on a thread already running one: the store must not expose
     // that to an async service that connects at startup or calls it from a
     // handler.
-    let url = fresh_database();
+    let db = TestDatabase::new();
+    let url = db.url().to_owned();
     let ledger = Ledger::new(PgStore::connect(&url).unwrap());
     let key = Key::new("t", "async");
     let Begin::Started(lease) = ledger.begin(&key, &fp(), "w").unwrap() else {
@@ -466,7 +480,8 @@ async fn a_store_works_when_called_from_inside_an_async_runtime() {
 
 #[test]
 fn the_documented_timeouts_are_accepted_and_bound_a_statement() {
-    let url = fresh_database();
+    let db = TestDatabase::new();
+    let url = db.url().to_owned();
     let bounded =
         format!("{url} connect_timeout=5 tcp_user_timeout=10 options='-c statement_timeout=5000'");
     let ledger = Ledger::new(PgStore::connect(&bounded).unwrap());
@@ -486,9 +501,10 @@ fn a_bad_connection_string_is_a_storage_error_naming_it() {
         matches!(&err, Error::Storage(m) if m.contains("connection string")),
         "{err}"
     );
+    let db = TestDatabase::new();
     let debug = format!(
         "{:?}",
-        PgStore::connect(&format!("{} password=hunter2", fresh_database())).unwrap()
+        PgStore::connect(&format!("{} password=hunter2", db.url())).unwrap()
     );
     assert!(!debug.contains("hunter2"), "{debug}");
 }
@@ -497,7 +513,8 @@ fn a_bad_connection_string_is_a_storage_error_naming_it() {
 fn storage_errors_say_what_the_server_or_the_connection_said() {
     // `postgres::Error` displays only its kind ("db error", "error
     // connecting to server"); the reason is its source.
-    let url = fresh_database();
+    let db = TestDatabase::new();
+    let url = db.url().to_owned();
     let missing = format!("{url}_missing");
     let err = PgStore::connect(&missing).unwrap_err().to_string();
     assert!(
@@ -548,7 +565,8 @@ impl postgres::tls::MakeTlsConnect<postgres::Socket> for CountingTls {
 
 #[test]
 fn every_connection_and_every_reconnection_goes_through_the_tls_connector() {
-    let url = fresh_database();
+    let db = TestDatabase::new();
+    let url = db.url().to_owned();
     let tls = CountingTls::default();
     let three = std::num::NonZeroUsize::new(3).unwrap();
     let ledger = Ledger::new(PgStore::connect_pooled_tls(&url, three, tls.clone()).unwrap());
@@ -573,7 +591,8 @@ fn every_connection_and_every_reconnection_goes_through_the_tls_connector() {
 
 #[test]
 fn sslmode_require_without_a_tls_connector_is_an_error_that_says_tls() {
-    let url = fresh_database();
+    let db = TestDatabase::new();
+    let url = db.url().to_owned();
     let err = PgStore::connect(&format!("{url} sslmode=require")).unwrap_err();
     let text = err.to_string();
     assert!(text.contains("TLS") || text.contains("tls"), "{text}");
@@ -584,7 +603,8 @@ fn a_key_of_max_bytes_that_does_not_compress_fits_the_index() {
     // PostgreSQL's B-tree entries hold at most 2,704 bytes; a key it cannot
     // compress shows whether Key::MAX_BYTES leaves room for the row's own
     // overhead (3,000 such bytes failed as a storage error).
-    let url = fresh_database();
+    let db = TestDatabase::new();
+    let url = db.url().to_owned();
     let ledger = Ledger::new(PgStore::connect(&url).unwrap());
     let mut x = 0x9e37_79b9_7f4a_7c15_u64;
     let id: String = (0..Key::MAX_BYTES - 1)
@@ -734,7 +754,8 @@ fn through(front: &TlsFront, url: &str) -> String {
 
 #[test]
 fn a_store_connects_and_reconnects_over_real_tls() {
-    let url = fresh_database();
+    let db = TestDatabase::new();
+    let url = db.url().to_owned();
     let front = tls_front(&url);
     let three = std::num::NonZeroUsize::new(3).unwrap();
     let tls = rustls_connector(&["ca.pem"]);
@@ -773,7 +794,8 @@ fn a_store_connects_and_reconnects_over_real_tls() {
 
 #[test]
 fn a_server_certificate_the_connector_does_not_trust_is_a_storage_error_saying_so() {
-    let url = fresh_database();
+    let db = TestDatabase::new();
+    let url = db.url().to_owned();
     let front = tls_front(&url);
     // Trusting only the server's own certificate, not the CA that signed it.
     let tls = rustls_connector(&["server.pem"]);
@@ -794,7 +816,8 @@ fn a_renewal_thread_beside_the_call_never_costs_the_owner_its_attempt() {
     // again), and every renewal until the close must too. (A renewal loop
     // with no pause at all can win eight races in a row: that is
     // `Error::Contended`, as documented.)
-    let url = fresh_database();
+    let db = TestDatabase::new();
+    let url = db.url().to_owned();
     let ledger = std::sync::Arc::new(Ledger::new(
         PgStore::connect_pooled(&url, std::num::NonZeroUsize::new(2).unwrap()).unwrap(),
     ));
@@ -831,4 +854,30 @@ fn a_renewal_thread_beside_the_call_never_costs_the_owner_its_attempt() {
         assert!(record.lease.is_none());
         renewer.join().unwrap();
     }
+}
+
+#[test]
+fn a_test_database_is_dropped_with_its_handle_even_with_connections_open() {
+    let db = TestDatabase::new();
+    let url = db.url().to_owned();
+    let name = url.rsplit_once("dbname=").unwrap().1.to_owned();
+    let admin_url = format!("{} dbname=postgres", url.rsplit_once(" dbname=").unwrap().0);
+    let exists = || {
+        let mut admin = postgres::Client::connect(&admin_url, postgres::NoTls).unwrap();
+        let row = admin
+            .query_one(
+                "SELECT count(*) FROM pg_database WHERE datname = $1",
+                &[&name],
+            )
+            .unwrap();
+        row.get::<_, i64>(0) == 1
+    };
+    // A store still connected to it, as in a test that panicked.
+    let store = PgStore::connect(&url).unwrap();
+    let ledger = Ledger::new(store);
+    let _ = ledger.begin(&Key::new("t", "a"), &fp(), "w").unwrap();
+    assert!(exists());
+    drop(db);
+    assert!(!exists(), "database {name} still exists");
+    drop(ledger);
 }

@@ -44,7 +44,8 @@ async fn dispatched(replicas: &[&Service]) -> u64 {
 
 #[tokio::test]
 async fn a_retry_on_another_replica_replays_waits_or_revives_and_never_re_executes() {
-    let url = ate_ledger::testing::fresh_database();
+    let database = ate_ledger::testing::TestDatabase::new();
+    let url = database.url().to_owned();
     let env = [("ATE_LEDGER_POSTGRES_URL", url.as_str())];
     // One replica of each framework: the same API over one ledger.
     let a = Service::start(SERVICES[0], &env);
@@ -154,7 +155,8 @@ fn admin(url: &str, statement: String) {
 
 #[tokio::test]
 async fn a_ledger_database_that_goes_away_is_503_with_retry_after_and_comes_back() {
-    let url = ate_ledger::testing::fresh_database();
+    let database = ate_ledger::testing::TestDatabase::new();
+    let url = database.url().to_owned();
     let db = url.rsplit_once("dbname=").unwrap().1.to_owned();
     for bin in SERVICES {
         let s = Service::start(bin, &[("ATE_LEDGER_POSTGRES_URL", url.as_str())]);
@@ -199,7 +201,8 @@ async fn a_ledger_database_that_goes_away_is_503_with_retry_after_and_comes_back
 
 #[tokio::test]
 async fn a_replica_restarted_under_its_worker_id_resolves_its_own_attempts_at_once() {
-    let url = ate_ledger::testing::fresh_database();
+    let database = ate_ledger::testing::TestDatabase::new();
+    let url = database.url().to_owned();
     let pg = ("ATE_LEDGER_POSTGRES_URL", url.as_str());
     let b = Service::start(SERVICES[1], &[pg, ("ATE_WORKER_ID", "pod-b")]);
     let c = client();
@@ -257,7 +260,8 @@ async fn a_replica_restarted_under_its_worker_id_resolves_its_own_attempts_at_on
 
 #[tokio::test]
 async fn a_replica_that_lost_its_lease_mid_call_answers_what_the_ledger_recorded() {
-    let url = ate_ledger::testing::fresh_database();
+    let database = ate_ledger::testing::TestDatabase::new();
+    let url = database.url().to_owned();
     let env = [
         ("ATE_LEDGER_POSTGRES_URL", url.as_str()),
         ("ATE_LEDGER_LEASE_SECS", "1"),
