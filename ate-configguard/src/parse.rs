@@ -299,24 +299,28 @@ pub(crate) fn documents_with_values(text: &str, source: &str) -> Result<Vec<Node
 fn parse_documents<W: Wrapped>(text: &str, source: &str) -> Result<Vec<Node>, InputError> {
     let trimmed = text.trim_start();
     if source.ends_with(".json") || trimmed.starts_with('{') || trimmed.starts_with('[') {
+        // One JSON document, or a stream of them one after another (what
+        // `jq -c '.items[]'` prints), read with one deserializer so that
+        // an error's line is the file's.
         let mut de = serde_json::Deserializer::from_str(text);
-        let node = W::deserialize(&mut de)
-            .map(W::node)
-            .map_err(|e| InputError::Parse {
-                file: source.into(),
-                location: format!("line {} column {}", e.line(), e.column()),
-                message: redact(&e.to_string()),
-            })?;
-        de.end().map_err(|e| InputError::Parse {
-            file: source.into(),
-            location: format!("line {} column {}", e.line(), e.column()),
-            message: "trailing characters after the JSON document".into(),
-        })?;
-        return Ok(match node {
-            // A bare JSON array of objects is a document list.
-            Node::Seq(items) => items,
-            other => vec![other],
-        });
+        let mut out = Vec::new();
+        loop {
+            let node = W::deserialize(&mut de)
+                .map(W::node)
+                .map_err(|e| InputError::Parse {
+                    file: source.into(),
+                    location: format!("line {} column {}", e.line(), e.column()),
+                    message: redact(&e.to_string()),
+                })?;
+            match node {
+                // A bare JSON array of objects is a document list.
+                Node::Seq(items) => out.extend(items),
+                other => out.push(other),
+            }
+            if de.end().is_ok() {
+                return Ok(out);
+            }
+        }
     }
     let chunks = split_stream(
         text,

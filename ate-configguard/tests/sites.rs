@@ -243,6 +243,40 @@ fn json_manifests_are_read() {
 }
 
 #[test]
+fn a_stream_of_json_documents_is_read_as_a_yaml_stream_is() {
+    // `kubectl get cm -o json | jq -c '.items[]'`: one object a line.
+    let stream = concat!(
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"A":"1"}}"#,
+        "\n",
+        r#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"b"},"data":{"B":"eA=="}}"#,
+        "\n\n",
+        r#"[{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}]"#,
+    );
+    let m = ate_configguard::load_str(stream, "x.json", &Default::default()).unwrap();
+    let names: Vec<String> = m.objects.iter().map(|o| o.id.to_string()).collect();
+    assert_eq!(
+        names,
+        [
+            "ConfigMap/default/a",
+            "Secret/default/b",
+            "ConfigMap/default/c"
+        ]
+    );
+    // Anything but a whole document after one is still an error, naming
+    // where it is.
+    let err = ate_configguard::load_str(
+        &format!("{stream}\n{{\"apiVersion\": "),
+        "x.json",
+        &Default::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("x.json") && err.contains("line 5"), "{err}");
+    let garbage = ate_configguard::load_str(&format!("{stream} x"), "x.json", &Default::default());
+    assert!(garbage.is_err());
+}
+
+#[test]
 fn large_multi_document_files_load() {
     // Regression: the YAML parser's default budget refused more than 1,024
     // documents, which a rendered cluster easily exceeds.
