@@ -44,7 +44,8 @@ proptest! {
 }
 
 proptest! {
-    // Each redb transition fsyncs: fewer cases.
+    // Each redb transition fsyncs: fewer cases (unless PROPTEST_CASES,
+    // which proptest lets override this, says otherwise).
     #![proptest_config(ProptestConfig::with_cases(24))]
 
     #[test]
@@ -56,12 +57,14 @@ proptest! {
 
 #[cfg(feature = "postgres")]
 proptest! {
-    // A database per case on a real server: fewer cases.
+    // A database per case on a real server: fewer cases (unless
+    // PROPTEST_CASES, which proptest lets override this, says otherwise).
     #![proptest_config(ProptestConfig::with_cases(16))]
 
     #[test]
     fn postgres_store_matches_the_model(seq in ops(40)) {
-        // Dropped after the case: a shrink runs hundreds of cases.
+        // Dropped after the case: PROPTEST_CASES=3000 made 3,000 databases
+        // of about 8 MB each, and filled a disk, when they were kept.
         let db = ate_ledger::testing::TestDatabase::new();
         // Two connections: one caller's calls land on either, and each must
         // see what the one before it committed.
