@@ -208,9 +208,10 @@ fn admin(base: &str) -> Result<postgres::Client, postgres::Error> {
 }
 
 /// A fresh, empty database on the test server (as [`fresh_database`]),
-/// dropped when this value is: its connections are closed first
-/// (`DROP DATABASE ... WITH (FORCE)`, PostgreSQL 13 or later), so drop it
-/// after the stores and services using it, or not, as the test ends.
+/// dropped when this value is. The server closes the connections still
+/// open to it first (`DROP DATABASE ... WITH (FORCE)`, PostgreSQL 13 or
+/// later), so a test that ends with its stores or services still holding
+/// some (a panic, say) leaves nothing behind either.
 ///
 /// Use it for a server of your own (`ATE_TEST_POSTGRES_URL`), which would
 /// otherwise keep every test's database, and in property tests, whose
