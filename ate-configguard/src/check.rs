@@ -343,7 +343,9 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
         }
     }
     for note in input.current.notes.iter().chain(&input.proposed.notes) {
-        findings.insert(note.clone());
+        if let Some(note) = outside_note(&ctx, note) {
+            findings.insert(note);
+        }
     }
     let (failures, warnings): (Vec<Finding>, Vec<Finding>) = findings
         .into_iter()
@@ -360,6 +362,33 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
         failures,
         warnings,
     })
+}
+
+/// A reference that no pod reads (an Ingress's or a Gateway's TLS Secret)
+/// is a warning when the proposed state deletes its object, or when the
+/// input holds no such object to tell; nothing when it resolves.
+fn outside_note(ctx: &Ctx<'_>, note: &Finding) -> Option<Finding> {
+    let Some(object) = note.object.as_ref() else {
+        return Some(note.clone());
+    };
+    if ctx.proposed.contains_key(object) {
+        return None;
+    }
+    let mut note = note.clone();
+    note.message = if ctx.current.contains_key(object) {
+        format!(
+            "the proposed state deletes this {}, which is named outside any pod spec: \
+             a warning, not a failure (this guard checks what pods read)",
+            object.kind
+        )
+    } else {
+        format!(
+            "reference outside a pod spec to a {} the input does not hold (one that a \
+             controller such as cert-manager writes, say): reported, not checked",
+            object.kind
+        )
+    };
+    Some(note)
 }
 
 fn check_reference(

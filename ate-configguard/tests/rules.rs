@@ -298,6 +298,37 @@ fn ingress_tls_secrets_are_reported_not_checked() {
 }
 
 #[test]
+fn a_tls_secret_named_outside_a_pod_spec_warns_only_when_deleted_or_unknown() {
+    let ingress = "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: web\nspec:\n  tls:\n    - secretName: web-tls\n";
+    let with_secret = format!(
+        "{ingress}---\n{}",
+        secret("web-tls", &["tls.crt", "tls.key"])
+    );
+    // It resolves: nothing to say.
+    let kept = run(&with_secret, &with_secret);
+    assert!(
+        kept.is_safe() && kept.warnings.is_empty(),
+        "{:?}",
+        kept.warnings
+    );
+    // The change deletes it: a warning that says so, not a failure.
+    let deleted = run_with(
+        &with_secret,
+        ingress,
+        Deletion::Listed,
+        &["Secret/default/web-tls"],
+    );
+    assert!(deleted.is_safe());
+    assert_eq!(deleted.warnings.len(), 1, "{:?}", deleted.warnings);
+    assert_eq!(deleted.warnings[0].code, "outside-pod-spec");
+    assert!(
+        deleted.warnings[0].message.contains("deletes this Secret"),
+        "{}",
+        deleted.warnings[0].message
+    );
+}
+
+#[test]
 fn gateway_api_certificate_refs_are_reported_not_checked() {
     let gateway = "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: { name: gw, namespace: edge }\nspec:\n  gatewayClassName: istio\n  listeners:\n    - name: https\n      port: 443\n      protocol: HTTPS\n      tls:\n        certificateRefs:\n          - name: web-tls\n          - { kind: Secret, name: api-tls, namespace: certs }\n          - { group: example.com, kind: Vault, name: not-a-secret }\n---\napiVersion: gateway.networking.k8s.io/v1alpha3\nkind: BackendTLSPolicy\nmetadata: { name: backend, namespace: edge }\nspec:\n  validation:\n    caCertificateRefs: [ { group: \"\", kind: ConfigMap, name: ca } ]\n    hostname: api.internal\n";
     let report = run(gateway, NOTHING);
