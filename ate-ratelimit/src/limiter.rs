@@ -280,7 +280,9 @@ impl<C: Clock> Limiter<C> {
     /// Waits until an attempt is allowed, then records that one attempt.
     ///
     /// While it sleeps nothing is recorded (the wait itself is not an
-    /// attempt), so waiting never extends the throttling. Sleeps with tokio
+    /// attempt), so waiting never extends the throttling, and a wait given
+    /// up (the future dropped, by `tokio::time::timeout` or a client
+    /// hanging up) leaves the window as it found it. Sleeps with tokio
     /// time for the exact `retry_after` of each denial, so the limiter's
     /// clock must move with tokio time: [`MonotonicClock`] in a service,
     /// [`TokioClock`](crate::TokioClock) in a test with paused time. With a
@@ -668,7 +670,9 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// Waits until `key` is allowed, then records that one attempt.
     ///
     /// While it sleeps nothing is recorded (the wait itself is not an
-    /// attempt), so waiting never extends the throttling. Sleeps with tokio
+    /// attempt), so waiting never extends the throttling, and a wait given
+    /// up (the future dropped, by `tokio::time::timeout` or a client
+    /// hanging up) leaves the window as it found it. Sleeps with tokio
     /// time for the exact `retry_after` of each denial, so the limiter's
     /// clock must move with tokio time: [`MonotonicClock`] in a service,
     /// [`TokioClock`](crate::TokioClock) in a test with paused time. With a

@@ -61,3 +61,21 @@ async fn the_tokio_clock_moves_with_paused_time_from_the_headroom() {
     let copy = clock;
     assert_eq!(copy.now(), clock.now());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_wait_given_up_by_a_timeout_records_nothing() {
+    let quota = Quota::new(NonZeroU32::new(1).unwrap(), Duration::from_secs(10));
+    let l = KeyedLimiter::with_clock(quota, TokioClock::new());
+    assert!(l.check(&"k").is_allowed());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The caller waits from 2 s and gives up at 5 s: the future is
+    // dropped mid-sleep.
+    let gave_up = tokio::time::timeout(Duration::from_secs(3), l.until_allowed(&"k")).await;
+    assert!(gave_up.is_err());
+    // Its denied check at 2 s was not recorded (it would have replaced the
+    // attempt at 0 s and held the key until 12 s): the attempt at 0 s
+    // still leaves at 10 s.
+    assert_eq!(l.peek(&"k").retry_after(), Some(Duration::from_secs(5)));
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(l.check(&"k").is_allowed());
+}
