@@ -752,7 +752,6 @@ impl AppState {
             Arc::clone(self).renew_while_in_flight(lease.clone()),
         ));
         tokio::time::sleep(Duration::from_millis(delay)).await;
-        drop(renewal);
         let close = match behaviour {
             "timeout" => Close::ProviderUnavailable("provider timed out".into()),
             "rejected" => Close::FailedAtProvider(json!({"provider": "rejected", "reason": "simulated rejection"}).to_string()),
@@ -760,9 +759,44 @@ impl AppState {
                 json!({"provider": "ok", "receipt": format!("rcpt-{:x}", Sha256::digest(key.encode().as_bytes()))}).to_string(),
             ),
         };
-        let l = lease.clone();
-        let closed = self.blocking(move |ledger| ledger.close(&l, close)).await;
+        // The renewal runs on while the answer is being recorded (which
+        // may take retries).
+        let closed = self.record_answer(&lease, close).await;
+        drop(renewal);
         self.closed(&key, closed).await
+    }
+
+    /// Closes `lease` with the provider's answer. The answer is known by
+    /// now, so a store that fails (down, failing over) or a key too
+    /// contended is retried, backing off up to a second, for as long as a
+    /// lease lasts, rather than answering 503 and leaving the attempt to
+    /// be resolved as `provider_unavailable` once the lease runs out. If
+    /// another worker has resolved it meanwhile, the close says so
+    /// (`StaleLease`) and the caller answers what the ledger recorded.
+    async fn record_answer(
+        &self,
+        lease: &Lease,
+        close: Close,
+    ) -> Result<Result<ate_ledger::Record, ate_ledger::Error>, ApiResponse> {
+        let give_up = tokio::time::Instant::now() + self.ledger.config().lease_ttl;
+        let mut pause = Duration::from_millis(50);
+        loop {
+            let (l, c) = (lease.clone(), close.clone());
+            let closed = self.blocking(move |ledger| ledger.close(&l, c)).await;
+            match &closed {
+                Ok(Err(
+                    e @ (ate_ledger::Error::Storage(_) | ate_ledger::Error::Contended { .. }),
+                )) if tokio::time::Instant::now() + pause < give_up => {
+                    tracing::warn!(
+                        key = %lease.key,
+                        "cannot record the provider's answer yet ({e}); retrying in {pause:?}"
+                    );
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(1));
+                }
+                _ => return closed,
+            }
+        }
     }
 
     /// Renews `lease` every third of its TTL until aborted. A renewal that

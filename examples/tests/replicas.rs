@@ -200,6 +200,52 @@ async fn a_ledger_database_that_goes_away_is_503_with_retry_after_and_comes_back
 }
 
 #[tokio::test]
+async fn a_database_outage_while_the_provider_answers_does_not_lose_the_answer() {
+    let database = ate_ledger::testing::TestDatabase::new();
+    let url = database.url().to_owned();
+    let db = url.rsplit_once("dbname=").unwrap().1.to_owned();
+    for bin in SERVICES {
+        let s = Service::start(bin, &[("ATE_LEDGER_POSTGRES_URL", url.as_str())]);
+        let c = client();
+        let body = json!({"amount": 1});
+        let key = format!("blip-{}", bin.len());
+        // A call whose provider answers after 1.5 s ...
+        let call = {
+            let (c, u, key) = (c.clone(), s.url("/invoke"), key.clone());
+            tokio::spawn(async move {
+                c.post(u)
+                    .header("idempotency-key", key)
+                    .header("x-simulate-delay-ms", "1500")
+                    .json(&json!({"amount": 1}))
+                    .send()
+                    .await
+                    .unwrap()
+            })
+        };
+        s.wait_for_metric("ate_ledger_transitions_total{outcome=\"dispatched\"} 1")
+            .await;
+        // ... while the database is away, from before the answer until
+        // well after it (a failover).
+        admin(
+            &url,
+            format!(
+                "ALTER DATABASE {db} ALLOW_CONNECTIONS false; \
+                 SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{db}'"
+            ),
+        );
+        tokio::time::sleep(Duration::from_millis(3000)).await;
+        admin(&url, format!("ALTER DATABASE {db} ALLOW_CONNECTIONS true"));
+        // The answer was recorded once the database came back.
+        let answered = call.await.unwrap();
+        assert_eq!(answered.status(), 200, "{bin}");
+        let replay = invoke(&c, &s, &key, &body, "success", 0).await;
+        assert_eq!(replay.status(), 200, "{bin}");
+        assert_eq!(replay.headers()["idempotent-replayed"], "true", "{bin}");
+        assert_eq!(dispatched(&[&s]).await, 1, "{bin}: sent once");
+    }
+}
+
+#[tokio::test]
 async fn a_replica_restarted_under_its_worker_id_resolves_its_own_attempts_at_once() {
     let database = ate_ledger::testing::TestDatabase::new();
     let url = database.url().to_owned();
