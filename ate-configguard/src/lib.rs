@@ -111,7 +111,7 @@ pub enum InputError {
     Io {
         /// The path.
         path: String,
-        /// The I/O error kind.
+        /// What the operating system said.
         message: String,
     },
     /// YAML/JSON that does not parse (duplicate keys included).

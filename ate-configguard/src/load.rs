@@ -71,7 +71,7 @@ pub fn load_paths(paths: &[PathBuf], options: &LoadOptions) -> Result<Manifests,
     for file in files {
         let text = std::fs::read_to_string(&file).map_err(|e| InputError::Io {
             path: file.display().to_string(),
-            message: e.kind().to_string(),
+            message: e.to_string(),
         })?;
         load_str_into(&text, &file.display().to_string(), options, &mut out)?;
     }
@@ -92,7 +92,7 @@ struct Seen {
 fn collect(path: &Path, out: &mut Vec<PathBuf>, seen: &mut Seen) -> Result<usize, InputError> {
     let io = |e: std::io::Error| InputError::Io {
         path: path.display().to_string(),
-        message: e.kind().to_string(),
+        message: e.to_string(),
     };
     let meta = std::fs::metadata(path).map_err(io)?;
     let real = std::fs::canonicalize(path).map_err(io)?;
@@ -104,7 +104,7 @@ fn collect(path: &Path, out: &mut Vec<PathBuf>, seen: &mut Seen) -> Result<usize
         let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
             .map_err(|e| InputError::Io {
                 path: path.display().to_string(),
-                message: e.kind().to_string(),
+                message: e.to_string(),
             })?
             .filter_map(|e| e.ok().map(|e| e.path()))
             .collect();

@@ -124,7 +124,7 @@ impl Stdin {
             .read_to_string(&mut text)
             .map_err(|e| InputError::Io {
                 path: STDIN_NAME.into(),
-                message: e.kind().to_string(),
+                message: e.to_string(),
             })?;
         Ok(text)
     }
@@ -137,7 +137,7 @@ fn read(path: &Path, stdin: &mut Stdin) -> Result<String, InputError> {
     }
     std::fs::read_to_string(path).map_err(|e| InputError::Io {
         path: path.display().to_string(),
-        message: e.kind().to_string(),
+        message: e.to_string(),
     })
 }
 

@@ -78,6 +78,12 @@ fn exit_codes_are_0_safe_1_unsafe_2_unusable() {
         .output()
         .unwrap();
     assert_eq!(missing.status.code(), Some(2));
+    // The operating system's own words, not only the error's kind.
+    let said = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        said.contains("/nonexistent/x.yaml") && said.contains("No such file or directory"),
+        "{said}"
+    );
     let usage = bin().args(["check"]).output().unwrap();
     assert_eq!(usage.status.code(), Some(2));
 }
