@@ -129,7 +129,12 @@ pub fn drain(port: u16, sleep: Duration) -> ExitCode {
     let v6 = SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, port));
     let result = match post_drain(v4) {
         Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-            post_drain(v6).map_err(|e6| format!("{v4}: {e}; {v6}: {e6}"))
+            post_drain(v6).map_err(|e6| {
+                format!(
+                    "{v4}: {e}; {v6}: {e6} (the service must listen on port {port} of a \
+                     wildcard or loopback address: 0.0.0.0, [::] or 127.0.0.1)"
+                )
+            })
         }
         other => other.map_err(|e| format!("{v4}: {e}")),
     };

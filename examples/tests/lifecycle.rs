@@ -235,6 +235,30 @@ async fn drain_subcommand_posts_to_loopback_and_sleeps() {
     }
 }
 
+#[test]
+fn drain_subcommand_with_nothing_on_loopback_fails_saying_where_to_listen() {
+    // A port nothing listens on (bound, then released).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    for bin in SERVICES {
+        let out = std::process::Command::new(bin)
+            .args(["drain", "--port", &port.to_string(), "--sleep", "0"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{bin}");
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            said.contains(&format!("127.0.0.1:{port}"))
+                && said.contains("must listen on port")
+                && said.contains("0.0.0.0"),
+            "{bin}: {said}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn sigterm_drains_waits_for_in_flight_work_and_exits_zero() {
     for bin in SERVICES {
