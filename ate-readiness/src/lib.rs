@@ -16,6 +16,9 @@
 //!   and last wait outcome, for metrics.
 //! - [`is_local_caller`]: who may trigger the drain endpoint (a loopback
 //!   peer, [`is_loopback_peer`], that is not a proxy forwarding a request).
+//! - [`DrainRequest`]: the other end, for the service binary's own `drain`
+//!   subcommand that the `exec` preStop hook runs (POST on loopback, then
+//!   sleep), with std networking only.
 //!
 //! # Example
 //!
@@ -50,8 +53,9 @@
 //! 1. The kubelet runs the pod's `preStop` hook. Use an `exec` hook that runs
 //!    the service binary's own `drain` subcommand: an `httpGet` hook can only
 //!    send GET and comes from the node, not loopback, and distroless images
-//!    have no `curl`. The subcommand POSTs to the loopback-only drain
-//!    endpoint, which calls [`Gate::begin_drain`], then sleeps.
+//!    have no `curl`. The subcommand ([`DrainRequest::run_hook`]) POSTs to
+//!    the loopback-only drain endpoint, which calls [`Gate::begin_drain`],
+//!    then sleeps.
 //! 2. `/ready` now answers 503; the readiness probe fails and the load
 //!    balancer stops routing new connections, which takes seconds. Requests
 //!    that still arrive are served and answered with `Connection: close`.
@@ -86,6 +90,7 @@
 mod clock;
 mod gate;
 mod peer;
+mod prestop;
 #[cfg(feature = "test-util")]
 pub mod testing;
 
@@ -99,6 +104,7 @@ pub use gate::{
 #[cfg(feature = "tokio")]
 pub use gate::{drain_on_signal, next_signal};
 pub use peer::{is_forwarding_header, is_local_caller, is_loopback_peer};
+pub use prestop::{DrainReply, DrainRequest, PreStopError};
 
 /// WebSocket close code "going away" (RFC 6455 §7.4.1), sent to sessions
 /// opened while draining.

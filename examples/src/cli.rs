@@ -1,8 +1,8 @@
 //! The command line both binaries share: `--listen`, `--data-dir`, and the
 //! `drain` subcommand used as the Kubernetes `exec` preStop hook.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::Write;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -53,7 +53,10 @@ pub fn main(
     let matches = Args::command().name(service).get_matches();
     let args = Args::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     if let Some(Command::Drain { port, sleep }) = args.command {
-        return drain(port, Duration::from_secs(sleep));
+        // The preStop hook: POST the loopback drain endpoint, print its
+        // answer, sleep while the load balancer converges (exit 1 if the
+        // POST failed, after sleeping anyway).
+        return ate_readiness::DrainRequest::new(port).run_hook(Duration::from_secs(sleep));
     }
     init_tracing();
     let data_dir = args
@@ -118,52 +121,6 @@ pub fn banner(addr: SocketAddr, config: &Config) {
         let _ = writeln!(out, "{line}");
     }
     let _ = out.flush();
-}
-
-/// The preStop hook: POST `/__internal/drain` on loopback (127.0.0.1, or
-/// ::1 where nothing listens there: a service bound to IPv6 loopback
-/// only), print the answer, sleep. Exits 1 if the POST failed (after
-/// sleeping anyway, so the load balancer still gets its time).
-pub fn drain(port: u16, sleep: Duration) -> ExitCode {
-    let v4 = SocketAddr::from(([127, 0, 0, 1], port));
-    let v6 = SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, port));
-    let result = match post_drain(v4) {
-        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-            post_drain(v6).map_err(|e6| {
-                format!(
-                    "{v4}: {e}; {v6}: {e6} (the service must listen on port {port} of a \
-                     wildcard or loopback address: 0.0.0.0, [::] or 127.0.0.1)"
-                )
-            })
-        }
-        other => other.map_err(|e| format!("{v4}: {e}")),
-    };
-    match &result {
-        Ok(body) => println!("{body}"),
-        Err(e) => eprintln!("error: drain request failed: {e}"),
-    }
-    std::thread::sleep(sleep);
-    if result.is_ok() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
-}
-
-fn post_drain(addr: SocketAddr) -> std::io::Result<String> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(
-        s,
-        "POST /__internal/drain HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut response = String::new();
-    s.read_to_string(&mut response)?;
-    let status = response.split_whitespace().nth(1).unwrap_or("");
-    if status != "200" {
-        return Err(std::io::Error::other(format!("status {status:?}")));
-    }
-    Ok(response.split("\r\n\r\n").nth(1).unwrap_or("").to_owned())
 }
 
 /// A bind failure that names the address (the OS error alone does not).

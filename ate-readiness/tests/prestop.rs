@@ -1,0 +1,183 @@
+//! The preStop hook's drain request, against real loopback sockets.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use ate_readiness::{DrainRequest, PreStopError};
+
+/// A one-shot server on `bind` that answers `answer` and hands back the
+/// request it read.
+fn serve_once(bind: &str, answer: &'static str) -> (u16, JoinHandle<String>) {
+    let listener = TcpListener::bind(bind).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let handle = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut request = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = s.read(&mut buf).unwrap();
+            if n == 0 {
+                break;
+            }
+            request.extend_from_slice(&buf[..n]);
+        }
+        s.write_all(answer.as_bytes()).unwrap();
+        String::from_utf8(request).unwrap()
+    });
+    (port, handle)
+}
+
+/// A loopback port nothing listens on (bound, then released).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn a_drain_request_is_a_post_to_the_path_on_loopback_and_returns_the_body() {
+    let (port, server) = serve_once(
+        "127.0.0.1:0",
+        "HTTP/1.1 200 OK\r\ncontent-length: 16\r\n\r\n{\"started\":true}",
+    );
+    let reply = DrainRequest::new(port).send().unwrap();
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.body, "{\"started\":true}");
+    assert_eq!(reply.addr, SocketAddr::from(([127, 0, 0, 1], port)));
+    let request = server.join().unwrap();
+    assert!(
+        request.starts_with("POST /__internal/drain HTTP/1.1\r\n"),
+        "{request}"
+    );
+    assert!(request.contains("Content-Length: 0\r\n"), "{request}");
+}
+
+#[test]
+fn a_service_on_ipv6_loopback_only_is_reached_on_it() {
+    // Bound on ::1; nothing on 127.0.0.1 at that port.
+    let (port, server) = serve_once(
+        "[::1]:0",
+        "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+    );
+    let reply = DrainRequest::new(port).path("/drain").send().unwrap();
+    assert_eq!(
+        reply.addr,
+        SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, port))
+    );
+    assert_eq!(reply.body, "ok");
+    assert!(
+        server
+            .join()
+            .unwrap()
+            .starts_with("POST /drain HTTP/1.1\r\n")
+    );
+}
+
+#[test]
+fn a_refusal_names_the_endpoint_the_status_and_what_it_said() {
+    let (port, _server) = serve_once(
+        "127.0.0.1:0",
+        "HTTP/1.1 403 Forbidden\r\ncontent-length: 40\r\nconnection: close\r\n\r\n{\"error\":\"drain is allowed from loopback\"}",
+    );
+    let err = DrainRequest::new(port).send().unwrap_err();
+    assert!(
+        matches!(&err, PreStopError::Refused { status: 403, .. }),
+        "{err:?}"
+    );
+    let said = err.to_string();
+    assert!(
+        said.contains(&format!(
+            "http://127.0.0.1:{port}/__internal/drain answered 403"
+        )) && said.contains("drain is allowed from loopback"),
+        "{said}"
+    );
+}
+
+#[test]
+fn nothing_listening_says_where_the_service_must_listen() {
+    let port = free_port();
+    let err = DrainRequest::new(port).send().unwrap_err();
+    assert!(matches!(&err, PreStopError::NotListening { .. }), "{err:?}");
+    let said = err.to_string();
+    assert!(
+        said.contains(&format!("127.0.0.1:{port}"))
+            && said.contains(&format!("[::1]:{port}"))
+            && said.contains("0.0.0.0"),
+        "{said}"
+    );
+}
+
+#[test]
+fn an_answer_that_is_not_http_is_an_error_not_a_success() {
+    let (port, _server) = serve_once("127.0.0.1:0", "SSH-2.0-OpenSSH_9.2\r\n\r\n");
+    let err = DrainRequest::new(port).send().unwrap_err();
+    assert!(matches!(&err, PreStopError::NotHttp { .. }), "{err:?}");
+    assert!(err.to_string().contains("SSH-2.0"), "{err}");
+}
+
+#[test]
+fn a_silent_endpoint_times_out_within_the_bound() {
+    // Accepts, reads, never answers.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let _hold = std::thread::spawn(move || {
+        let (s, _) = listener.accept().unwrap();
+        std::thread::sleep(Duration::from_secs(3));
+        drop(s);
+    });
+    let start = Instant::now();
+    let err = DrainRequest::new(port)
+        .timeout(Duration::from_millis(200))
+        .send()
+        .unwrap_err();
+    assert!(matches!(&err, PreStopError::Io { .. }), "{err:?}");
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+#[test]
+fn the_hook_sleeps_whatever_happened_and_exits_1_on_failure() {
+    let start = Instant::now();
+    let code = DrainRequest::new(free_port()).run_hook(Duration::from_millis(300));
+    assert!(start.elapsed() >= Duration::from_millis(300));
+    assert_eq!(code, std::process::ExitCode::from(1));
+    let (port, _server) = serve_once(
+        "127.0.0.1:0",
+        "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}",
+    );
+    assert_eq!(
+        DrainRequest::new(port).run_hook(Duration::ZERO),
+        std::process::ExitCode::SUCCESS
+    );
+}
+
+#[test]
+fn an_answer_is_read_to_its_length_even_if_the_server_keeps_the_connection() {
+    // Ignores `Connection: close` and holds the connection open after
+    // answering: the answer's length says it is whole.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let _server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut buf = [0u8; 1024];
+        let _ = s.read(&mut buf).unwrap();
+        s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
+            .unwrap();
+        std::thread::sleep(Duration::from_secs(5));
+    });
+    let start = Instant::now();
+    let reply = DrainRequest::new(port).send().unwrap();
+    assert_eq!(reply.body, "{}");
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
+    );
+}
