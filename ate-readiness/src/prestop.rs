@@ -125,9 +125,14 @@ impl DrainRequest {
         }
     }
 
-    /// The endpoint's path (it should start with `/`).
+    /// The endpoint's path (`drain` is taken as `/drain`).
     pub fn path(mut self, path: impl Into<String>) -> Self {
-        self.path = path.into();
+        let path = path.into();
+        self.path = if path.starts_with('/') {
+            path
+        } else {
+            format!("/{path}")
+        };
         self
     }
 

@@ -63,7 +63,7 @@ fn a_service_on_ipv6_loopback_only_is_reached_on_it() {
         "[::1]:0",
         "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
     );
-    let reply = DrainRequest::new(port).path("/drain").send().unwrap();
+    let reply = DrainRequest::new(port).path("drain").send().unwrap();
     assert_eq!(
         reply.addr,
         SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, port))
