@@ -884,12 +884,22 @@ impl AppState {
         use ate_ledger::Error as E;
         match e {
             E::Conflict { .. } => {
-                let secs = e.retry_after_secs().unwrap_or(1);
+                // The ledger's wait is the lease's: when a dead worker's
+                // attempt is resolved at the latest (up to 30 s). A live
+                // call usually ends well before, so clients are told to
+                // come back sooner; the lease is in the body.
+                let lease_secs = e.retry_after_secs().unwrap_or(1);
                 ApiResponse::json(
                     409,
-                    json!({"error": "an attempt with this key is in flight"}),
+                    json!({
+                        "error": "an attempt with this key is in flight",
+                        "lease_expires_in_secs": lease_secs,
+                    }),
                 )
-                .with_header("retry-after", secs.to_string())
+                .with_header(
+                    "retry-after",
+                    lease_secs.min(CONFLICT_RETRY_SECS).to_string(),
+                )
             }
             E::FingerprintMismatch { .. } => ApiResponse::json(
                 422,
@@ -1039,6 +1049,9 @@ fn recovered(
         Err(e) => Err(ConfigError::Other(format!("ledger recovery failed: {e}"))),
     }
 }
+
+/// The most a 409 (a call with this key in flight) tells a client to wait.
+const CONFLICT_RETRY_SECS: u64 = 2;
 
 /// The caller identity for rate limits: `X-Caller`, else the peer IP.
 pub fn caller(x_caller: Option<&str>, peer: Option<IpAddr>) -> String {
