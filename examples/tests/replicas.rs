@@ -153,6 +153,23 @@ fn admin(url: &str, statement: String) {
     .unwrap();
 }
 
+/// The ledger's database goes away: it refuses new connections and ends
+/// the services' (a failover, a restart).
+fn database_away(url: &str, db: &str) {
+    admin(
+        url,
+        format!(
+            "ALTER DATABASE {db} ALLOW_CONNECTIONS false; \
+             SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{db}'"
+        ),
+    );
+}
+
+/// The ledger's database takes connections again.
+fn database_back(url: &str, db: &str) {
+    admin(url, format!("ALTER DATABASE {db} ALLOW_CONNECTIONS true"));
+}
+
 #[tokio::test]
 async fn a_ledger_database_that_goes_away_is_503_with_retry_after_and_comes_back() {
     let database = ate_ledger::testing::TestDatabase::new();
@@ -169,13 +186,7 @@ async fn a_ledger_database_that_goes_away_is_503_with_retry_after_and_comes_back
         );
         // The database goes away: it refuses new connections and ends the
         // service's (a failover, a restart).
-        admin(
-            &url,
-            format!(
-                "ALTER DATABASE {db} ALLOW_CONNECTIONS false; \
-                 SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{db}'"
-            ),
-        );
+        database_away(&url, &db);
         let down = invoke(&c, &s, &format!("{key}-b"), &body, "success", 0).await;
         assert_eq!(down.status(), 503, "{bin}");
         assert_eq!(down.headers()["retry-after"], "1", "{bin}");
@@ -191,7 +202,7 @@ async fn a_ledger_database_that_goes_away_is_503_with_retry_after_and_comes_back
             "{bin}: nothing was sent while down"
         );
         // Back: the next call reconnects and runs.
-        admin(&url, format!("ALTER DATABASE {db} ALLOW_CONNECTIONS true"));
+        database_back(&url, &db);
         let up = invoke(&c, &s, &format!("{key}-b"), &body, "success", 0).await;
         assert_eq!(up.status(), 200, "{bin}");
         let replay = invoke(&c, &s, &key, &body, "success", 0).await;
@@ -226,15 +237,9 @@ async fn a_database_outage_while_the_provider_answers_does_not_lose_the_answer()
             .await;
         // ... while the database is away, from before the answer until
         // well after it (a failover).
-        admin(
-            &url,
-            format!(
-                "ALTER DATABASE {db} ALLOW_CONNECTIONS false; \
-                 SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{db}'"
-            ),
-        );
+        database_away(&url, &db);
         tokio::time::sleep(Duration::from_millis(3000)).await;
-        admin(&url, format!("ALTER DATABASE {db} ALLOW_CONNECTIONS true"));
+        database_back(&url, &db);
         // The answer was recorded once the database came back.
         let answered = call.await.unwrap();
         assert_eq!(answered.status(), 200, "{bin}");
