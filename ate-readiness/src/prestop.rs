@@ -222,6 +222,7 @@ impl DrainRequest {
     /// status: success if the drain endpoint answered 2xx, 1 otherwise. The
     /// kubelet logs a failed hook and goes on to SIGTERM, which drains the
     /// service too.
+    #[must_use = "the hook's exit status tells the kubelet whether the drain request got through"]
     pub fn run_hook(&self, sleep: Duration) -> ExitCode {
         let sent = self.send();
         match &sent {
