@@ -99,6 +99,35 @@ impl<'de> Visitor<'de> for StrictVisitor {
     }
 }
 
+/// `value` with every number that is a whole number written as a float
+/// (`1.0`, `-0.0`, `2e3`) as that integer, so that two specs that differ
+/// only in how a number is written compare equal: `{"replicas": 1}` and
+/// `{"replicas": 1.0}` are one desired state (as for the Kubernetes API
+/// server, which decodes both into the same integer field). Floats beyond
+/// 2^53, where whole numbers are no longer exact, stay as they are.
+pub fn canonical(value: &Value) -> Value {
+    match value {
+        Value::Number(n) => {
+            const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53
+            match n.as_f64() {
+                Some(f) if n.is_f64() && f.fract() == 0.0 && f.abs() <= EXACT => {
+                    // In range and whole: the conversion is exact.
+                    #[allow(clippy::cast_possible_truncation)]
+                    Value::from(f as i64)
+                }
+                _ => value.clone(),
+            }
+        }
+        Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), canonical(v)))
+                .collect::<Map<String, Value>>(),
+        ),
+        other => other.clone(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

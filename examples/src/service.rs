@@ -479,11 +479,21 @@ impl AppState {
             latch: Latch::new(),
         });
         if let Some(spec) = write.spec {
-            // A new object starts at generation 1 with this spec.
-            if !created && let Err(e) = o.latch.update_spec_by(&o.spec, &spec, |s| s.clone()) {
-                return ApiResponse::json(409, json!({"error": e.to_string()}));
+            // A new object starts at generation 1 with this spec. A spec
+            // that differs only in how a number is written (1 and 1.0) is
+            // no change: the stored one stays.
+            if created {
+                o.spec = spec;
+            } else {
+                match o
+                    .latch
+                    .update_spec_by(&o.spec, &spec, crate::json::canonical)
+                {
+                    Ok(ate_generation::Advance::Advanced(_)) => o.spec = spec,
+                    Ok(ate_generation::Advance::Unchanged) => {}
+                    Err(e) => return ApiResponse::json(409, json!({"error": e.to_string()})),
+                }
             }
-            o.spec = spec;
         }
         if let Some(status) = write.status {
             o.status = status;

@@ -76,6 +76,47 @@ async fn spec_changes_bump_generation_and_the_reconciler_converges() {
 }
 
 #[tokio::test]
+async fn a_number_written_another_way_is_not_a_spec_change() {
+    for bin in SERVICES {
+        let s = Service::start(bin, TEST_IS_CONTROL_PLANE);
+        let c = client();
+        let put = |body: &'static str| {
+            c.put(s.url("/objects/gw"))
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+        };
+        let generation = |o: Value| o["generation"].as_u64().unwrap();
+        let first = put(r#"{"replicas": 2, "limits": {"cpu": 1}}"#)
+            .await
+            .unwrap();
+        assert_eq!(generation(first.json().await.unwrap()), 1, "{bin}");
+        // 2 and 2.0, 1 and 1e0: one desired state, no bump, the stored spec
+        // as it was.
+        let same: Value = put(r#"{"replicas": 2.0, "limits": {"cpu": 1e0}}"#)
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(generation(same.clone()), 1, "{bin}: {same}");
+        assert_eq!(
+            same["spec"],
+            json!({"replicas": 2, "limits": {"cpu": 1}}),
+            "{bin}"
+        );
+        // A different number is a change.
+        let changed: Value = put(r#"{"replicas": 2.5, "limits": {"cpu": 1}}"#)
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(generation(changed), 2, "{bin}");
+    }
+}
+
+#[tokio::test]
 async fn observed_write_back_is_control_plane_only_and_monotonic() {
     for bin in SERVICES {
         let s = Service::start(bin, TEST_IS_CONTROL_PLANE);
