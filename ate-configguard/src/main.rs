@@ -293,10 +293,30 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    // With `--format json`, unusable input is a JSON document on stdout
+    // too, so a pipeline that parses the report gets one either way.
+    let json = matches!(
+        cli.command,
+        Command::Check {
+            format: Format::Json,
+            ..
+        } | Command::Drift {
+            format: Format::Json,
+            ..
+        }
+    );
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e}");
+            if json {
+                let doc = serde_json::json!({
+                    "result": "unusable_input",
+                    "exit_code": InputError::EXIT_CODE,
+                    "error": e.to_string(),
+                });
+                println!("{doc:#}");
+            }
             ExitCode::from(InputError::EXIT_CODE as u8)
         }
     }

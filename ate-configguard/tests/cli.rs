@@ -112,6 +112,27 @@ fn json_report_is_one_document_on_stdout() {
     let report: ate_configguard::Report = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report.result, "unsafe");
     assert_eq!(report.failures[0].key.as_deref(), Some("REDIS"));
+
+    // Unusable input is a JSON document on stdout too (and the message on
+    // stderr), exit 2: a pipeline parsing the report gets one either way.
+    let broken = write(dir.path(), "b.yaml", "kind: [\n");
+    for args in [
+        vec!["check", "--current", &cur, "--proposed", &broken],
+        vec!["drift", "--defaults", &broken, "--base", &broken],
+    ] {
+        let out = bin()
+            .args(&args)
+            .args(["--format", "json"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(doc["result"], "unusable_input", "{doc}");
+        assert_eq!(doc["exit_code"], 2, "{doc}");
+        let error = doc["error"].as_str().unwrap();
+        assert!(error.contains("b.yaml"), "{doc}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains(error));
+    }
 }
 
 #[test]
