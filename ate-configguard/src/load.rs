@@ -617,9 +617,10 @@ fn outside_pod_spec(
 }
 
 /// The core-group Secrets and ConfigMaps a Gateway API object names in its
-/// `certificateRefs` (kind `Secret` unless given) and `caCertificateRefs`
-/// (kind required), each with its path; a reference without a namespace is
-/// to the object's own.
+/// `certificateRefs` (kind `Secret` unless given), `caCertificateRefs`
+/// (kind required) and `clientCertificateRef` (kind `Secret` unless given),
+/// each with its path; a reference without a namespace is to the object's
+/// own.
 fn certificate_refs(node: &Node, path: &str, ns: &str, out: &mut Vec<(String, ObjectId)>) {
     match node {
         Node::Map(entries) => {
@@ -637,23 +638,15 @@ fn certificate_refs(node: &Node, path: &str, ns: &str, out: &mut Vec<(String, Ob
                 match (default_kind, v) {
                     (Some(default_kind), Node::Seq(items)) => {
                         for (i, item) in items.iter().enumerate() {
-                            let field = |f: &str| item.get(f).and_then(Node::as_str);
-                            let kind = field("kind").or(default_kind);
-                            let kind = match (field("group").unwrap_or(""), kind) {
-                                ("", Some("Secret")) => ConfigKind::Secret,
-                                ("", Some("ConfigMap")) => ConfigKind::ConfigMap,
-                                _ => continue,
-                            };
-                            if let Some(name) = field("name").filter(|n| !n.is_empty()) {
-                                out.push((
-                                    format!("{here}[{i}]"),
-                                    ObjectId {
-                                        kind,
-                                        namespace: field("namespace").unwrap_or(ns).to_owned(),
-                                        name: name.to_owned(),
-                                    },
-                                ));
+                            if let Some(object) = object_ref(item, default_kind, ns) {
+                                out.push((format!("{here}[{i}]"), object));
                             }
+                        }
+                    }
+                    // A Gateway's client certificate for its backends.
+                    (None, Node::Map(_)) if k == "clientCertificateRef" => {
+                        if let Some(object) = object_ref(v, Some("Secret"), ns) {
+                            out.push((here, object));
                         }
                     }
                     _ => certificate_refs(v, &here, ns, out),
@@ -667,6 +660,23 @@ fn certificate_refs(node: &Node, path: &str, ns: &str, out: &mut Vec<(String, Ob
         }
         _ => {}
     }
+}
+
+/// A Gateway API object reference (`group`, `kind`, `name`, `namespace`)
+/// to a core-group Secret or ConfigMap; `None` for anything else.
+fn object_ref(item: &Node, default_kind: Option<&str>, ns: &str) -> Option<ObjectId> {
+    let field = |f: &str| item.get(f).and_then(Node::as_str);
+    let kind = match (field("group").unwrap_or(""), field("kind").or(default_kind)) {
+        ("", Some("Secret")) => ConfigKind::Secret,
+        ("", Some("ConfigMap")) => ConfigKind::ConfigMap,
+        _ => return None,
+    };
+    let name = field("name").filter(|n| !n.is_empty())?;
+    Some(ObjectId {
+        kind,
+        namespace: field("namespace").unwrap_or(ns).to_owned(),
+        name: name.to_owned(),
+    })
 }
 
 /// The apiVersions read for a kind this guard understands (`None` for any

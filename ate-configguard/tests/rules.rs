@@ -330,7 +330,7 @@ fn a_tls_secret_named_outside_a_pod_spec_warns_only_when_deleted_or_unknown() {
 
 #[test]
 fn gateway_api_certificate_refs_are_reported_not_checked() {
-    let gateway = "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: { name: gw, namespace: edge }\nspec:\n  gatewayClassName: istio\n  listeners:\n    - name: https\n      port: 443\n      protocol: HTTPS\n      tls:\n        certificateRefs:\n          - name: web-tls\n          - { kind: Secret, name: api-tls, namespace: certs }\n          - { group: example.com, kind: Vault, name: not-a-secret }\n---\napiVersion: gateway.networking.k8s.io/v1alpha3\nkind: BackendTLSPolicy\nmetadata: { name: backend, namespace: edge }\nspec:\n  validation:\n    caCertificateRefs: [ { group: \"\", kind: ConfigMap, name: ca } ]\n    hostname: api.internal\n";
+    let gateway = "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: { name: gw, namespace: edge }\nspec:\n  gatewayClassName: istio\n  listeners:\n    - name: https\n      port: 443\n      protocol: HTTPS\n      tls:\n        certificateRefs:\n          - name: web-tls\n          - { kind: Secret, name: api-tls, namespace: certs }\n          - { group: example.com, kind: Vault, name: not-a-secret }\n  tls:\n    backend:\n      clientCertificateRef: { name: mesh-client }\n---\napiVersion: gateway.networking.k8s.io/v1alpha3\nkind: BackendTLSPolicy\nmetadata: { name: backend, namespace: edge }\nspec:\n  validation:\n    caCertificateRefs: [ { group: \"\", kind: ConfigMap, name: ca } ]\n    hostname: api.internal\n";
     let report = run(gateway, NOTHING);
     assert!(report.is_safe());
     let named: Vec<(String, String, String)> = report
@@ -362,6 +362,11 @@ fn gateway_api_certificate_refs_are_reported_not_checked() {
             (
                 "Secret/certs/api-tls".into(),
                 "spec.listeners[0].tls.certificateRefs[1]".into(),
+                "Gateway/edge/gw".into()
+            ),
+            (
+                "Secret/edge/mesh-client".into(),
+                "spec.tls.backend.clientCertificateRef".into(),
                 "Gateway/edge/gw".into()
             ),
         ]
