@@ -159,6 +159,9 @@ struct Inner {
     idle: Condvar,
     #[cfg(feature = "tokio")]
     notify: tokio::sync::Notify,
+    // Woken once, when the drain begins.
+    #[cfg(feature = "tokio")]
+    drain_begun: tokio::sync::Notify,
 }
 
 /// A readiness gate. Clones share the same gate.
@@ -222,6 +225,8 @@ impl GateBuilder {
                 idle: Condvar::new(),
                 #[cfg(feature = "tokio")]
                 notify: tokio::sync::Notify::new(),
+                #[cfg(feature = "tokio")]
+                drain_begun: tokio::sync::Notify::new(),
             }),
         }
     }
@@ -294,6 +299,8 @@ impl Gate {
         self.inner.word.fetch_or(DRAINING, Ordering::AcqRel);
         let callbacks = std::mem::take(&mut info.callbacks);
         drop(info);
+        #[cfg(feature = "tokio")]
+        self.inner.drain_begun.notify_waiters();
         for callback in callbacks {
             callback();
         }
@@ -476,6 +483,52 @@ impl Gate {
         self.remove_waiter(&mut waiters);
         drop(waiters);
         self.record_wait(outcome)
+    }
+
+    /// Resolves when the drain begins (at once if it has), with its start
+    /// time: for async work that is not a request, such as a queue consumer
+    /// or a scheduler, to stop taking new work then. Cancel-safe, and it
+    /// registers nothing that outlives it, so it can sit in a `select!`
+    /// that runs in a loop.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use ate_readiness::Gate;
+    ///
+    /// let gate = Gate::new();
+    /// let (tx, mut jobs) = tokio::sync::mpsc::channel::<u32>(8);
+    /// let consumer = tokio::spawn({
+    ///     let gate = gate.clone();
+    ///     async move {
+    ///         let mut done = 0;
+    ///         loop {
+    ///             tokio::select! {
+    ///                 _ = gate.drain_begun() => break done, // take no more
+    ///                 Some(_job) = jobs.recv() => done += 1,
+    ///             }
+    ///         }
+    ///     }
+    /// });
+    /// tx.send(1).await.unwrap();
+    /// tokio::task::yield_now().await;
+    /// let _ = gate.begin_drain(); // the preStop hook
+    /// assert_eq!(consumer.await.unwrap(), 1);
+    /// # }
+    /// ```
+    #[cfg(feature = "tokio")]
+    pub async fn drain_begun(&self) -> DateTime<Utc> {
+        loop {
+            let begun = self.inner.drain_begun.notified();
+            tokio::pin!(begun);
+            // Registered BEFORE the check, so a drain that begins in
+            // between cannot be missed.
+            begun.as_mut().enable();
+            if let Some(at) = self.inner.drain.lock().started_at {
+                return at;
+            }
+            begun.await;
+        }
     }
 
     /// Waits (async) until in-flight work reaches zero or `timeout` passes.

@@ -74,7 +74,8 @@
 //!
 //! # Feature flags
 //!
-//! - `tokio`: `Gate::wait_idle_async`, `drain_on_signal` (SIGTERM / Ctrl-C)
+//! - `tokio`: `Gate::wait_idle_async`, `Gate::drain_begun` (for work that
+//!   is not a request to stop taking more), `drain_on_signal` (SIGTERM / Ctrl-C)
 //!   and `next_signal` (a second one, to cut the in-flight wait short).
 //! - `test-util`: `ManualClock`, `Gate::reset_for_tests`, and the
 //!   `testing` module (reference model and proptest strategies).

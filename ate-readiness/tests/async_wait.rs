@@ -43,3 +43,46 @@ async fn async_wait_with_nothing_in_flight_completes_at_once() {
             .is_completed()
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn drain_begun_resolves_when_the_drain_begins_with_its_time() {
+    let gate = Gate::new();
+    let g = gate.clone();
+    let waiter = tokio::spawn(async move { g.drain_begun().await });
+    tokio::task::yield_now().await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert!(!waiter.is_finished(), "no drain yet");
+    let at = gate.begin_drain().since();
+    let woken = tokio::time::timeout(Duration::from_secs(5), waiter).await;
+    assert_eq!(woken.expect("woken by the drain").unwrap(), at);
+    // Already draining: at once, with the first call's time.
+    assert_eq!(gate.drain_begun().await, at);
+    let _ = gate.begin_drain();
+    assert_eq!(gate.drain_begun().await, at);
+}
+
+#[tokio::test]
+async fn drain_begun_in_a_select_loop_leaves_nothing_behind() {
+    // Many short-lived waits (a select! that loses each time) and then the
+    // drain: every live wait wakes, none of the dropped ones matters.
+    let gate = Gate::new();
+    for _ in 0..10_000 {
+        tokio::select! {
+            biased;
+            _ = std::future::ready(()) => {}
+            _ = gate.drain_begun() => unreachable!("not draining"),
+        }
+    }
+    let waiters: Vec<_> = (0..4)
+        .map(|_| {
+            let g = gate.clone();
+            tokio::spawn(async move { g.drain_begun().await })
+        })
+        .collect();
+    tokio::task::yield_now().await;
+    let at = gate.begin_drain().since();
+    for w in waiters {
+        let woken = tokio::time::timeout(Duration::from_secs(5), w).await;
+        assert_eq!(woken.expect("woken by the drain").unwrap(), at);
+    }
+}
