@@ -238,54 +238,71 @@ impl DrainRequest {
     }
 }
 
+/// An HTTP/1.x answer split at the end of its head: the head's text and
+/// the body received so far.
+struct Answer<'a> {
+    head: &'a str,
+    body: &'a [u8],
+}
+
+impl<'a> Answer<'a> {
+    /// `None` until the head is whole (or if it is not text).
+    fn split(answer: &'a [u8]) -> Option<Self> {
+        let split = answer.windows(4).position(|w| w == b"\r\n\r\n")?;
+        Some(Self {
+            head: std::str::from_utf8(&answer[..split]).ok()?,
+            body: &answer[split + 4..],
+        })
+    }
+
+    /// The header lines, as (name, value), after the status line.
+    fn headers(&self) -> impl Iterator<Item = (&'a str, &'a str)> {
+        self.head
+            .split("\r\n")
+            .skip(1)
+            .filter_map(|l| l.split_once(':'))
+            .map(|(name, value)| (name.trim(), value.trim()))
+    }
+
+    fn chunked(&self) -> bool {
+        self.headers().any(|(name, value)| {
+            name.eq_ignore_ascii_case("transfer-encoding")
+                && value.to_ascii_lowercase().contains("chunked")
+        })
+    }
+
+    fn content_length(&self) -> Option<usize> {
+        self.headers()
+            .find(|(name, _)| name.eq_ignore_ascii_case("content-length"))
+            .and_then(|(_, value)| value.parse().ok())
+    }
+}
+
 /// Whether `answer` holds a whole HTTP/1.x answer: its head, then as much
 /// body as its Content-Length says, or a chunked body's last chunk. An
 /// answer with neither ends when the connection closes.
 fn answer_complete(answer: &[u8]) -> bool {
-    let Some(split) = answer.windows(4).position(|w| w == b"\r\n\r\n") else {
+    let Some(a) = Answer::split(answer) else {
         return false;
     };
-    let Ok(head) = std::str::from_utf8(&answer[..split]) else {
-        return false;
-    };
-    let body = &answer[split + 4..];
-    let header = |wanted: &str| {
-        head.split("\r\n").skip(1).find_map(|l| {
-            let (name, value) = l.split_once(':')?;
-            name.trim()
-                .eq_ignore_ascii_case(wanted)
-                .then(|| value.trim().to_ascii_lowercase())
-        })
-    };
-    if header("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
-        return dechunk(body).is_some();
+    if a.chunked() {
+        return dechunk(a.body).is_some();
     }
-    header("content-length")
-        .and_then(|v| v.parse::<usize>().ok())
-        .is_some_and(|len| body.len() >= len)
+    a.content_length().is_some_and(|len| a.body.len() >= len)
 }
 
 /// The status and body of an HTTP/1.x answer (a chunked body decoded).
 fn parse_answer(answer: &[u8]) -> Option<(u16, String)> {
-    let split = answer.windows(4).position(|w| w == b"\r\n\r\n")?;
-    let head = std::str::from_utf8(&answer[..split]).ok()?;
-    let body = &answer[split + 4..];
-    let mut lines = head.split("\r\n");
-    let mut status_line = lines.next()?.split(' ');
+    let a = Answer::split(answer)?;
+    let mut status_line = a.head.split("\r\n").next()?.split(' ');
     if !status_line.next()?.starts_with("HTTP/1.") {
         return None;
     }
     let status: u16 = status_line.next()?.parse().ok()?;
-    let chunked = lines.any(|l| {
-        l.split_once(':').is_some_and(|(name, value)| {
-            name.trim().eq_ignore_ascii_case("transfer-encoding")
-                && value.to_ascii_lowercase().contains("chunked")
-        })
-    });
-    let body = if chunked {
-        dechunk(body)?
+    let body = if a.chunked() {
+        dechunk(a.body)?
     } else {
-        body.to_vec()
+        a.body.to_vec()
     };
     Some((status, String::from_utf8_lossy(&body).trim_end().to_owned()))
 }

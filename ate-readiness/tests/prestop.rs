@@ -81,7 +81,7 @@ fn a_service_on_ipv6_loopback_only_is_reached_on_it() {
 fn a_refusal_names_the_endpoint_the_status_and_what_it_said() {
     let (port, _server) = serve_once(
         "127.0.0.1:0",
-        "HTTP/1.1 403 Forbidden\r\ncontent-length: 40\r\nconnection: close\r\n\r\n{\"error\":\"drain is allowed from loopback\"}",
+        "HTTP/1.1 403 Forbidden\r\ncontent-length: 42\r\nconnection: close\r\n\r\n{\"error\":\"drain is allowed from loopback\"}",
     );
     let err = DrainRequest::new(port).send().unwrap_err();
     assert!(
