@@ -630,21 +630,18 @@ fn certificate_refs(node: &Node, path: &str, ns: &str, out: &mut Vec<(String, Ob
                 } else {
                     format!("{path}.{k}")
                 };
-                let default_kind = match k.as_str() {
-                    "certificateRefs" => Some(Some("Secret")),
-                    "caCertificateRefs" => Some(None),
-                    _ => None,
-                };
-                match (default_kind, v) {
-                    (Some(default_kind), Node::Seq(items)) => {
-                        for (i, item) in items.iter().enumerate() {
-                            if let Some(object) = object_ref(item, default_kind, ns) {
-                                out.push((format!("{here}[{i}]"), object));
-                            }
+                let mut list = |items: &[Node], default_kind| {
+                    for (i, item) in items.iter().enumerate() {
+                        if let Some(object) = object_ref(item, default_kind, ns) {
+                            out.push((format!("{here}[{i}]"), object));
                         }
                     }
+                };
+                match (k.as_str(), v) {
+                    ("certificateRefs", Node::Seq(items)) => list(items, Some("Secret")),
+                    ("caCertificateRefs", Node::Seq(items)) => list(items, None),
                     // A Gateway's client certificate for its backends.
-                    (None, Node::Map(_)) if k == "clientCertificateRef" => {
+                    ("clientCertificateRef", Node::Map(_)) => {
                         if let Some(object) = object_ref(v, Some("Secret"), ns) {
                             out.push((here, object));
                         }
