@@ -860,7 +860,7 @@ fn a_renewal_thread_beside_the_call_never_costs_the_owner_its_attempt() {
 fn a_test_database_is_dropped_with_its_handle_even_with_connections_open() {
     let db = TestDatabase::new();
     let url = db.url().to_owned();
-    let name = url.rsplit_once("dbname=").unwrap().1.to_owned();
+    let name = param(&url, "dbname").to_owned();
     let admin_url = format!("{} dbname=postgres", url.rsplit_once(" dbname=").unwrap().0);
     let exists = || {
         let mut admin = postgres::Client::connect(&admin_url, postgres::NoTls).unwrap();

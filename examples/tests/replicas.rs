@@ -155,7 +155,8 @@ fn admin(url: &str, statement: String) {
 
 /// The ledger's database goes away: it refuses new connections and ends
 /// the services' (a failover, a restart).
-fn database_away(url: &str, db: &str) {
+fn database_away(url: &str) {
+    let db = dbname(url);
     admin(
         url,
         format!(
@@ -166,15 +167,20 @@ fn database_away(url: &str, db: &str) {
 }
 
 /// The ledger's database takes connections again.
-fn database_back(url: &str, db: &str) {
+fn database_back(url: &str) {
+    let db = dbname(url);
     admin(url, format!("ALTER DATABASE {db} ALLOW_CONNECTIONS true"));
+}
+
+/// The database a connection string names.
+fn dbname(url: &str) -> &str {
+    url.rsplit_once("dbname=").unwrap().1
 }
 
 #[tokio::test]
 async fn a_ledger_database_that_goes_away_is_503_with_retry_after_and_comes_back() {
     let database = ate_ledger::testing::TestDatabase::new();
     let url = database.url().to_owned();
-    let db = url.rsplit_once("dbname=").unwrap().1.to_owned();
     for bin in SERVICES {
         let s = Service::start(bin, &[("ATE_LEDGER_POSTGRES_URL", url.as_str())]);
         let c = client();
@@ -186,7 +192,7 @@ async fn a_ledger_database_that_goes_away_is_503_with_retry_after_and_comes_back
         );
         // The database goes away: it refuses new connections and ends the
         // service's (a failover, a restart).
-        database_away(&url, &db);
+        database_away(&url);
         let down = invoke(&c, &s, &format!("{key}-b"), &body, "success", 0).await;
         assert_eq!(down.status(), 503, "{bin}");
         assert_eq!(down.headers()["retry-after"], "1", "{bin}");
@@ -202,7 +208,7 @@ async fn a_ledger_database_that_goes_away_is_503_with_retry_after_and_comes_back
             "{bin}: nothing was sent while down"
         );
         // Back: the next call reconnects and runs.
-        database_back(&url, &db);
+        database_back(&url);
         let up = invoke(&c, &s, &format!("{key}-b"), &body, "success", 0).await;
         assert_eq!(up.status(), 200, "{bin}");
         let replay = invoke(&c, &s, &key, &body, "success", 0).await;
@@ -214,7 +220,6 @@ async fn a_ledger_database_that_goes_away_is_503_with_retry_after_and_comes_back
 async fn a_database_outage_while_the_provider_answers_does_not_lose_the_answer() {
     let database = ate_ledger::testing::TestDatabase::new();
     let url = database.url().to_owned();
-    let db = url.rsplit_once("dbname=").unwrap().1.to_owned();
     for bin in SERVICES {
         let s = Service::start(bin, &[("ATE_LEDGER_POSTGRES_URL", url.as_str())]);
         let c = client();
@@ -237,9 +242,9 @@ async fn a_database_outage_while_the_provider_answers_does_not_lose_the_answer()
             .await;
         // ... while the database is away, from before the answer until
         // well after it (a failover).
-        database_away(&url, &db);
+        database_away(&url);
         tokio::time::sleep(Duration::from_millis(3000)).await;
-        database_back(&url, &db);
+        database_back(&url);
         // The answer was recorded once the database came back.
         let answered = call.await.unwrap();
         assert_eq!(answered.status(), 200, "{bin}");
