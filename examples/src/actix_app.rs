@@ -9,9 +9,7 @@ use ate_readiness::SessionAdmission;
 use futures_util::StreamExt;
 
 use crate::config::{NOTIFICATIONS, PROMPT};
-use crate::service::{
-    ApiResponse, AppState, MAX_BODY_BYTES, Shared, body_refused, caller, run_background,
-};
+use crate::service::{ApiResponse, AppState, MAX_BODY_BYTES, Shared, body_refused, run_background};
 
 fn respond(r: ApiResponse) -> HttpResponse {
     let mut builder = HttpResponse::build(
@@ -34,6 +32,11 @@ fn respond(r: ApiResponse) -> HttpResponse {
 
 fn header<'a>(req: &'a HttpRequest, name: &str) -> Option<&'a str> {
     req.headers().get(name).and_then(|v| v.to_str().ok())
+}
+
+/// Every value of header `name`, as received (the service refuses two).
+fn header_values<'a>(req: &'a HttpRequest, name: &str) -> Vec<&'a [u8]> {
+    req.headers().get_all(name).map(|v| v.as_bytes()).collect()
 }
 
 fn peer(req: &HttpRequest) -> Option<std::net::IpAddr> {
@@ -76,12 +79,12 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(web::resource("/ws").route(web::get().to(ws)))
         .service(web::resource("/notify").route(web::post().to(
             |s: web::Data<Shared>, req: HttpRequest| async move {
-                respond(s.limited(NOTIFICATIONS, &caller(header(&req, "x-caller"), peer(&req))))
+                respond(s.limited(NOTIFICATIONS, &header_values(&req, "x-caller"), peer(&req)))
             },
         )))
         .service(web::resource("/prompt").route(web::post().to(
             |s: web::Data<Shared>, req: HttpRequest| async move {
-                respond(s.limited(PROMPT, &caller(header(&req, "x-caller"), peer(&req))))
+                respond(s.limited(PROMPT, &header_values(&req, "x-caller"), peer(&req)))
             },
         )))
         .service(
@@ -99,14 +102,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(web::resource("/invoke").route(web::post().to(
             |s: web::Data<Shared>, req: HttpRequest, body: Limited| async move {
                 let s: Shared = s.get_ref().clone();
-                let keys: Vec<&[u8]> = req
-                    .headers()
-                    .get_all("idempotency-key")
-                    .map(|v| v.as_bytes())
-                    .collect();
                 respond(
                     s.invoke(
-                        &keys,
+                        &header_values(&req, "idempotency-key"),
                         header(&req, "x-simulate"),
                         header(&req, "x-simulate-delay-ms"),
                         &body,

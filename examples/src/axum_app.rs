@@ -18,8 +18,7 @@ use axum::routing::{get, post, put};
 
 use crate::config::{NOTIFICATIONS, PROMPT};
 use crate::service::{
-    ApiResponse, AppState, MAX_BODY_BYTES, Shared, body_refused, caller, run_background,
-    shutdown_sequence,
+    ApiResponse, AppState, MAX_BODY_BYTES, Shared, body_refused, run_background, shutdown_sequence,
 };
 
 impl IntoResponse for ApiResponse {
@@ -49,6 +48,11 @@ fn peer(req: &Request) -> Option<std::net::IpAddr> {
 
 fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
     h.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// Every value of header `name`, as received (the service refuses two).
+fn header_values<'a>(h: &'a HeaderMap, name: &str) -> Vec<&'a [u8]> {
+    h.get_all(name).iter().map(|v| v.as_bytes()).collect()
 }
 
 /// The router. Serve it with `into_make_service_with_connect_info::<SocketAddr>()`
@@ -87,7 +91,8 @@ pub fn router(state: Shared) -> Router {
             post(|State(s): State<Shared>, req: Request| async move {
                 s.limited(
                     NOTIFICATIONS,
-                    &caller(header(req.headers(), "x-caller"), peer(&req)),
+                    &header_values(req.headers(), "x-caller"),
+                    peer(&req),
                 )
             }),
         )
@@ -96,7 +101,8 @@ pub fn router(state: Shared) -> Router {
             post(|State(s): State<Shared>, req: Request| async move {
                 s.limited(
                     PROMPT,
-                    &caller(header(req.headers(), "x-caller"), peer(&req)),
+                    &header_values(req.headers(), "x-caller"),
+                    peer(&req),
                 )
             }),
         )
@@ -131,13 +137,8 @@ pub fn router(state: Shared) -> Router {
             "/invoke",
             post(
                 |State(s): State<Shared>, headers: HeaderMap, Limited(body): Limited| async move {
-                    let keys: Vec<&[u8]> = headers
-                        .get_all("idempotency-key")
-                        .iter()
-                        .map(|v| v.as_bytes())
-                        .collect();
                     s.invoke(
-                        &keys,
+                        &header_values(&headers, "idempotency-key"),
                         header(&headers, "x-simulate"),
                         header(&headers, "x-simulate-delay-ms"),
                         &body,

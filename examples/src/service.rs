@@ -359,12 +359,21 @@ impl AppState {
     }
 
     /// `POST /notify` and `POST /prompt`: the route limit plus the shared
-    /// bucket, per caller.
-    pub fn limited(&self, route: &str, caller: &str) -> ApiResponse {
+    /// bucket, per caller: `x_caller` is every `X-Caller` value of the
+    /// request, as received, and `peer` the address it came from (see
+    /// [`caller`]).
+    pub fn limited(&self, route: &str, x_caller: &[&[u8]], peer: Option<IpAddr>) -> ApiResponse {
         let guard = match self.admit() {
             Ok(g) => g,
             Err(refused) => return refused,
         };
+        let caller = match caller(x_caller, peer) {
+            Ok(caller) => caller,
+            Err(error) => {
+                return ApiResponse::json(400, json!({ "error": error })).lame_duck(&guard);
+            }
+        };
+        let caller = caller.as_str();
         let route_id = if route == config::PROMPT {
             self.prompt
         } else {
@@ -1063,58 +1072,70 @@ fn recovered(
 /// The most a 409 (a call with this key in flight) tells a client to wait.
 const CONFLICT_RETRY_SECS: u64 = 2;
 
-/// The caller identity for rate limits: `X-Caller`, else the peer IP.
-pub fn caller(x_caller: Option<&str>, peer: Option<IpAddr>) -> String {
-    match x_caller
-        .map(str::trim)
-        .filter(|c| !c.is_empty() && c.len() <= 128)
-    {
+/// The caller identity for rate limits, from every `X-Caller` value of the
+/// request: that header, else (when the request has none) the peer IP.
+///
+/// A header that is there but unusable (empty, longer than 128 bytes, not
+/// visible ASCII, or given twice) is an error for a 400, never a quiet
+/// fall back to the peer IP: behind a proxy that would put the caller in
+/// the window every other such caller shares.
+pub fn caller(x_caller: &[&[u8]], peer: Option<IpAddr>) -> Result<String, String> {
+    Ok(match one_header("X-Caller", x_caller, 128)? {
         Some(c) => format!("caller:{c}"),
         None => peer.map_or_else(
             || "unknown".into(),
             |ip| format!("ip:{}", ip.to_canonical()),
         ),
-    }
+    })
 }
 
 /// The one `Idempotency-Key` of a request, from every value it carries.
-///
-/// Exactly one header line, 1-256 visible ASCII characters (spaces
-/// inside allowed). Two lines are refused rather than one picked: to HTTP
-/// they mean one comma-joined value ("a, b"), which a proxy may or may not
-/// merge, so taking either line alone would let one request run under "a"
-/// when sent directly and under "a, b" through a proxy.
 fn idempotency_key_of<'a>(values: &[&'a [u8]]) -> Result<&'a str, String> {
-    const RULE: &str = "1-256 visible ASCII characters";
+    one_header("Idempotency-Key", values, 256)?.ok_or_else(|| {
+        "an Idempotency-Key header (1-256 visible ASCII characters) is required".to_owned()
+    })
+}
+
+/// The value of header `name` from every value a request carries for it:
+/// `None` without one, else exactly one header line of 1 to `max` visible
+/// ASCII characters (spaces inside allowed).
+///
+/// Two lines are refused rather than one picked: to HTTP they mean one
+/// comma-joined value ("a, b"), which a proxy may or may not merge, so
+/// taking either line alone would let one request count as "a" when sent
+/// directly and as "a, b" through a proxy.
+fn one_header<'a>(name: &str, values: &[&'a [u8]], max: usize) -> Result<Option<&'a str>, String> {
     let value = match values {
-        [] => return Err(format!("an Idempotency-Key header ({RULE}) is required")),
+        [] => return Ok(None),
         [one] => *one,
         more => {
             return Err(format!(
-                "exactly one Idempotency-Key header is allowed; this request has {}",
+                "exactly one {name} header is allowed; this request has {}",
                 more.len()
             ));
         }
     };
     if value.is_empty() {
         return Err(format!(
-            "the Idempotency-Key header is empty; it must be {RULE}"
+            "the {name} header is empty; it must be 1-{max} visible ASCII characters"
         ));
     }
-    if value.len() > 256 {
+    if value.len() > max {
         return Err(format!(
-            "the Idempotency-Key header has {} bytes; it must be at most 256 visible ASCII characters",
+            "the {name} header has {} bytes; it must be at most {max} visible ASCII characters",
             value.len()
         ));
     }
     if let Some(at) = value.iter().position(|b| !(b' '..=b'~').contains(b)) {
         return Err(format!(
-            "the Idempotency-Key header must be visible ASCII; byte {at} is 0x{:02x}",
+            "the {name} header must be visible ASCII; byte {at} is 0x{:02x}",
             value[at]
         ));
     }
     // Checked above: every byte is ASCII.
-    std::str::from_utf8(value).map_err(|e| e.to_string())
+    std::str::from_utf8(value)
+        .map(Some)
+        .map_err(|e| e.to_string())
 }
 
 /// The token of an `Authorization: Bearer TOKEN` header. The scheme is

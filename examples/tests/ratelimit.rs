@@ -44,6 +44,56 @@ async fn the_151st_notification_gets_429_with_retry_after() {
 }
 
 #[tokio::test]
+async fn an_unusable_x_caller_is_a_400_naming_it_not_the_peers_window() {
+    use reqwest::header::HeaderValue;
+    let long = "a".repeat(129);
+    let bad: [(&str, Vec<HeaderValue>, &str); 4] = [
+        ("empty", vec![HeaderValue::from_static("")], "empty"),
+        ("129 bytes", vec![HeaderValue::from_str(&long).unwrap()], "129 bytes"),
+        (
+            "not ASCII",
+            vec![HeaderValue::from_bytes("jos\u{e9}".as_bytes()).unwrap()],
+            "byte 3 is 0xc3",
+        ),
+        (
+            "twice",
+            vec![HeaderValue::from_static("a"), HeaderValue::from_static("b")],
+            "this request has 2",
+        ),
+    ];
+    for bin in SERVICES {
+        let s = Service::start(bin, &[]);
+        let c = client();
+        for route in ["/notify", "/prompt"] {
+            for (what, values, says) in &bad {
+                let mut request = c.post(s.url(route));
+                for v in values {
+                    request = request.header("x-caller", v.clone());
+                }
+                let res = request.send().await.unwrap();
+                assert_eq!(res.status(), 400, "{bin} {route}: {what}");
+                let error = res.json::<serde_json::Value>().await.unwrap()["error"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned();
+                assert!(
+                    error.contains("X-Caller") && error.contains(says),
+                    "{bin} {route}: {what}: {error}"
+                );
+            }
+        }
+        // None of them was counted, in the peer's window or any other.
+        let by_address = c.post(s.url("/notify")).send().await.unwrap();
+        let body: serde_json::Value = by_address.json().await.unwrap();
+        assert_eq!(body["remaining"], 149, "{bin}: {body}");
+        // The longest caller there may be is one.
+        let res = post(&c, s.url("/notify"), &"a".repeat(128)).await;
+        let body: serde_json::Value = res.json().await.unwrap();
+        assert_eq!(body["remaining"], 149, "{bin}: {body}");
+    }
+}
+
+#[tokio::test]
 async fn the_shared_bucket_denies_across_routes() {
     for bin in SERVICES {
         let s = Service::start(bin, &[("ATE_REQUEST_BUCKET_PER_MIN", "5")]);
