@@ -486,10 +486,16 @@ fn check_reference(
                 "the key exists in neither the current nor the proposed object".to_owned()
             };
             if !moved.is_empty() {
-                msg.push_str(&format!(
-                    "; it is now in {} (a stale reference to the old source remains)",
-                    moved.join(", ")
-                ));
+                let moved = moved.join(", ");
+                msg.push_str(&if was_there {
+                    format!("; it is now in {moved} (a stale reference to the old source remains)")
+                } else {
+                    // Not a move: a reference that names the wrong object
+                    // (a key renamed in a generator, its user not updated).
+                    format!(
+                        "; a key of this name is in {moved}, which this reference does not name"
+                    )
+                });
             }
             finding("missing-key", Some(key), msg);
         }

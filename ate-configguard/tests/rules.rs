@@ -186,6 +186,13 @@ fn a_key_moving_between_objects_is_allowed_once_no_stale_reference_remains() {
         report.failures[0].side,
         Some(ate_configguard::Side::Current)
     );
+    assert!(
+        report.failures[0].message.ends_with(
+            "it is now in ConfigMap/default/cfg-v2 (a stale reference to the old source remains)"
+        ),
+        "{}",
+        report.failures[0].message
+    );
     // Step 1 done right: add the new source and move the reference, keep the old key.
     let proposed = format!(
         "{}\n---\n{}",
@@ -213,6 +220,37 @@ fn proposed_workloads_must_resolve_too() {
     assert_eq!(
         report.failures[0].side,
         Some(ate_configguard::Side::Proposed)
+    );
+    assert!(
+        !report.failures[0].message.contains("a key of this name"),
+        "{}",
+        report.failures[0].message
+    );
+}
+
+#[test]
+fn a_reference_to_an_object_without_the_key_names_the_object_that_has_it() {
+    // A generator's key renamed, its user not updated: the new object lacks
+    // the key the current one has. Nothing moved; the reference is wrong.
+    let current = format!(
+        "{}\n---\n{}",
+        cm("cfg", &["DB_HOST"]),
+        deployment("web", KEYREF)
+    );
+    let proposed = format!(
+        "{}\n---\n{}",
+        cm("cfg-v2", &["DATABASE_HOST"]),
+        deployment("web", &KEYREF.replace("name: cfg", "name: cfg-v2"))
+    );
+    let report = run(&current, &proposed);
+    assert_eq!(
+        codes(&report),
+        vec![("missing-key".into(), Some("DB_HOST".into()))]
+    );
+    assert_eq!(
+        report.failures[0].message,
+        "the key exists in neither the current nor the proposed object; a key of this \
+         name is in ConfigMap/default/cfg, which this reference does not name"
     );
 }
 

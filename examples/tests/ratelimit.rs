@@ -49,7 +49,11 @@ async fn an_unusable_x_caller_is_a_400_naming_it_not_the_peers_window() {
     let long = "a".repeat(129);
     let bad: [(&str, Vec<HeaderValue>, &str); 4] = [
         ("empty", vec![HeaderValue::from_static("")], "empty"),
-        ("129 bytes", vec![HeaderValue::from_str(&long).unwrap()], "129 bytes"),
+        (
+            "129 bytes",
+            vec![HeaderValue::from_str(&long).unwrap()],
+            "129 bytes",
+        ),
         (
             "not ASCII",
             vec![HeaderValue::from_bytes("jos\u{e9}".as_bytes()).unwrap()],
