@@ -461,7 +461,14 @@ fn check_reference(
             finding(
                 "missing-object",
                 r.key.as_deref(),
-                "the object exists in neither the current nor the proposed state".into(),
+                format!(
+                    "the object exists in neither the current nor the proposed state \
+                     (one that a Job or a controller writes belongs in the current \
+                     state: `kubectl get {} {} -n {} -o yaml`, read for its key names only)",
+                    target.kind.to_string().to_lowercase(),
+                    target.name,
+                    target.namespace
+                ),
             );
         }
         return;

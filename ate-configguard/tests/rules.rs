@@ -229,6 +229,28 @@ fn proposed_workloads_must_resolve_too() {
 }
 
 #[test]
+fn an_object_in_neither_state_fails_and_says_where_one_written_by_a_job_belongs() {
+    // ingress-nginx's controller mounts a Secret that its certgen Job
+    // writes: the manifests never hold it. Unknown is a failure, and the
+    // finding says how to give the live object.
+    let mounts = "      containers:\n        - name: controller\n          image: c:1\n      volumes:\n        - name: cert\n          secret:\n            secretName: admission\n";
+    let report = run(NOTHING, &deployment("controller", mounts));
+    assert_eq!(codes(&report), vec![("missing-object".into(), None)]);
+    assert_eq!(
+        report.failures[0].message,
+        "the object exists in neither the current nor the proposed state (one that a Job \
+         or a controller writes belongs in the current state: `kubectl get secret admission \
+         -n default -o yaml`, read for its key names only)"
+    );
+    let live = format!(
+        "{}\n---\n{}",
+        secret("admission", &["cert", "key"]),
+        NOTHING
+    );
+    assert!(run(&live, &deployment("controller", mounts)).is_safe());
+}
+
+#[test]
 fn a_reference_to_an_object_without_the_key_names_the_object_that_has_it() {
     // A generator's key renamed, its user not updated: the new object lacks
     // the key the current one has. Nothing moved; the reference is wrong.
