@@ -242,11 +242,7 @@ fn an_object_in_neither_state_fails_and_says_where_one_written_by_a_job_belongs(
          or a controller writes belongs in the current state: `kubectl get secret admission \
          -n default -o yaml`, read for its key names only)"
     );
-    let live = format!(
-        "{}\n---\n{}",
-        secret("admission", &["cert", "key"]),
-        NOTHING
-    );
+    let live = secret("admission", &["cert", "key"]);
     assert!(run(&live, &deployment("controller", mounts)).is_safe());
 }
 
@@ -254,16 +250,12 @@ fn an_object_in_neither_state_fails_and_says_where_one_written_by_a_job_belongs(
 fn a_reference_to_an_object_without_the_key_names_the_object_that_has_it() {
     // A generator's key renamed, its user not updated: the new object lacks
     // the key the current one has. Nothing moved; the reference is wrong.
-    let current = format!(
-        "{}\n---\n{}",
-        cm("cfg", &["DB_HOST"]),
-        deployment("web", KEYREF)
-    );
-    let proposed = format!(
-        "{}\n---\n{}",
-        cm("cfg-v2", &["DATABASE_HOST"]),
-        deployment("web", &KEYREF.replace("name: cfg", "name: cfg-v2"))
-    );
+    let current = docs(&[&cm("cfg", &["DB_HOST"]), &deployment("web", KEYREF)]);
+    let renamed = KEYREF.replace("name: cfg", "name: cfg-v2");
+    let proposed = docs(&[
+        &cm("cfg-v2", &["DATABASE_HOST"]),
+        &deployment("web", &renamed),
+    ]);
     let report = run(&current, &proposed);
     assert_eq!(
         codes(&report),

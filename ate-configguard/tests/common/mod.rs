@@ -52,6 +52,11 @@ pub fn secret(name: &str, keys: &[&str]) -> String {
     format!("apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\ndata:\n{data}")
 }
 
+/// Documents as one multi-document YAML stream.
+pub fn docs(parts: &[&str]) -> String {
+    parts.join("\n---\n")
+}
+
 /// An empty state, stated on purpose (what `kubectl get -o yaml` prints
 /// when nothing matches).
 pub const NOTHING: &str = "apiVersion: v1\nkind: List\nitems: []\n";
