@@ -745,11 +745,8 @@ impl AppState {
         };
         // Credentials are checked before anything is sent.
         if behaviour == "credential_error" {
-            let l = lease.clone();
             let closed = self
-                .blocking(move |ledger| {
-                    ledger.close(&l, Close::PreProvider("credential error".into()))
-                })
+                .close_retrying(&lease, Close::PreProvider("credential error".into()))
                 .await;
             return self.closed(&key, closed).await;
         }
@@ -760,6 +757,14 @@ impl AppState {
             .await
         {
             Ok(Ok(())) => self.metrics.transition("dispatched"),
+            Ok(Err(e @ (ate_ledger::Error::Storage(_) | ate_ledger::Error::Contended { .. }))) => {
+                // Nothing was sent: 503 now, and the try is closed as a
+                // pre-provider failure once the store takes it, so a retry
+                // then revives the key instead of waiting out this lease
+                // (409 until it ends).
+                self.close_undispatched(lease);
+                return self.ledger_error(e);
+            }
             Ok(Err(e)) => return self.transition_failed(&key, e).await,
             Err(resp) => return resp,
         }
@@ -780,19 +785,42 @@ impl AppState {
         };
         // The renewal runs on while the answer is being recorded (which
         // may take retries).
-        let closed = self.record_answer(&lease, close).await;
+        let closed = self.close_retrying(&lease, close).await;
         drop(renewal);
         self.closed(&key, closed).await
     }
 
-    /// Closes `lease` with the provider's answer. The answer is known by
-    /// now, so a store that fails (down, failing over) or a key too
-    /// contended is retried, backing off up to a second, for as long as a
-    /// lease lasts, rather than answering 503 and leaving the attempt to
-    /// be resolved as `provider_unavailable` once the lease runs out. If
-    /// another worker has resolved it meanwhile, the close says so
-    /// (`StaleLease`) and the caller answers what the ledger recorded.
-    async fn record_answer(
+    /// Closes, in a task of its own, a try whose dispatch the store
+    /// failed, as a pre-provider failure (revivable). A dispatch whose
+    /// write did land although the store reported a failure (an answer
+    /// lost with the connection) refuses that close: the try is then left
+    /// to end with its lease, by the dispatch rule.
+    fn close_undispatched(self: &Arc<Self>, lease: Lease) {
+        let this = Arc::clone(self);
+        tokio::spawn(async move {
+            let close = Close::PreProvider(
+                "the ledger's store failed before the dispatch; nothing was sent".into(),
+            );
+            match this.close_retrying(&lease, close).await {
+                Ok(Ok(record)) => this.metrics.transition(record.state.name()),
+                Ok(Err(e)) => tracing::warn!(
+                    key = %lease.key,
+                    "cannot close the undispatched try ({e}); it ends with its lease"
+                ),
+                Err(_) => tracing::warn!(key = %lease.key, "the ledger task failed"),
+            }
+        });
+    }
+
+    /// Closes `lease` with `close`, an outcome known by now (the
+    /// provider's answer, a failure before it), so a store that fails
+    /// (down, failing over) or a key too contended is retried, backing off
+    /// up to a second, for as long as a lease lasts, rather than answering
+    /// 503 and leaving the attempt open until the lease runs out (and, once
+    /// dispatched, to be resolved as `provider_unavailable`). If another
+    /// worker has resolved it meanwhile, the close says so (`StaleLease`)
+    /// and the caller answers what the ledger recorded.
+    async fn close_retrying(
         &self,
         lease: &Lease,
         close: Close,
@@ -808,7 +836,7 @@ impl AppState {
                 )) if tokio::time::Instant::now() + pause < give_up => {
                     tracing::warn!(
                         key = %lease.key,
-                        "cannot record the provider's answer yet ({e}); retrying in {pause:?}"
+                        "cannot close the attempt yet ({e}); retrying in {pause:?}"
                     );
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_secs(1));

@@ -255,6 +255,73 @@ async fn a_database_outage_while_the_provider_answers_does_not_lose_the_answer()
     }
 }
 
+/// Runs `statement` in the ledger's own database.
+fn in_database(url: &str, statement: &'static str) {
+    let url = url.to_owned();
+    std::thread::spawn(move || {
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        c.batch_execute(statement).unwrap();
+    })
+    .join()
+    .unwrap();
+}
+
+#[tokio::test]
+async fn a_store_failure_at_the_dispatch_frees_the_key_once_the_store_is_back() {
+    let database = ate_ledger::testing::TestDatabase::new();
+    let url = database.url().to_owned();
+    for bin in SERVICES {
+        let s = Service::start(bin, &[("ATE_LEDGER_POSTGRES_URL", url.as_str())]);
+        let c = client();
+        let body = json!({"amount": 1});
+        let key = format!("undispatched-{}", bin.len());
+        // The store takes the attempt's first write (an insert) and then
+        // fails every update: the dispatch, and any close, until it is back.
+        in_database(
+            &url,
+            "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS \
+             $$ BEGIN RAISE EXCEPTION 'the store is failing'; END $$; \
+             CREATE TRIGGER refuse BEFORE UPDATE ON ate_ledger_records \
+             FOR EACH ROW EXECUTE FUNCTION refuse()",
+        );
+        let failed = invoke(&c, &s, &key, &body, "success", 0).await;
+        assert_eq!(failed.status(), 503, "{bin}");
+        assert_eq!(dispatched(&[&s]).await, 0, "{bin}: nothing was sent");
+        // A failure known before the dispatch (credentials) waits for the
+        // store to record it, as a provider's answer does.
+        let credential = {
+            let (c, u, key) = (c.clone(), s.url("/invoke"), format!("{key}-credential"));
+            tokio::spawn(async move {
+                let res = c.post(u).header("idempotency-key", key);
+                let res = res.header("x-simulate", "credential_error");
+                res.json(&json!({"amount": 1})).send().await.unwrap()
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        in_database(
+            &url,
+            "DROP TRIGGER refuse ON ate_ledger_records; DROP FUNCTION refuse()",
+        );
+        assert_eq!(credential.await.unwrap().status(), 424, "{bin}");
+        // Back: a retry runs the call within a second or two, not after the
+        // first try's lease (30 s) has run out.
+        let mut statuses = Vec::new();
+        let started = std::time::Instant::now();
+        let answer = loop {
+            let res = invoke(&c, &s, &key, &body, "success", 0).await;
+            statuses.push(res.status().as_u16());
+            if res.status() != 409 || started.elapsed() > Duration::from_secs(5) {
+                break res;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        assert_eq!(answer.status(), 200, "{bin}: {statuses:?}");
+        let replay = invoke(&c, &s, &key, &body, "success", 0).await;
+        assert_eq!(replay.headers()["idempotent-replayed"], "true", "{bin}");
+        assert_eq!(dispatched(&[&s]).await, 1, "{bin}: sent once");
+    }
+}
+
 #[tokio::test]
 async fn a_replica_restarted_under_its_worker_id_resolves_its_own_attempts_at_once() {
     let database = ate_ledger::testing::TestDatabase::new();
