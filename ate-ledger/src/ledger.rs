@@ -538,7 +538,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     /// [`recover`](Self::recover), whether or not its lease has expired.
     ///
     /// For a process that has just opened a store no other worker can use
-    /// (a [`RedbStore`](crate::RedbStore) holds an exclusive lock on its
+    /// (a `RedbStore`, feature `redb`, holds an exclusive lock on its
     /// file), every attempt found open was left by a run that has ended:
     /// waiting out its lease would only keep its callers on 409 for the
     /// lease's length. Do not call it on a store that other live workers

@@ -141,7 +141,7 @@ impl MonotonicClock {
     /// is placed at the origin, which can only make the limit stricter. The
     /// timeline then lasts more than 580 years. A whole number of seconds,
     /// so that a clock starting there and moving in whole ticks
-    /// ([`TokioClock`] in a test with paused time) stays on the keyed
+    /// (`TokioClock`, feature `tokio`, in a test with paused time) stays on the keyed
     /// limiters' tick grid, where decisions are exact.
     pub const HEADROOM: Duration = Duration::from_nanos(Self::HEADROOM_NANOS);
     const HEADROOM_NANOS: u64 = (1 << 55) / 1_000_000_000 * 1_000_000_000;
