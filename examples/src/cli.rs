@@ -123,7 +123,17 @@ pub fn banner(addr: SocketAddr, config: &Config) {
     let _ = out.flush();
 }
 
-/// A bind failure that names the address (the OS error alone does not).
+/// A bind failure that names the address (the OS error alone does not),
+/// and for a port in use, how to pick another.
 pub fn listen_error(listen: std::net::SocketAddr, e: std::io::Error) -> std::io::Error {
-    std::io::Error::new(e.kind(), format!("cannot listen on {listen}: {e}"))
+    let hint = if e.kind() == std::io::ErrorKind::AddrInUse {
+        format!(
+            " (another process has port {}: pass --listen {}:PORT for another, or port 0 for any free one)",
+            listen.port(),
+            listen.ip()
+        )
+    } else {
+        String::new()
+    };
+    std::io::Error::new(e.kind(), format!("cannot listen on {listen}: {e}{hint}"))
 }

@@ -427,6 +427,7 @@ async fn a_port_in_use_stops_the_binary_naming_the_address() {
             err.contains(&format!("cannot listen on {addr}")),
             "{bin}: {err}"
         );
+        assert!(err.contains("pass --listen 127.0.0.1:PORT"), "{bin}: {err}");
     }
 }
 
