@@ -98,11 +98,22 @@ fn patches_the_base(
             None | Some(Node::Null) => {}
             Some(Node::String(got)) if want.is_none_or(|w| w == got) => {}
             Some(Node::String(got)) => {
+                let want = want.unwrap_or_default();
+                let hint = if field == "name"
+                    && unhashed(got)
+                        .zip(unhashed(want))
+                        .is_some_and(|(a, b)| a == b)
+                {
+                    "; the two differ only in a kustomize hash suffix, so these are rendered \
+                     outputs: give the rendered overlay alone as --base (it holds the merge), \
+                     or the patch file itself as --overlay"
+                } else {
+                    ""
+                };
                 return Err(bad(
                     at,
                     format!(
-                        "the overlay patches ConfigMap {field} {got:?}, not the base's {:?}",
-                        want.unwrap_or_default()
+                        "the overlay patches ConfigMap {field} {got:?}, not the base's {want:?}{hint}"
                     ),
                 ));
             }
@@ -322,4 +333,11 @@ pub fn drift(
         failures,
         warnings: Vec::new(),
     })
+}
+
+/// `name` without the hash suffix kustomize's generators append (`-` and
+/// ten characters of its hex-derived alphabet), if it has one.
+fn unhashed(name: &str) -> Option<&str> {
+    let (stem, hash) = name.rsplit_once('-')?;
+    (hash.len() == 10 && hash.bytes().all(|b| b"245678bcdfghkmt9".contains(&b))).then_some(stem)
 }

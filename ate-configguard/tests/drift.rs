@@ -148,7 +148,22 @@ fn an_overlay_that_names_another_configmap_is_refused() {
             err.contains("overlay.yaml") && err.contains("not the base's"),
             "{meta}: {err}"
         );
+        assert!(!err.contains("kustomize"), "{meta}: {err}");
     }
+    // kustomize's rendered outputs: a generator's hash suffix differs with
+    // the contents. Refused too (nothing says they are one object), saying
+    // what to give instead.
+    let hashed = BASE.replace("{ name: app }", "{ name: app-5f7h2kbm9t }");
+    let rendered =
+        "kind: ConfigMap\nmetadata: { name: app-9g8m4tc2d6 }\ndata: { LOG_LEVEL: debug }\n";
+    let err = run(&hashed, &[rendered], &["API_KEY"])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("differ only in a kustomize hash suffix")
+            && err.contains("give the rendered overlay alone as --base"),
+        "{err}"
+    );
     // Naming the base, or nothing, patches the base; so does a namespace
     // where the base states none (it is the overlay's to set).
     for meta in [
