@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::InputError;
 use crate::model::{
-    ConfigKind, ConfigObject, Finding, Inventory, Manifests, ObjectId, Reference, ServiceAccount,
-    Severity, Side, Workload, WorkloadId,
+    ConfigKind, ConfigObject, Finding, Inventory, Manifests, ObjectId, PreApplyHook, Reference,
+    ServiceAccount, Severity, Side, Workload, WorkloadId,
 };
 
 /// Which current objects the proposed state deletes.
@@ -314,7 +314,13 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
         for w in workloads {
             for r in &w.references {
                 references += 1;
-                check_reference(&ctx, w, side, r, &mut findings);
+                match (side, &w.pre_apply) {
+                    // (A dormant one starts no pod: checked as any, warnings.)
+                    (Side::Proposed, Some(hook)) if w.dormant.is_none() => {
+                        check_pre_apply(&ctx, &input.proposed.objects, w, hook, r, &mut findings);
+                    }
+                    _ => check_reference(&ctx, w, side, r, &mut findings),
+                }
             }
             // The pull secrets its ServiceAccount adds to every pod: the
             // account as the pods of that side get it (a proposed workload
@@ -362,6 +368,72 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
         failures,
         warnings,
     })
+}
+
+/// A reference of a proposed workload that runs as a hook before the change
+/// is applied: it resolves in the state before the change (the current
+/// one, plus the config objects that are hooks created before it). What
+/// only the change brings is a failure of its own (`applied-after-hook`);
+/// what the change does not bring either is checked as any proposed
+/// reference is.
+fn check_pre_apply(
+    ctx: &Ctx<'_>,
+    proposed: &[ConfigObject],
+    w: &Workload,
+    hook: &PreApplyHook,
+    r: &Reference,
+    out: &mut BTreeSet<Finding>,
+) {
+    let target = ObjectId {
+        kind: r.kind,
+        namespace: w.id.namespace.clone(),
+        name: r.name.clone(),
+    };
+    let resolves = |o: &ConfigObject| r.key.as_ref().is_none_or(|k| o.keys.contains(k));
+    // A hook object created before this workload replaces the current one.
+    let before = proposed
+        .iter()
+        .find(|o| {
+            o.id == target
+                && o.pre_apply
+                    .as_ref()
+                    .is_some_and(|h| hook.runs_after(&w.id.name, h, &o.id.name))
+        })
+        .or_else(|| ctx.current.get(&target).copied());
+    if before.is_some_and(resolves) {
+        return;
+    }
+    if !ctx.proposed.get(&target).is_some_and(|o| resolves(o)) {
+        return check_reference(ctx, w, Side::Proposed, r, out);
+    }
+    let what = match &r.key {
+        Some(key) if before.is_some() => format!("key {key}"),
+        _ => format!("{}", r.kind),
+    };
+    let mut message = format!(
+        "runs as a hook before the change is applied ({}), and the {what} comes only with the \
+         change: make the {} a hook that is created before it (a lower weight), or run this \
+         workload after the change (post-install / post-upgrade, PostSync)",
+        hook.annotation, r.kind
+    );
+    if r.optional {
+        message.push_str(" (optional reference: not a failure)");
+    }
+    out.insert(Finding {
+        severity: if r.optional {
+            Severity::Warning
+        } else {
+            Severity::Failure
+        },
+        code: "applied-after-hook".into(),
+        workload: Some(w.id.clone()),
+        side: Some(Side::Proposed),
+        container: r.container.clone(),
+        site: Some(r.site.clone()),
+        object: Some(target),
+        key: r.key.clone(),
+        message,
+    });
 }
 
 /// A reference that no pod reads (an Ingress's or a Gateway's TLS Secret)

@@ -20,6 +20,13 @@
 //! or StatefulSet at 0 replicas still counts as serving, since an
 //! autoscaler may scale it up at any time.
 //!
+//! A proposed workload that runs as a hook BEFORE the change is applied (a
+//! Helm `pre-install` / `pre-upgrade` hook, an Argo CD `PreSync` hook; see
+//! [`PreApplyHook`]), such as a database migration Job, sees the state
+//! before the change instead: the current objects, and the ConfigMaps and
+//! Secrets that are hooks created before it. What only the change brings
+//! is a failure of its own, `applied-after-hook`.
+//!
 //! - [`load_paths`] / [`load_str`] → [`Manifests`]: names only.
 //! - Typed objects a service already holds (read with `kube`, say):
 //!   [`ConfigObject::from_config_map`], [`ConfigObject::from_secret`] and
@@ -31,8 +38,10 @@
 //! It reads object and key NAMES only: the values of `data`, `stringData`
 //! and `binaryData` are skipped by the deserializer itself, never kept,
 //! printed, logged or put in an error. So are the values of every
-//! `annotations` map (`kubectl apply` keeps a copy of the whole object,
-//! values included, in `kubectl.kubernetes.io/last-applied-configuration`).
+//! annotation (`kubectl apply` keeps a copy of the whole object, values
+//! included, in `kubectl.kubernetes.io/last-applied-configuration`) but the
+//! four that say when a hook runs (`helm.sh/hook`, `helm.sh/hook-weight`,
+//! `argocd.argoproj.io/hook`, `argocd.argoproj.io/sync-wave`).
 //!
 //! # Example
 //!
@@ -97,8 +106,8 @@ pub use check::{
 pub use drift::{Source, drift};
 pub use load::{LoadOptions, load_paths, load_str, pod_references};
 pub use model::{
-    ConfigKind, ConfigObject, Finding, Inventory, Manifests, ObjectId, Reference, ServiceAccount,
-    Severity, Side, Workload, WorkloadId,
+    ConfigKind, ConfigObject, Finding, Inventory, Manifests, ObjectId, PreApplyHook, Reference,
+    ServiceAccount, Severity, Side, Workload, WorkloadId,
 };
 
 /// Input the guard cannot use: the CLI exits 2. Messages name files,

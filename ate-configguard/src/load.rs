@@ -13,8 +13,8 @@ use serde::de::DeserializeOwned;
 
 use crate::InputError;
 use crate::model::{
-    ConfigKind, ConfigObject, Finding, Manifests, ObjectId, Reference, ServiceAccount, Severity,
-    Workload, WorkloadId,
+    ConfigKind, ConfigObject, Finding, Manifests, ObjectId, PreApplyHook, Reference,
+    ServiceAccount, Severity, Workload, WorkloadId,
 };
 use crate::parse::{Node, documents};
 
@@ -373,6 +373,8 @@ fn load_doc(
     }
     // A custom resource matches none of the known kinds' arms.
     let known_kind = if custom_kind { "" } else { kind.as_str() };
+    let hook = pre_apply_hook(&doc, at)?;
+    let (workloads_before, objects_before) = (out.workloads.len(), out.objects.len());
     match known_kind {
         "ConfigMap" | "Secret" => {
             let (namespace, name) = meta_names(&doc, at, options)?;
@@ -409,6 +411,7 @@ fn load_doc(
                 },
                 keys,
                 immutable,
+                pre_apply: None,
             });
         }
         "Pod" => {
@@ -582,7 +585,69 @@ fn load_doc(
             }
         }
     }
+    if let Some(hook) = hook {
+        for w in &mut out.workloads[workloads_before..] {
+            w.pre_apply = Some(hook.clone());
+        }
+        for o in &mut out.objects[objects_before..] {
+            o.pre_apply = Some(hook.clone());
+        }
+    }
     Ok(())
+}
+
+/// Whether `doc` is a hook that runs before the rest of the change is
+/// applied (see [`pre_apply_from`]).
+fn pre_apply_hook(doc: &Node, at: &str) -> Result<Option<PreApplyHook>, InputError> {
+    let Some(annotations) = doc.get("metadata").and_then(|m| m.get("annotations")) else {
+        return Ok(None);
+    };
+    pre_apply_from(
+        |name| match annotations.get(name) {
+            None | Some(Node::Null) => Ok(None),
+            Some(Node::String(v)) => Ok(Some(v.as_str())),
+            Some(_) => Err(bad(at, format!("annotation {name} is not a string"))),
+        },
+        at,
+    )
+}
+
+/// A hook that runs before the rest of the change is applied, from its
+/// annotations (`annotation` reads one): `helm.sh/hook` naming
+/// `pre-install` or `pre-upgrade`, or `argocd.argoproj.io/hook` naming
+/// `PreSync`; with its weight (`helm.sh/hook-weight`,
+/// `argocd.argoproj.io/sync-wave`), which must be a whole number.
+fn pre_apply_from<'a>(
+    annotation: impl Fn(&str) -> Result<Option<&'a str>, InputError>,
+    at: &str,
+) -> Result<Option<PreApplyHook>, InputError> {
+    let weight = |name: &str| -> Result<i64, InputError> {
+        annotation(name)?.map_or(Ok(0), |v| {
+            v.trim()
+                .parse()
+                .map_err(|_| bad(at, format!("annotation {name} {v:?} is not a whole number")))
+        })
+    };
+    let names = |v: &str, wanted: &[&str]| v.split(',').any(|h| wanted.contains(&h.trim()));
+    if let Some(v) = annotation("helm.sh/hook")?
+        && names(v, &["pre-install", "pre-upgrade"])
+    {
+        return Ok(Some(PreApplyHook {
+            annotation: format!("helm.sh/hook={v}"),
+            weight: weight("helm.sh/hook-weight")?,
+            helm: true,
+        }));
+    }
+    if let Some(v) = annotation("argocd.argoproj.io/hook")?
+        && names(v, &["PreSync"])
+    {
+        return Ok(Some(PreApplyHook {
+            annotation: format!("argocd.argoproj.io/hook={v}"),
+            weight: weight("argocd.argoproj.io/sync-wave")?,
+            helm: false,
+        }));
+    }
+    Ok(None)
 }
 
 /// The group of the Gateway API, whose objects name Secrets and
@@ -872,6 +937,7 @@ fn workload(
         references,
         dormant,
         service_account,
+        pre_apply: None,
     })
 }
 
@@ -1349,6 +1415,17 @@ fn typed_object(
         .clone()
         .filter(|n| !n.is_empty())
         .ok_or_else(|| bad(&kind.to_string(), "metadata.name is missing"))?;
+    let at = format!("{kind}/{name}");
+    let pre_apply = pre_apply_from(
+        |a| {
+            Ok(meta
+                .annotations
+                .as_ref()
+                .and_then(|m| m.get(a))
+                .map(String::as_str))
+        },
+        &at,
+    )?;
     Ok(ConfigObject {
         id: ObjectId {
             kind,
@@ -1361,13 +1438,15 @@ fn typed_object(
         },
         keys,
         immutable: immutable.unwrap_or(false),
+        pre_apply,
     })
 }
 
 impl Workload {
     /// A serving workload of kind `kind` (`Deployment`, or your own) whose
     /// pods run `spec`: every reference it makes, as the manifest reader
-    /// finds them.
+    /// finds them. A pod spec carries no annotations: for a workload that
+    /// runs as a hook before the change, set [`Workload::pre_apply`].
     ///
     /// # Errors
     ///

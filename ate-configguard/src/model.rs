@@ -71,6 +71,40 @@ pub struct ConfigObject {
     /// `immutable: true`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub immutable: bool,
+    /// Created as a hook before the change is applied, if it is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pre_apply: Option<PreApplyHook>,
+}
+
+/// A hook that runs before the rest of a change is applied: a Helm
+/// `pre-install` or `pre-upgrade` hook (`helm.sh/hook`), or an Argo CD
+/// `PreSync` hook (`argocd.argoproj.io/hook`, which Argo CD also makes of
+/// Helm's two). A workload that is one sees the state BEFORE the change
+/// (the current state), plus the ConfigMaps and Secrets that are hooks of
+/// the same phase created before it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreApplyHook {
+    /// The annotation that makes it one, as `helm.sh/hook=pre-upgrade`.
+    pub annotation: String,
+    /// Its place among the hooks, lowest first: `helm.sh/hook-weight`,
+    /// else `argocd.argoproj.io/sync-wave`, else 0.
+    pub weight: i64,
+    /// Ordered as Helm orders hooks of one weight: by name alone. (Argo CD
+    /// creates the ConfigMaps and Secrets of a wave before its workloads.)
+    pub helm: bool,
+}
+
+impl PreApplyHook {
+    /// Whether a config object `object`, a hook named `object_name`, is
+    /// created before a workload hook `self` named `name` runs.
+    pub fn runs_after(&self, name: &str, object: &PreApplyHook, object_name: &str) -> bool {
+        match object.weight.cmp(&self.weight) {
+            std::cmp::Ordering::Less => true,
+            std::cmp::Ordering::Greater => false,
+            // Either one ordered by Helm: by name (the stricter order).
+            std::cmp::Ordering::Equal => !(self.helm || object.helm) || object_name < name,
+        }
+    }
 }
 
 /// `kind/namespace/name` of a workload.
@@ -131,6 +165,10 @@ pub struct Workload {
     /// are added to every pod it creates, so they are references too.
     #[serde(default = "default_service_account")]
     pub service_account: String,
+    /// Runs as a hook before the change is applied, if it is one: its
+    /// references are then checked against the state before the change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pre_apply: Option<PreApplyHook>,
 }
 
 fn default_service_account() -> String {
@@ -176,7 +214,8 @@ pub struct Finding {
     /// Failure or warning.
     pub severity: Severity,
     /// A stable code: `missing-object`, `missing-key`, `reclassified`,
-    /// `bulk-key-removed`, `immutable-changed`, `outside-pod-spec`.
+    /// `bulk-key-removed`, `immutable-changed`, `outside-pod-spec`,
+    /// `applied-after-hook`.
     pub code: String,
     /// The workload, if any.
     #[serde(skip_serializing_if = "Option::is_none")]

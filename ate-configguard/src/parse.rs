@@ -153,7 +153,9 @@ impl<'de> Visitor<'de> for NodeVisitor {
             if out.iter().any(|(k, _)| *k == key) {
                 return Err(de::Error::custom(format!("duplicate key `{key}`")));
             }
-            let value = if !self.keep_values && VALUE_FIELDS.contains(&key.as_str()) {
+            let value = if !self.keep_values && key == "annotations" {
+                Node::Map(map.next_value::<KeptAnnotations>()?.0)
+            } else if !self.keep_values && VALUE_FIELDS.contains(&key.as_str()) {
                 // Nested data fields (a List item, a template) drop values too.
                 Node::Seq(
                     map.next_value::<KeyNames>()?
@@ -241,6 +243,56 @@ impl<'de> Deserialize<'de> for KeyNames {
                     }
                 }
                 Ok(KeyNames(keys))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// The annotations whose values are read (the hooks that run before a
+/// change is applied, and their order): names of tools' settings, never
+/// configuration. Every other annotation's value is dropped unread.
+pub(crate) const KEPT_ANNOTATIONS: [&str; 4] = [
+    "helm.sh/hook",
+    "helm.sh/hook-weight",
+    "argocd.argoproj.io/hook",
+    "argocd.argoproj.io/sync-wave",
+];
+
+/// An `annotations` map: every name, and the values of the
+/// [`KEPT_ANNOTATIONS`] alone (any other is null).
+struct KeptAnnotations(Vec<(String, Node)>);
+
+impl<'de> Deserialize<'de> for KeptAnnotations {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = KeptAnnotations;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map of annotations")
+            }
+            fn visit_unit<E>(self) -> Result<KeptAnnotations, E> {
+                Ok(KeptAnnotations(Vec::new()))
+            }
+            fn visit_none<E>(self) -> Result<KeptAnnotations, E> {
+                Ok(KeptAnnotations(Vec::new()))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<KeptAnnotations, A::Error> {
+                let mut seen = BTreeSet::new();
+                let mut kept = Vec::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    let value = if KEPT_ANNOTATIONS.contains(&key.as_str()) {
+                        map.next_value_seed(NodeSeed(false))?
+                    } else {
+                        let _: IgnoredAny = map.next_value()?;
+                        Node::Null
+                    };
+                    kept.push((key.clone(), value));
+                    if !seen.insert(key.clone()) {
+                        return Err(de::Error::custom(format!("duplicate key `{key}`")));
+                    }
+                }
+                Ok(KeptAnnotations(kept))
             }
         }
         d.deserialize_any(V)
@@ -500,6 +552,23 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("last-applied-configuration"), "{text}");
+    }
+
+    #[test]
+    fn the_values_of_hook_annotations_are_kept_and_no_others() {
+        let job = "kind: Job
+metadata:
+  annotations:
+    helm.sh/hook: pre-upgrade
+    \
+            helm.sh/hook-weight: \"-1\"\n    note: hunter2\n";
+        let docs = documents(job, "x.yaml").unwrap();
+        let annotations = docs[0].get("metadata").unwrap().get("annotations").unwrap();
+        let value = |k| annotations.get(k).and_then(Node::as_str);
+        assert_eq!(value("helm.sh/hook"), Some("pre-upgrade"));
+        assert_eq!(value("helm.sh/hook-weight"), Some("-1"));
+        assert_eq!(annotations.get("note"), Some(&Node::Null));
+        assert!(!format!("{docs:?}").contains("hunter2"));
     }
 
     #[test]

@@ -19,14 +19,44 @@ use std::collections::BTreeSet;
 use proptest::prelude::*;
 
 use crate::model::{
-    ConfigKind, ConfigObject, Manifests, ObjectId, Reference, Workload, WorkloadId,
+    ConfigKind, ConfigObject, Manifests, ObjectId, PreApplyHook, Reference, Workload, WorkloadId,
 };
 use crate::{CheckInput, Deletion};
 
 /// Whether every non-optional reference of every current and proposed
 /// workload that is not dormant resolves in the proposed state, computed
-/// the slow, obvious way.
+/// the slow, obvious way; for a proposed workload that runs as a hook
+/// before the change, in the state before it (the current objects, or a
+/// proposed hook object of the same id created before that workload).
 pub fn naive_safe(input: &CheckInput) -> bool {
+    for w in input
+        .proposed
+        .workloads
+        .iter()
+        .filter(|w| w.dormant.is_none())
+    {
+        let Some(hook) = &w.pre_apply else { continue };
+        for r in w.references.iter().filter(|r| !r.optional) {
+            let found = |o: &&ConfigObject| {
+                o.id.kind == r.kind && o.id.namespace == w.id.namespace && o.id.name == r.name
+            };
+            let earlier_hook = input.proposed.objects.iter().filter(found).find(|o| {
+                let weight_first = |h: &PreApplyHook| h.weight < hook.weight;
+                let same_weight_first = |h: &PreApplyHook| {
+                    h.weight == hook.weight && (!(h.helm || hook.helm) || o.id.name < w.id.name)
+                };
+                o.pre_apply
+                    .as_ref()
+                    .is_some_and(|h| weight_first(h) || same_weight_first(h))
+            });
+            let before = earlier_hook.or_else(|| input.current.objects.iter().find(found));
+            let resolves =
+                before.is_some_and(|o| r.key.as_ref().is_none_or(|k| o.keys.contains(k)));
+            if !resolves {
+                return false;
+            }
+        }
+    }
     let in_proposed = |id: &ObjectId| input.proposed.objects.iter().any(|o| o.id == *id);
     // `--prune` deletes within the namespaces the proposed input touches
     // (all of them when it touches none).
@@ -63,12 +93,13 @@ pub fn naive_safe(input: &CheckInput) -> bool {
             .find(|o| o.id == *id && !deleted(id))
     };
     let current_of = |id: &ObjectId| input.current.objects.iter().find(|o| o.id == *id);
-    for w in input
-        .current
+    // (A proposed hook that runs before the change was judged above.)
+    let after = input
+        .proposed
         .workloads
         .iter()
-        .chain(&input.proposed.workloads)
-    {
+        .filter(|w| w.pre_apply.is_none());
+    for w in input.current.workloads.iter().chain(after) {
         if w.dormant.is_some() {
             continue;
         }
@@ -104,14 +135,28 @@ fn kind() -> impl Strategy<Value = ConfigKind> {
     prop_oneof![Just(ConfigKind::ConfigMap), Just(ConfigKind::Secret)]
 }
 
+/// Now and then a hook that runs before the change, of weight 0 to 2,
+/// ordered by Helm's rule or Argo CD's.
+fn pre_apply() -> impl Strategy<Value = Option<PreApplyHook>> {
+    proptest::option::weighted(
+        0.3,
+        (0i64..3, any::<bool>()).prop_map(|(weight, helm)| PreApplyHook {
+            annotation: "helm.sh/hook=pre-upgrade".into(),
+            weight,
+            helm,
+        }),
+    )
+}
+
 fn object() -> impl Strategy<Value = ConfigObject> {
     (
         kind(),
         0u8..3,
         proptest::collection::btree_set(0u8..5, 0..4),
         proptest::bool::weighted(0.1),
+        pre_apply(),
     )
-        .prop_map(|(kind, n, keys, immutable)| ConfigObject {
+        .prop_map(|(kind, n, keys, immutable, pre_apply)| ConfigObject {
             id: ObjectId {
                 kind,
                 namespace: "default".into(),
@@ -119,6 +164,7 @@ fn object() -> impl Strategy<Value = ConfigObject> {
             },
             keys: keys.into_iter().map(|k| format!("K{k}")).collect(),
             immutable,
+            pre_apply,
         })
 }
 
@@ -157,11 +203,12 @@ fn workloads(prefix: &'static str) -> impl Strategy<Value = Vec<Workload>> {
     let workload = (
         proptest::collection::vec(reference(), 0..4),
         proptest::bool::weighted(0.15),
+        pre_apply(),
     );
     proptest::collection::vec(workload, 0..3).prop_map(move |ws| {
         ws.into_iter()
             .enumerate()
-            .map(|(i, (references, dormant))| Workload {
+            .map(|(i, (references, dormant, pre_apply))| Workload {
                 id: WorkloadId {
                     kind: if dormant { "ReplicaSet" } else { "Deployment" }.into(),
                     namespace: "default".into(),
@@ -170,6 +217,7 @@ fn workloads(prefix: &'static str) -> impl Strategy<Value = Vec<Workload>> {
                 references,
                 dormant: dormant.then(|| "an old revision".into()),
                 service_account: "default".into(),
+                pre_apply,
             })
             .collect()
     })
@@ -182,7 +230,9 @@ pub fn transition() -> impl Strategy<Value = CheckInput> {
         objects(),
         workloads("w"),
         objects(),
-        workloads("w"),
+        // Named after ("w") or before ("a") the objects ("obj"), which
+        // decides Helm's order between hooks of one weight.
+        prop_oneof![workloads("w"), workloads("a")],
         any::<bool>(),
         proptest::collection::vec((kind(), 0u8..3), 0..2),
     )
@@ -222,6 +272,54 @@ pub fn transition() -> impl Strategy<Value = CheckInput> {
                     Deletion::Listed
                 },
                 delete,
+            }
+        })
+}
+
+/// A transition that turns on one workload that runs as a hook before the
+/// change (one reference, named before or after the objects): what it
+/// sees is all that decides it, so random cases often land on the hook
+/// order (weight, then Helm's name or Argo CD's kind).
+pub fn hook_transition() -> impl Strategy<Value = CheckInput> {
+    (
+        objects(),
+        objects(),
+        reference(),
+        (0i64..3, any::<bool>(), prop_oneof![Just("a0"), Just("w0")]),
+        any::<bool>(),
+    )
+        .prop_map(|(cur_objs, prop_objs, r, (weight, helm, name), prune)| {
+            let job = Workload {
+                id: WorkloadId {
+                    kind: "Job".into(),
+                    namespace: "default".into(),
+                    name: name.into(),
+                },
+                references: vec![r],
+                dormant: None,
+                service_account: "default".into(),
+                pre_apply: Some(PreApplyHook {
+                    annotation: "helm.sh/hook=pre-upgrade".into(),
+                    weight,
+                    helm,
+                }),
+            };
+            let state = |objects, workloads| Manifests {
+                objects,
+                workloads,
+                notes: Vec::new(),
+                service_accounts: Vec::new(),
+            };
+            CheckInput {
+                current: state(cur_objs, Vec::new()),
+                proposed: state(prop_objs, vec![job]),
+                inventory: None,
+                deletion: if prune {
+                    Deletion::Prune
+                } else {
+                    Deletion::Listed
+                },
+                delete: Vec::new(),
             }
         })
 }

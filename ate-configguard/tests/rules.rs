@@ -749,3 +749,120 @@ fn prune_deletes_only_in_the_namespaces_the_proposed_input_touches() {
         "ConfigMap/prod/app-config"
     );
 }
+
+/// A Job reading `cfg`'s key `key`, with `annotations` (a flow map).
+fn hook_job(name: &str, key: &str, optional: bool, annotations: &str) -> String {
+    format!(
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: {name}\n  annotations: {annotations}\n\
+         spec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n        \
+         - name: migrate\n          image: app:2\n          env:\n            - name: {key}\n              \
+         valueFrom:\n                configMapKeyRef: {{name: cfg, key: {key}, optional: {optional}}}\n"
+    )
+}
+
+/// ConfigMap `name` with `keys`, and `annotations` (a flow map).
+fn hook_cm(name: &str, keys: &[&str], annotations: &str) -> String {
+    cm(name, keys).replace(
+        &format!("  name: {name}\n"),
+        &format!("  name: {name}\n  annotations: {annotations}\n"),
+    )
+}
+
+#[test]
+fn a_hook_that_runs_before_the_change_sees_the_state_before_it() {
+    const PRE: &str = "{helm.sh/hook: 'pre-install,pre-upgrade'}";
+    let current = cm("cfg", &["DB_HOST"]);
+    // The chart adds MIGRATIONS to cfg and a pre-upgrade Job that reads it:
+    // the Job runs before cfg is updated, so it cannot start.
+    let adds = |job: &str| docs(&[&cm("cfg", &["DB_HOST", "MIGRATIONS"]), job]);
+    let report = run(
+        &current,
+        &adds(&hook_job("migrate", "MIGRATIONS", false, PRE)),
+    );
+    assert_eq!(
+        codes(&report),
+        vec![("applied-after-hook".into(), Some("MIGRATIONS".into()))]
+    );
+    let message = &report.failures[0].message;
+    assert!(
+        message.contains("helm.sh/hook=pre-install,pre-upgrade")
+            && message.contains("the key MIGRATIONS comes only with the change"),
+        "{message}"
+    );
+    // A key the state before the change holds is there for it.
+    assert!(run(&current, &adds(&hook_job("migrate", "DB_HOST", false, PRE))).is_safe());
+    // Optional: reported, not a failure.
+    let optional = run(
+        &current,
+        &adds(&hook_job("migrate", "MIGRATIONS", true, PRE)),
+    );
+    assert!(optional.is_safe());
+    assert_eq!(optional.warnings[0].code, "applied-after-hook");
+    // The same Job after the change (post-upgrade) finds the key.
+    let post = "{helm.sh/hook: post-upgrade}";
+    assert!(
+        run(
+            &current,
+            &adds(&hook_job("migrate", "MIGRATIONS", false, post))
+        )
+        .is_safe()
+    );
+    // A key the change does not bring at all is missing, as for any workload.
+    let missing = run(&current, &hook_job("migrate", "NOWHERE", false, PRE));
+    assert_eq!(
+        codes(&missing),
+        vec![("missing-key".into(), Some("NOWHERE".into()))]
+    );
+}
+
+#[test]
+fn a_config_hook_counts_for_a_workload_hook_only_if_it_is_created_first() {
+    let current = NOTHING;
+    let job = |annotations| hook_job("migrate", "MIGRATIONS", false, annotations);
+    let with_cm = |cm_name: &str, cm_annotations: &str, job: String| {
+        let job = job.replace("name: cfg,", &format!("name: {cm_name},"));
+        docs(&[&hook_cm(cm_name, &["MIGRATIONS"], cm_annotations), &job])
+    };
+    let safe = |proposed: String| run(current, &proposed).is_safe();
+    // Helm: lower weight first.
+    assert!(safe(with_cm(
+        "cfg",
+        "{helm.sh/hook: pre-upgrade, helm.sh/hook-weight: '-1'}",
+        job("{helm.sh/hook: pre-upgrade}")
+    )));
+    assert!(!safe(with_cm(
+        "cfg",
+        "{helm.sh/hook: pre-upgrade, helm.sh/hook-weight: '5'}",
+        job("{helm.sh/hook: pre-upgrade}")
+    )));
+    // Helm, one weight: by name alone. "migrate" runs before
+    // "migrate-config", after "a-config".
+    let same = "{helm.sh/hook: pre-upgrade}";
+    assert!(!safe(with_cm("migrate-config", same, job(same))));
+    assert!(safe(with_cm("a-config", same, job(same))));
+    // A ConfigMap that is no hook is applied after every pre-upgrade hook.
+    assert!(!safe(with_cm("a-config", "{}", job(same))));
+    // Argo CD: by wave, and a wave's ConfigMaps before its workloads.
+    let presync = "{argocd.argoproj.io/hook: PreSync}";
+    assert!(safe(with_cm("migrate-config", presync, job(presync))));
+    assert!(!safe(with_cm(
+        "a-config",
+        "{argocd.argoproj.io/hook: PreSync, argocd.argoproj.io/sync-wave: '2'}",
+        job(presync)
+    )));
+}
+
+#[test]
+fn a_hook_weight_that_is_not_a_whole_number_is_unusable_input() {
+    let job = hook_job(
+        "migrate",
+        "K",
+        false,
+        "{helm.sh/hook: pre-upgrade, helm.sh/hook-weight: 'first'}",
+    );
+    let err = load_err(&job).to_string();
+    assert!(
+        err.contains("annotation helm.sh/hook-weight \"first\" is not a whole number"),
+        "{err}"
+    );
+}

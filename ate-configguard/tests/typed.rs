@@ -141,3 +141,23 @@ fn a_typed_object_without_a_name_is_an_input_error() {
     let err = Workload::from_pod_spec("Deployment", "shop", "web", &spec).unwrap_err();
     assert!(err.to_string().contains("Deployment/shop/web"), "{err}");
 }
+
+#[test]
+fn a_typed_config_object_reads_its_hook_annotations_as_a_manifest_does() {
+    let manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: migrate-config\n  \
+        annotations: {helm.sh/hook: pre-upgrade, helm.sh/hook-weight: '-5'}\ndata: {A: a}\n";
+    let read = load_str(manifest, "m.yaml", &LoadOptions::default()).unwrap();
+    let mut metadata = meta("migrate-config", None);
+    metadata.annotations = Some(BTreeMap::from([
+        ("helm.sh/hook".into(), "pre-upgrade".into()),
+        ("helm.sh/hook-weight".into(), "-5".into()),
+    ]));
+    let cm = ConfigMap {
+        metadata,
+        data: Some(BTreeMap::from([("A".into(), "a".into())])),
+        ..Default::default()
+    };
+    let typed = ConfigObject::from_config_map(&cm, "default").unwrap();
+    assert_eq!(typed, read.objects[0]);
+    assert_eq!(typed.pre_apply.as_ref().map(|h| h.weight), Some(-5));
+}
