@@ -384,11 +384,7 @@ fn check_pre_apply(
     r: &Reference,
     out: &mut BTreeSet<Finding>,
 ) {
-    let target = ObjectId {
-        kind: r.kind,
-        namespace: w.id.namespace.clone(),
-        name: r.name.clone(),
-    };
+    let target = r.target(&w.id.namespace);
     let resolves = |o: &ConfigObject| r.key.as_ref().is_none_or(|k| o.keys.contains(k));
     // A hook object created before this workload replaces the current one.
     let before = proposed
@@ -470,11 +466,7 @@ fn check_reference(
     r: &Reference,
     out: &mut BTreeSet<Finding>,
 ) {
-    let target = ObjectId {
-        kind: r.kind,
-        namespace: w.id.namespace.clone(),
-        name: r.name.clone(),
-    };
+    let target = r.target(&w.id.namespace);
     let severity = if r.optional || w.dormant.is_some() {
         Severity::Warning
     } else {

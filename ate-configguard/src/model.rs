@@ -146,6 +146,17 @@ pub struct Reference {
     pub optional: bool,
 }
 
+impl Reference {
+    /// The object it names, for a workload in `namespace`.
+    pub fn target(&self, namespace: &str) -> ObjectId {
+        ObjectId {
+            kind: self.kind,
+            namespace: namespace.to_owned(),
+            name: self.name.clone(),
+        }
+    }
+}
+
 /// A workload and its references.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Workload {
