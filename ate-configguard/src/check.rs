@@ -319,6 +319,10 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
                     (Side::Proposed, Some(hook)) if w.dormant.is_none() => {
                         check_pre_apply(&ctx, &input.proposed.objects, w, hook, r, &mut findings);
                     }
+                    (Side::Proposed, None) if w.dormant.is_none() => {
+                        check_reference(&ctx, w, side, r, &mut findings);
+                        check_wave(&ctx, &input.proposed.objects, w, r, &mut findings);
+                    }
                     _ => check_reference(&ctx, w, side, r, &mut findings),
                 }
             }
@@ -404,24 +408,77 @@ fn check_pre_apply(
     }
     let what = match &r.key {
         Some(key) if before.is_some() => format!("key {key}"),
-        _ => format!("{}", r.kind),
+        _ => r.kind.to_string(),
     };
-    let mut message = format!(
+    let message = format!(
         "runs as a hook before the change is applied ({}), and the {what} comes only with the \
          change: make the {} a hook that is created before it (a lower weight), or run this \
          workload after the change (post-install / post-upgrade, PostSync)",
         hook.annotation, r.kind
     );
+    out.insert(too_late("applied-after-hook", w, r, target, message));
+}
+
+/// A reference of a proposed workload that Argo CD syncs in an earlier wave
+/// than the config object it reads: its new pods start while that object is
+/// still as it is now, and Argo CD waits for them to be healthy before it
+/// syncs the next wave. Something the change brings in a later wave is a
+/// failure of its own (`later-sync-wave`). (What the state after the change
+/// lacks is [`check_reference`]'s to report.)
+fn check_wave(
+    ctx: &Ctx<'_>,
+    proposed: &[ConfigObject],
+    w: &Workload,
+    r: &Reference,
+    out: &mut BTreeSet<Finding>,
+) {
+    let target = r.target(&w.id.namespace);
+    let resolves = |o: &ConfigObject| r.key.as_ref().is_none_or(|k| o.keys.contains(k));
+    let wave = w.sync_wave.unwrap_or(0);
+    let Some(later) = proposed
+        .iter()
+        .find(|o| o.id == target && o.pre_apply.is_none() && o.sync_wave.unwrap_or(0) > wave)
+    else {
+        return;
+    };
+    let now = ctx.current.get(&target);
+    if !resolves(later) || now.is_some_and(|o| resolves(o)) {
+        return;
+    }
+    let what = match &r.key {
+        Some(key) if now.is_some() => format!("key {key}"),
+        _ => r.kind.to_string(),
+    };
+    let message = format!(
+        "is synced in wave {wave}, and the {what} comes only with the {}'s change in wave {}: \
+         its new pods cannot start, and Argo CD waits for them before the next wave; put the \
+         {} in wave {wave} or earlier",
+        r.kind,
+        later.sync_wave.unwrap_or(0),
+        r.kind
+    );
+    out.insert(too_late("later-sync-wave", w, r, target, message));
+}
+
+/// A proposed workload's reference to what the change brings only after
+/// the workload starts: a failure, or a warning for an optional one.
+fn too_late(
+    code: &str,
+    w: &Workload,
+    r: &Reference,
+    target: ObjectId,
+    mut message: String,
+) -> Finding {
     if r.optional {
         message.push_str(" (optional reference: not a failure)");
     }
-    out.insert(Finding {
+    Finding {
         severity: if r.optional {
             Severity::Warning
         } else {
             Severity::Failure
         },
-        code: "applied-after-hook".into(),
+        code: code.into(),
         workload: Some(w.id.clone()),
         side: Some(Side::Proposed),
         container: r.container.clone(),
@@ -429,7 +486,7 @@ fn check_pre_apply(
         object: Some(target),
         key: r.key.clone(),
         message,
-    });
+    }
 }
 
 /// A reference that no pod reads (an Ingress's or a Gateway's TLS Secret)

@@ -25,7 +25,10 @@
 //! [`PreApplyHook`]), such as a database migration Job, sees the state
 //! before the change instead: the current objects, and the ConfigMaps and
 //! Secrets that are hooks created before it. What only the change brings
-//! is a failure of its own, `applied-after-hook`.
+//! is a failure of its own, `applied-after-hook`. Likewise a workload
+//! that Argo CD syncs in an earlier wave than a config object it reads
+//! ([`Workload::sync_wave`]) starts while that object is as it was:
+//! `later-sync-wave`.
 //!
 //! - [`load_paths`] / [`load_str`] → [`Manifests`]: names only.
 //! - Typed objects a service already holds (read with `kube`, say):

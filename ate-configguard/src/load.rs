@@ -373,7 +373,7 @@ fn load_doc(
     }
     // A custom resource matches none of the known kinds' arms.
     let known_kind = if custom_kind { "" } else { kind.as_str() };
-    let hook = pre_apply_hook(&doc, at)?;
+    let order = order(&doc, at)?;
     let (workloads_before, objects_before) = (out.workloads.len(), out.objects.len());
     match known_kind {
         "ConfigMap" | "Secret" => {
@@ -412,6 +412,7 @@ fn load_doc(
                 keys,
                 immutable,
                 pre_apply: None,
+                sync_wave: None,
             });
         }
         "Pod" => {
@@ -585,24 +586,23 @@ fn load_doc(
             }
         }
     }
-    if let Some(hook) = hook {
-        for w in &mut out.workloads[workloads_before..] {
-            w.pre_apply = Some(hook.clone());
-        }
-        for o in &mut out.objects[objects_before..] {
-            o.pre_apply = Some(hook.clone());
-        }
+    for w in &mut out.workloads[workloads_before..] {
+        w.pre_apply.clone_from(&order.pre_apply);
+        w.sync_wave = order.sync_wave;
+    }
+    for o in &mut out.objects[objects_before..] {
+        o.pre_apply.clone_from(&order.pre_apply);
+        o.sync_wave = order.sync_wave;
     }
     Ok(())
 }
 
-/// Whether `doc` is a hook that runs before the rest of the change is
-/// applied (see [`pre_apply_from`]).
-fn pre_apply_hook(doc: &Node, at: &str) -> Result<Option<PreApplyHook>, InputError> {
+/// When `doc` is applied (see [`order_from`]).
+fn order(doc: &Node, at: &str) -> Result<Order, InputError> {
     let Some(annotations) = doc.get("metadata").and_then(|m| m.get("annotations")) else {
-        return Ok(None);
+        return Ok(Order::default());
     };
-    pre_apply_from(
+    order_from(
         |name| match annotations.get(name) {
             None | Some(Node::Null) => Ok(None),
             Some(Node::String(v)) => Ok(Some(v.as_str())),
@@ -612,42 +612,70 @@ fn pre_apply_hook(doc: &Node, at: &str) -> Result<Option<PreApplyHook>, InputErr
     )
 }
 
-/// A hook that runs before the rest of the change is applied, from its
-/// annotations (`annotation` reads one): `helm.sh/hook` naming
-/// `pre-install` or `pre-upgrade`, or `argocd.argoproj.io/hook` naming
-/// `PreSync`; with its weight (`helm.sh/hook-weight`,
-/// `argocd.argoproj.io/sync-wave`), which must be a whole number.
-fn pre_apply_from<'a>(
+/// When an object is applied, from its annotations.
+#[derive(Debug, Default)]
+struct Order {
+    /// A hook that runs before the rest of the change.
+    pre_apply: Option<PreApplyHook>,
+    /// The Argo CD sync wave of a resource that is no hook.
+    sync_wave: Option<i64>,
+}
+
+/// When an object is applied, from its annotations (`annotation` reads
+/// one): a hook that runs before the rest of the change, `helm.sh/hook`
+/// naming `pre-install` or `pre-upgrade` or `argocd.argoproj.io/hook`
+/// naming `PreSync`, with its weight (`helm.sh/hook-weight`,
+/// `argocd.argoproj.io/sync-wave`); else, for a resource that is no hook
+/// at all, its `argocd.argoproj.io/sync-wave`. A weight or wave must be a
+/// whole number.
+fn order_from<'a>(
     annotation: impl Fn(&str) -> Result<Option<&'a str>, InputError>,
     at: &str,
-) -> Result<Option<PreApplyHook>, InputError> {
-    let weight = |name: &str| -> Result<i64, InputError> {
-        annotation(name)?.map_or(Ok(0), |v| {
-            v.trim()
-                .parse()
-                .map_err(|_| bad(at, format!("annotation {name} {v:?} is not a whole number")))
-        })
+) -> Result<Order, InputError> {
+    let number = |name: &str| -> Result<Option<i64>, InputError> {
+        annotation(name)?
+            .map(|v| {
+                v.trim()
+                    .parse()
+                    .map_err(|_| bad(at, format!("annotation {name} {v:?} is not a whole number")))
+            })
+            .transpose()
     };
     let names = |v: &str, wanted: &[&str]| v.split(',').any(|h| wanted.contains(&h.trim()));
-    if let Some(v) = annotation("helm.sh/hook")?
+    let (helm, argo) = (
+        annotation("helm.sh/hook")?,
+        annotation("argocd.argoproj.io/hook")?,
+    );
+    let hook = |annotation: String, weight: Option<i64>, helm: bool| Order {
+        pre_apply: Some(PreApplyHook {
+            annotation,
+            weight: weight.unwrap_or(0),
+            helm,
+        }),
+        sync_wave: None,
+    };
+    if let Some(v) = helm
         && names(v, &["pre-install", "pre-upgrade"])
     {
-        return Ok(Some(PreApplyHook {
-            annotation: format!("helm.sh/hook={v}"),
-            weight: weight("helm.sh/hook-weight")?,
-            helm: true,
-        }));
+        let weight = number("helm.sh/hook-weight")?;
+        return Ok(hook(format!("helm.sh/hook={v}"), weight, true));
     }
-    if let Some(v) = annotation("argocd.argoproj.io/hook")?
+    if let Some(v) = argo
         && names(v, &["PreSync"])
     {
-        return Ok(Some(PreApplyHook {
-            annotation: format!("argocd.argoproj.io/hook={v}"),
-            weight: weight("argocd.argoproj.io/sync-wave")?,
-            helm: false,
-        }));
+        let wave = number("argocd.argoproj.io/sync-wave")?;
+        return Ok(hook(format!("argocd.argoproj.io/hook={v}"), wave, false));
     }
-    Ok(None)
+    // A hook of another phase is in no wave of the sync.
+    let sync_wave = if helm.is_none() && argo.is_none() {
+        number("argocd.argoproj.io/sync-wave")?
+    } else {
+        None
+    };
+    Ok(Order {
+        pre_apply: None,
+        sync_wave,
+    })
 }
 
 /// The group of the Gateway API, whose objects name Secrets and
@@ -938,6 +966,7 @@ fn workload(
         dormant,
         service_account,
         pre_apply: None,
+        sync_wave: None,
     })
 }
 
@@ -1416,7 +1445,7 @@ fn typed_object(
         .filter(|n| !n.is_empty())
         .ok_or_else(|| bad(&kind.to_string(), "metadata.name is missing"))?;
     let at = format!("{kind}/{name}");
-    let pre_apply = pre_apply_from(
+    let order = order_from(
         |a| {
             Ok(meta
                 .annotations
@@ -1438,7 +1467,8 @@ fn typed_object(
         },
         keys,
         immutable: immutable.unwrap_or(false),
-        pre_apply,
+        pre_apply: order.pre_apply,
+        sync_wave: order.sync_wave,
     })
 }
 
@@ -1446,7 +1476,8 @@ impl Workload {
     /// A serving workload of kind `kind` (`Deployment`, or your own) whose
     /// pods run `spec`: every reference it makes, as the manifest reader
     /// finds them. A pod spec carries no annotations: for a workload that
-    /// runs as a hook before the change, set [`Workload::pre_apply`].
+    /// runs as a hook before the change, set [`Workload::pre_apply`]; for
+    /// one in an Argo CD sync wave, [`Workload::sync_wave`].
     ///
     /// # Errors
     ///

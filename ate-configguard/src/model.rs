@@ -74,6 +74,12 @@ pub struct ConfigObject {
     /// Created as a hook before the change is applied, if it is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pre_apply: Option<PreApplyHook>,
+    /// Its Argo CD sync wave (`argocd.argoproj.io/sync-wave`), if it is no
+    /// hook and names one. Argo CD applies a wave, and waits for it to be
+    /// healthy, before the next; within a wave, ConfigMaps and Secrets come
+    /// before workloads. No wave is wave 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync_wave: Option<i64>,
 }
 
 /// A hook that runs before the rest of a change is applied: a Helm
@@ -180,6 +186,11 @@ pub struct Workload {
     /// references are then checked against the state before the change.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pre_apply: Option<PreApplyHook>,
+    /// Its Argo CD sync wave, if it is no hook and names one (see
+    /// [`ConfigObject::sync_wave`]): its new pods start while the config
+    /// objects of later waves are still as they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync_wave: Option<i64>,
 }
 
 fn default_service_account() -> String {
@@ -226,7 +237,7 @@ pub struct Finding {
     pub severity: Severity,
     /// A stable code: `missing-object`, `missing-key`, `reclassified`,
     /// `bulk-key-removed`, `immutable-changed`, `outside-pod-spec`,
-    /// `applied-after-hook`.
+    /// `applied-after-hook`, `later-sync-wave`.
     pub code: String,
     /// The workload, if any.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -93,6 +93,31 @@ pub fn naive_safe(input: &CheckInput) -> bool {
             .find(|o| o.id == *id && !deleted(id))
     };
     let current_of = |id: &ObjectId| input.current.objects.iter().find(|o| o.id == *id);
+    // A proposed workload that Argo CD syncs before the wave of an object it
+    // reads starts while that object is as it is now.
+    for w in input
+        .proposed
+        .workloads
+        .iter()
+        .filter(|w| w.dormant.is_none() && w.pre_apply.is_none())
+    {
+        let wave = w.sync_wave.unwrap_or(0);
+        for r in w.references.iter().filter(|r| !r.optional) {
+            let named = |o: &&ConfigObject| {
+                o.id.kind == r.kind && o.id.namespace == w.id.namespace && o.id.name == r.name
+            };
+            let later = input
+                .proposed
+                .objects
+                .iter()
+                .filter(named)
+                .any(|o| o.pre_apply.is_none() && o.sync_wave.unwrap_or(0) > wave);
+            let now = input.current.objects.iter().find(named);
+            if later && !now.is_some_and(|o| r.key.as_ref().is_none_or(|k| o.keys.contains(k))) {
+                return false;
+            }
+        }
+    }
     // (A proposed hook that runs before the change was judged above.)
     let after = input
         .proposed
@@ -135,6 +160,11 @@ fn kind() -> impl Strategy<Value = ConfigKind> {
     prop_oneof![Just(ConfigKind::ConfigMap), Just(ConfigKind::Secret)]
 }
 
+/// Now and then an Argo CD sync wave, 0 to 2.
+fn sync_wave() -> impl Strategy<Value = Option<i64>> {
+    proptest::option::weighted(0.3, 0i64..3)
+}
+
 /// Now and then a hook that runs before the change, of weight 0 to 2,
 /// ordered by Helm's rule or Argo CD's.
 fn pre_apply() -> impl Strategy<Value = Option<PreApplyHook>> {
@@ -155,17 +185,21 @@ fn object() -> impl Strategy<Value = ConfigObject> {
         proptest::collection::btree_set(0u8..5, 0..4),
         proptest::bool::weighted(0.1),
         pre_apply(),
+        sync_wave(),
     )
-        .prop_map(|(kind, n, keys, immutable, pre_apply)| ConfigObject {
-            id: ObjectId {
-                kind,
-                namespace: "default".into(),
-                name: format!("obj{n}"),
+        .prop_map(
+            |(kind, n, keys, immutable, pre_apply, sync_wave)| ConfigObject {
+                id: ObjectId {
+                    kind,
+                    namespace: "default".into(),
+                    name: format!("obj{n}"),
+                },
+                keys: keys.into_iter().map(|k| format!("K{k}")).collect(),
+                immutable,
+                pre_apply,
+                sync_wave,
             },
-            keys: keys.into_iter().map(|k| format!("K{k}")).collect(),
-            immutable,
-            pre_apply,
-        })
+        )
 }
 
 fn objects() -> impl Strategy<Value = Vec<ConfigObject>> {
@@ -204,21 +238,25 @@ fn workloads(prefix: &'static str) -> impl Strategy<Value = Vec<Workload>> {
         proptest::collection::vec(reference(), 0..4),
         proptest::bool::weighted(0.15),
         pre_apply(),
+        sync_wave(),
     );
     proptest::collection::vec(workload, 0..3).prop_map(move |ws| {
         ws.into_iter()
             .enumerate()
-            .map(|(i, (references, dormant, pre_apply))| Workload {
-                id: WorkloadId {
-                    kind: if dormant { "ReplicaSet" } else { "Deployment" }.into(),
-                    namespace: "default".into(),
-                    name: format!("{prefix}{i}"),
+            .map(
+                |(i, (references, dormant, pre_apply, sync_wave))| Workload {
+                    id: WorkloadId {
+                        kind: if dormant { "ReplicaSet" } else { "Deployment" }.into(),
+                        namespace: "default".into(),
+                        name: format!("{prefix}{i}"),
+                    },
+                    references,
+                    dormant: dormant.then(|| "an old revision".into()),
+                    service_account: "default".into(),
+                    pre_apply,
+                    sync_wave,
                 },
-                references,
-                dormant: dormant.then(|| "an old revision".into()),
-                service_account: "default".into(),
-                pre_apply,
-            })
+            )
             .collect()
     })
 }
@@ -276,50 +314,50 @@ pub fn transition() -> impl Strategy<Value = CheckInput> {
         })
 }
 
-/// A transition that turns on one workload that runs as a hook before the
-/// change (one reference, named before or after the objects): what it
-/// sees is all that decides it, so random cases often land on the hook
-/// order (weight, then Helm's name or Argo CD's kind).
-pub fn hook_transition() -> impl Strategy<Value = CheckInput> {
+/// A transition that turns on one proposed workload with one reference,
+/// named before or after the objects: a hook that runs before the change,
+/// or a workload in an Argo CD sync wave. What it sees when it starts is
+/// all that decides the check, so random cases often land on the order
+/// (a hook's weight, then Helm's name or Argo CD's kind; a later wave).
+pub fn order_transition() -> impl Strategy<Value = CheckInput> {
     (
         objects(),
         objects(),
         reference(),
         (0i64..3, any::<bool>(), prop_oneof![Just("a0"), Just("w0")]),
-        any::<bool>(),
+        (any::<bool>(), sync_wave()),
     )
-        .prop_map(|(cur_objs, prop_objs, r, (weight, helm, name), prune)| {
-            let job = Workload {
-                id: WorkloadId {
-                    kind: "Job".into(),
-                    namespace: "default".into(),
-                    name: name.into(),
-                },
-                references: vec![r],
-                dormant: None,
-                service_account: "default".into(),
-                pre_apply: Some(PreApplyHook {
-                    annotation: "helm.sh/hook=pre-upgrade".into(),
-                    weight,
-                    helm,
-                }),
-            };
-            let state = |objects, workloads| Manifests {
-                objects,
-                workloads,
-                notes: Vec::new(),
-                service_accounts: Vec::new(),
-            };
-            CheckInput {
-                current: state(cur_objs, Vec::new()),
-                proposed: state(prop_objs, vec![job]),
-                inventory: None,
-                deletion: if prune {
-                    Deletion::Prune
-                } else {
-                    Deletion::Listed
-                },
-                delete: Vec::new(),
-            }
-        })
+        .prop_map(
+            |(cur_objs, prop_objs, r, (weight, helm, name), (hook, wave))| {
+                let job = Workload {
+                    id: WorkloadId {
+                        kind: "Job".into(),
+                        namespace: "default".into(),
+                        name: name.into(),
+                    },
+                    references: vec![r],
+                    dormant: None,
+                    service_account: "default".into(),
+                    pre_apply: hook.then(|| PreApplyHook {
+                        annotation: "helm.sh/hook=pre-upgrade".into(),
+                        weight,
+                        helm,
+                    }),
+                    sync_wave: if hook { None } else { wave },
+                };
+                let state = |objects, workloads| Manifests {
+                    objects,
+                    workloads,
+                    notes: Vec::new(),
+                    service_accounts: Vec::new(),
+                };
+                CheckInput {
+                    current: state(cur_objs, Vec::new()),
+                    proposed: state(prop_objs, vec![job]),
+                    inventory: None,
+                    deletion: Deletion::Listed,
+                    delete: Vec::new(),
+                }
+            },
+        )
 }

@@ -2,7 +2,7 @@
 //! so it never passes a state where a non-optional reference breaks.
 
 use ate_configguard::check;
-use ate_configguard::testing::{hook_transition, naive_safe, transition};
+use ate_configguard::testing::{naive_safe, order_transition, transition};
 use proptest::prelude::*;
 
 proptest! {
@@ -15,7 +15,7 @@ proptest! {
     }
 
     #[test]
-    fn a_hook_before_the_change_sees_what_the_naive_resolver_sees(input in hook_transition()) {
+    fn a_hook_or_a_sync_wave_sees_what_the_naive_resolver_sees(input in order_transition()) {
         let report = check(&input).unwrap();
         prop_assert_eq!(report.is_safe(), naive_safe(&input), "{}", report.to_text());
     }

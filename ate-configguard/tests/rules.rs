@@ -866,3 +866,48 @@ fn a_hook_weight_that_is_not_a_whole_number_is_unusable_input() {
         "{err}"
     );
 }
+
+#[test]
+fn a_workload_synced_in_an_earlier_wave_than_its_config_sees_the_config_as_it_was() {
+    const NEW_KEY: &str = "      containers:\n        - name: app\n          image: app:2\n          env:\n            - name: NEW\n              valueFrom:\n                configMapKeyRef:\n                  name: cfg\n                  key: NEW\n";
+    let wave = |doc: String, name: &str, wave: i64| {
+        doc.replace(
+            &format!("  name: {name}\n"),
+            &format!("  name: {name}\n  annotations: {{argocd.argoproj.io/sync-wave: '{wave}'}}\n"),
+        )
+    };
+    let current = cm("cfg", &["DB_HOST"]);
+    let cfg = |w| wave(cm("cfg", &["DB_HOST", "NEW"]), "cfg", w);
+    let web = |w, containers| wave(deployment("web", containers), "web", w);
+    // The Deployment (wave 0) rolls out before cfg gains NEW (wave 1).
+    let report = run(&current, &docs(&[&cfg(1), &web(0, NEW_KEY)]));
+    assert_eq!(
+        codes(&report),
+        vec![("later-sync-wave".into(), Some("NEW".into()))]
+    );
+    assert!(
+        report.failures[0].message.contains(
+            "is synced in wave 0, and the key NEW comes only with the ConfigMap's change in wave 1"
+        ),
+        "{}",
+        report.failures[0].message
+    );
+    // One wave (ConfigMaps first), or the ConfigMap earlier: safe.
+    assert!(run(&current, &docs(&[&cfg(1), &web(1, NEW_KEY)])).is_safe());
+    assert!(run(&current, &docs(&[&cfg(-1), &web(0, NEW_KEY)])).is_safe());
+    assert!(
+        run(
+            &current,
+            &docs(&[&cm("cfg", &["DB_HOST", "NEW"]), &deployment("web", NEW_KEY)])
+        )
+        .is_safe()
+    );
+    // A key the ConfigMap holds already is there in any wave.
+    assert!(run(&current, &docs(&[&cfg(1), &web(0, KEYREF)])).is_safe());
+    // A wave that is not a whole number is unusable input.
+    let err = load_err(&cfg(1).replace("'1'", "'later'")).to_string();
+    assert!(
+        err.contains("argocd.argoproj.io/sync-wave \"later\" is not a whole number"),
+        "{err}"
+    );
+}
