@@ -445,17 +445,17 @@ fn check_wave(
     if !resolves(later) || now.is_some_and(|o| resolves(o)) {
         return;
     }
+    let kind = r.kind;
+    let later_wave = later.sync_wave.unwrap_or(0);
     let what = match &r.key {
-        Some(key) if now.is_some() => format!("key {key}"),
-        _ => r.kind.to_string(),
+        Some(key) if now.is_some() => {
+            format!("the key {key} comes only with the {kind}'s change in wave {later_wave}")
+        }
+        _ => format!("the {kind} is created only in wave {later_wave}"),
     };
     let message = format!(
-        "is synced in wave {wave}, and the {what} comes only with the {}'s change in wave {}: \
-         its new pods cannot start, and Argo CD waits for them before the next wave; put the \
-         {} in wave {wave} or earlier",
-        r.kind,
-        later.sync_wave.unwrap_or(0),
-        r.kind
+        "is synced in wave {wave}, and {what}: its new pods cannot start, and Argo CD waits for \
+         them before the next wave; put the {kind} in wave {wave} or earlier"
     );
     out.insert(too_late("later-sync-wave", w, r, target, message));
 }

@@ -902,6 +902,15 @@ fn a_workload_synced_in_an_earlier_wave_than_its_config_sees_the_config_as_it_wa
         )
         .is_safe()
     );
+    // A ConfigMap the change creates in a later wave.
+    let created = run(NOTHING, &docs(&[&cfg(1), &web(0, NEW_KEY)]));
+    assert!(
+        created.failures[0]
+            .message
+            .contains("is synced in wave 0, and the ConfigMap is created only in wave 1"),
+        "{}",
+        created.failures[0].message
+    );
     // A key the ConfigMap holds already is there in any wave.
     assert!(run(&current, &docs(&[&cfg(1), &web(0, KEYREF)])).is_safe());
     // A wave that is not a whole number is unusable input.
