@@ -22,7 +22,18 @@ use crate::InputError;
 /// whole object, a Secret's values included, into its
 /// `kubectl.kubernetes.io/last-applied-configuration` annotation, and no
 /// check here reads an annotation's value.
-pub(crate) const VALUE_FIELDS: [&str; 4] = ["data", "stringData", "binaryData", "annotations"];
+/// A SealedSecret's `encryptedData` holds ciphertexts: dropped as well.
+pub(crate) const VALUE_FIELDS: [&str; 5] = [
+    "data",
+    "stringData",
+    "binaryData",
+    "encryptedData",
+    "annotations",
+];
+
+/// The one key of the map that stands for a `data`-like field holding a
+/// list (an ExternalSecret's `spec.data`): each item's `secretKey`, or null.
+pub(crate) const DATA_LIST: &str = "(list)";
 
 /// A document tree without values of `data`-like fields, with duplicate keys
 /// refused at every level.
@@ -157,13 +168,24 @@ impl<'de> Visitor<'de> for NodeVisitor {
                 Node::Map(map.next_value::<KeptAnnotations>()?.0)
             } else if !self.keep_values && VALUE_FIELDS.contains(&key.as_str()) {
                 // Nested data fields (a List item, a template) drop values too.
-                Node::Seq(
-                    map.next_value::<KeyNames>()?
-                        .0
-                        .into_iter()
-                        .map(Node::String)
-                        .collect(),
-                )
+                match map.next_value::<DataField>()? {
+                    DataField::Names(names) => {
+                        Node::Seq(names.into_iter().map(Node::String).collect())
+                    }
+                    // Not a map of keys: a map that says so (a ConfigMap's
+                    // reader refuses it as "not a map"), the items'
+                    // `secretKey`s kept for an ExternalSecret's.
+                    DataField::List(items) => Node::Map(vec![(
+                        DATA_LIST.to_owned(),
+                        Node::Seq(
+                            items
+                                .into_iter()
+                                .map(|k| k.map_or(Node::Null, Node::String))
+                                .collect(),
+                        ),
+                    )]),
+                    DataField::Other => Node::Map(Vec::new()),
+                }
             } else {
                 map.next_value_seed(NodeSeed(self.keep_values))?
             };
@@ -216,25 +238,46 @@ impl Wrapped for Full {
     }
 }
 
-/// The key names of a `data`-like map; values are skipped unread.
-#[derive(Debug, Default)]
-pub(crate) struct KeyNames(pub(crate) BTreeSet<String>);
+/// A `data`-like field with its values skipped unread: the key names of a
+/// map; for a list (an ExternalSecret's `spec.data`, a custom resource's
+/// own), each item's `secretKey` if it has one; anything else, nothing.
+#[derive(Debug)]
+enum DataField {
+    Names(BTreeSet<String>),
+    List(Vec<Option<String>>),
+    Other,
+}
 
-impl<'de> Deserialize<'de> for KeyNames {
+impl<'de> Deserialize<'de> for DataField {
     fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
         impl<'de> Visitor<'de> for V {
-            type Value = KeyNames;
+            type Value = DataField;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a map of key names")
             }
-            fn visit_unit<E>(self) -> Result<KeyNames, E> {
-                Ok(KeyNames::default())
+            fn visit_unit<E>(self) -> Result<DataField, E> {
+                Ok(DataField::Names(BTreeSet::new()))
             }
-            fn visit_none<E>(self) -> Result<KeyNames, E> {
-                Ok(KeyNames::default())
+            fn visit_none<E>(self) -> Result<DataField, E> {
+                Ok(DataField::Names(BTreeSet::new()))
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<KeyNames, A::Error> {
+            fn visit_bool<E>(self, _: bool) -> Result<DataField, E> {
+                Ok(DataField::Other)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<DataField, E> {
+                Ok(DataField::Other)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<DataField, E> {
+                Ok(DataField::Other)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<DataField, E> {
+                Ok(DataField::Other)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<DataField, E> {
+                Ok(DataField::Other)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<DataField, A::Error> {
                 let mut keys = BTreeSet::new();
                 while let Some(key) = map.next_key::<String>()? {
                     let _: IgnoredAny = map.next_value()?;
@@ -242,7 +285,71 @@ impl<'de> Deserialize<'de> for KeyNames {
                         return Err(de::Error::custom(format!("duplicate key `{key}`")));
                     }
                 }
-                Ok(KeyNames(keys))
+                Ok(DataField::Names(keys))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<DataField, A::Error> {
+                let mut items = Vec::new();
+                while let Some(item) = seq.next_element::<SecretKey>()? {
+                    items.push(item.0);
+                }
+                Ok(DataField::List(items))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A list item's `secretKey` (a key name of the Secret an ExternalSecret
+/// makes), if it is a map with one; everything else skipped unread.
+struct SecretKey(Option<String>);
+
+impl<'de> Deserialize<'de> for SecretKey {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = SecretKey;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a list item")
+            }
+            fn visit_unit<E>(self) -> Result<SecretKey, E> {
+                Ok(SecretKey(None))
+            }
+            fn visit_none<E>(self) -> Result<SecretKey, E> {
+                Ok(SecretKey(None))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<SecretKey, E> {
+                Ok(SecretKey(None))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<SecretKey, E> {
+                Ok(SecretKey(None))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<SecretKey, E> {
+                Ok(SecretKey(None))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<SecretKey, E> {
+                Ok(SecretKey(None))
+            }
+            fn visit_str<E>(self, _: &str) -> Result<SecretKey, E> {
+                Ok(SecretKey(None))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<SecretKey, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(SecretKey(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<SecretKey, A::Error> {
+                let mut found = None;
+                while let Some(key) = map.next_key::<String>()? {
+                    if key == "secretKey" {
+                        // A name, not a value; anything but a string is none.
+                        found = match map.next_value_seed(NodeSeed(false))? {
+                            Node::String(s) => Some(s),
+                            _ => None,
+                        };
+                    } else {
+                        let _: IgnoredAny = map.next_value()?;
+                    }
+                }
+                Ok(SecretKey(found))
             }
         }
         d.deserialize_any(V)
@@ -552,6 +659,33 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("last-applied-configuration"), "{text}");
+    }
+
+    #[test]
+    fn a_data_field_that_is_a_list_or_a_scalar_is_read_without_its_values() {
+        // An ExternalSecret's `spec.data` is a list; a SealedSecret's
+        // `encryptedData` holds ciphertexts. Neither was readable before
+        // (a data field had to be a map), and no value survives.
+        let text = "kind: ExternalSecret\nspec:\n  data:\n  - secretKey: password\n    \
+            remoteRef: {key: prod/db, property: password}\n  - plain-item\n---\n\
+            kind: SealedSecret\nspec:\n  encryptedData: {token: AgBy3i4OJSWK}\n---\n\
+            kind: Other\ndata: hunter2\n";
+        let docs = documents(text, "x.yaml").unwrap();
+        let debug = format!("{docs:?}");
+        for value in ["prod/db", "AgBy3i4", "hunter2", "plain-item"] {
+            assert!(!debug.contains(value), "{value} in {debug}");
+        }
+        let data = docs[0].get("spec").unwrap().get("data").unwrap();
+        assert_eq!(
+            data.get(DATA_LIST),
+            Some(&Node::Seq(vec![
+                Node::String("password".into()),
+                Node::Null
+            ]))
+        );
+        let encrypted = docs[1].get("spec").unwrap().get("encryptedData").unwrap();
+        assert_eq!(encrypted, &Node::Seq(vec![Node::String("token".into())]));
+        assert_eq!(docs[2].get("data"), Some(&Node::Map(Vec::new())));
     }
 
     #[test]

@@ -920,3 +920,14 @@ fn a_workload_synced_in_an_earlier_wave_than_its_config_sees_the_config_as_it_wa
         "{err}"
     );
 }
+
+#[test]
+fn custom_resources_with_a_data_list_load_and_a_configmap_with_one_does_not() {
+    // An ExternalSecret (external-secrets.io) beside the Deployment reading
+    // its Secret: the input was unusable (exit 2) for its `spec.data` list.
+    let external = "apiVersion: external-secrets.io/v1beta1\nkind: ExternalSecret\nmetadata:\n  name: db\nspec:\n  secretStoreRef: {name: vault, kind: ClusterSecretStore}\n  data:\n    - secretKey: password\n      remoteRef: {key: prod/db, property: password}\n";
+    let live = docs(&[external, &secret("db", &["password"])]);
+    assert!(run(&live, &live).is_safe());
+    let err = load_err("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata: [a, b]\n");
+    assert!(err.to_string().contains("data is not a map"), "{err}");
+}
