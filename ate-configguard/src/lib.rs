@@ -30,7 +30,9 @@
 //! ([`Workload::sync_wave`]) starts while that object is as it was:
 //! `later-sync-wave`.
 //!
-//! - [`load_paths`] / [`load_str`] → [`Manifests`]: names only.
+//! - [`load_paths`] / [`load_str`] → [`Manifests`]: names only. A
+//!   `SealedSecret` or an `ExternalSecret` stands for the Secret its
+//!   controller makes ([`ConfigObject::made_by`]).
 //! - Typed objects a service already holds (read with `kube`, say):
 //!   [`ConfigObject::from_config_map`], [`ConfigObject::from_secret`] and
 //!   [`Workload::from_pod_spec`] build the same names-only [`Manifests`].

@@ -16,7 +16,7 @@ use crate::model::{
     ConfigKind, ConfigObject, Finding, Manifests, ObjectId, PreApplyHook, Reference,
     ServiceAccount, Severity, Workload, WorkloadId,
 };
-use crate::parse::{Node, documents};
+use crate::parse::{DATA_LIST, Node, documents};
 
 /// How to read manifests.
 #[derive(Debug, Clone)]
@@ -75,6 +75,7 @@ pub fn load_paths(paths: &[PathBuf], options: &LoadOptions) -> Result<Manifests,
         })?;
         load_str_into(&text, &file.display().to_string(), options, &mut out)?;
     }
+    settle(&mut out);
     Ok(out)
 }
 
@@ -165,6 +166,7 @@ const EMPTY_STATE: &str = "to check against an empty state on purpose, give a fi
 pub fn load_str(text: &str, source: &str, options: &LoadOptions) -> Result<Manifests, InputError> {
     let mut out = Manifests::default();
     load_str_into(text, source, options, &mut out)?;
+    settle(&mut out);
     Ok(out)
 }
 
@@ -413,6 +415,7 @@ fn load_doc(
                 immutable,
                 pre_apply: None,
                 sync_wave: None,
+                made_by: None,
             });
         }
         "Pod" => {
@@ -505,6 +508,33 @@ fn load_doc(
         // Gateway API objects (`Gateway`, `BackendTLSPolicy`, ...) name TLS
         // Secrets and CA ConfigMaps in `certificateRefs` and
         // `caCertificateRefs`: reported as an Ingress's TLS secrets are.
+        "SealedSecret" if group == "bitnami.com" => {
+            let (namespace, name) = meta_names(&doc, at, options)?;
+            let spec = doc
+                .get("spec")
+                .ok_or_else(|| bad(at, "SealedSecret without spec"))?;
+            let template = spec.get("template");
+            let mut keys = key_names(spec, "encryptedData", at)?;
+            if let Some(template) = template {
+                keys.extend(key_names(template, "data", at)?);
+            }
+            add_control_plane_keys(
+                template.and_then(|t| t.get("type")).and_then(Node::as_str),
+                &mut keys,
+            );
+            let immutable = matches!(
+                template.and_then(|t| t.get("immutable")),
+                Some(Node::Bool(true))
+            );
+            out.objects
+                .push(made_secret(&kind, namespace, name, None, keys, immutable));
+        }
+        "ExternalSecret" if group == "external-secrets.io" => {
+            let (namespace, name) = meta_names(&doc, at, options)?;
+            if let Some(made) = external_secret(&doc, &kind, namespace, name, at)? {
+                out.objects.push(made);
+            }
+        }
         _ if group == GATEWAY_API => {
             let (ns, name) = meta_names(&doc, at, options)?;
             let mut refs = Vec::new();
@@ -676,6 +706,119 @@ fn order_from<'a>(
         pre_apply: None,
         sync_wave,
     })
+}
+
+/// The Secret a controller makes from `kind` `namespace/name` (a
+/// SealedSecret, an ExternalSecret), named `target` (else `name`), with
+/// `keys`.
+fn made_secret(
+    kind: &str,
+    namespace: String,
+    name: String,
+    target: Option<String>,
+    keys: BTreeSet<String>,
+    immutable: bool,
+) -> ConfigObject {
+    ConfigObject {
+        made_by: Some(format!("{kind}/{namespace}/{name}")),
+        id: ObjectId {
+            kind: ConfigKind::Secret,
+            namespace,
+            name: target.unwrap_or(name),
+        },
+        keys,
+        immutable,
+        pre_apply: None,
+        sync_wave: None,
+    }
+}
+
+/// The Secret an ExternalSecret makes, if its manifest names every key:
+/// `spec.target.name` (else its own name), with the `secretKey` of each
+/// `spec.data` item, or the keys of `spec.target.template.data` (and those
+/// too with `mergePolicy: Merge`). None when it makes no Secret of its own
+/// (`creationPolicy` `None` or `Merge`, which writes into one the input
+/// must hold), or when a `dataFrom` or a `templateFrom` brings keys that
+/// only the provider knows: the live Secret must then be given.
+fn external_secret(
+    doc: &Node,
+    kind: &str,
+    namespace: String,
+    name: String,
+    at: &str,
+) -> Result<Option<ConfigObject>, InputError> {
+    let spec = doc
+        .get("spec")
+        .ok_or_else(|| bad(at, "ExternalSecret without spec"))?;
+    let target = spec.get("target");
+    fn field<'a>(node: Option<&'a Node>, key: &str) -> Option<&'a str> {
+        node.and_then(|n| n.get(key)).and_then(Node::as_str)
+    }
+    if matches!(field(target, "creationPolicy"), Some("None" | "Merge")) {
+        return Ok(None);
+    }
+    let template = target.and_then(|t| t.get("template"));
+    let present = |node: Option<&Node>| !matches!(node, None | Some(Node::Null));
+    if present(spec.get("dataFrom")) || present(template.and_then(|t| t.get("templateFrom"))) {
+        return Ok(None);
+    }
+    let mut keys = BTreeSet::new();
+    let templated = template.filter(|t| present(t.get("data")));
+    if let Some(t) = templated {
+        keys.extend(key_names(t, "data", at)?);
+    }
+    if templated.is_none() || field(template, "mergePolicy") == Some("Merge") {
+        match spec.get("data") {
+            None | Some(Node::Null) => {}
+            Some(list) => match list.get(DATA_LIST) {
+                Some(Node::Seq(items)) => {
+                    for item in items {
+                        match item {
+                            Node::String(k) if !k.is_empty() => {
+                                keys.insert(k.clone());
+                            }
+                            _ => {
+                                return Err(bad(
+                                    at,
+                                    "an ExternalSecret spec.data item without a secretKey",
+                                ));
+                            }
+                        }
+                    }
+                }
+                _ => return Err(bad(at, "an ExternalSecret's spec.data is not a list")),
+            },
+        }
+    }
+    let immutable = matches!(
+        template.and_then(|t| t.get("immutable")),
+        Some(Node::Bool(true))
+    );
+    let target_name = field(target, "name")
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned);
+    Ok(Some(made_secret(
+        kind,
+        namespace,
+        name,
+        target_name,
+        keys,
+        immutable,
+    )))
+}
+
+/// Drops each Secret made from a SealedSecret or an ExternalSecret that the
+/// input also holds as a real Secret (a live dump lists both): what the
+/// cluster holds wins.
+fn settle(out: &mut Manifests) {
+    let real: BTreeSet<ObjectId> = out
+        .objects
+        .iter()
+        .filter(|o| o.made_by.is_none())
+        .map(|o| o.id.clone())
+        .collect();
+    out.objects
+        .retain(|o| o.made_by.is_none() || !real.contains(&o.id));
 }
 
 /// The group of the Gateway API, whose objects name Secrets and
@@ -1469,6 +1612,7 @@ fn typed_object(
         immutable: immutable.unwrap_or(false),
         pre_apply: order.pre_apply,
         sync_wave: order.sync_wave,
+        made_by: None,
     })
 }
 

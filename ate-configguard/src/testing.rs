@@ -198,6 +198,7 @@ fn object() -> impl Strategy<Value = ConfigObject> {
                 immutable,
                 pre_apply,
                 sync_wave,
+                made_by: None,
             },
         )
 }

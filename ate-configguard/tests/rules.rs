@@ -931,3 +931,96 @@ fn custom_resources_with_a_data_list_load_and_a_configmap_with_one_does_not() {
     let err = load_err("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata: [a, b]\n");
     assert!(err.to_string().contains("data is not a map"), "{err}");
 }
+
+/// A SealedSecret `name` whose Secret holds `keys`.
+fn sealed(name: &str, keys: &[&str]) -> String {
+    let data: String = keys
+        .iter()
+        .map(|k| format!("    {k}: AgBy3i4OJSWK\n"))
+        .collect();
+    format!(
+        "apiVersion: bitnami.com/v1alpha1\nkind: SealedSecret\nmetadata:\n  name: {name}\nspec:\n  encryptedData:\n{data}"
+    )
+}
+
+/// An ExternalSecret `name` with `spec` (YAML, indented two spaces).
+fn external(name: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: external-secrets.io/v1beta1\nkind: ExternalSecret\nmetadata:\n  name: {name}\nspec:\n  secretStoreRef: {{name: vault, kind: ClusterSecretStore}}\n{spec}"
+    )
+}
+
+const READS_TOKEN: &str = "      containers:\n        - name: app\n          image: app:1\n          env:\n            - name: TOKEN\n              valueFrom:\n                secretKeyRef:\n                  name: api\n                  key: token\n";
+
+#[test]
+fn the_secret_a_sealed_secret_makes_holds_its_key_names() {
+    let web = deployment("web", READS_TOKEN);
+    // A GitOps repo holds the SealedSecret, never the Secret.
+    assert!(run(NOTHING, &docs(&[&sealed("api", &["token"]), &web])).is_safe());
+    // Sealing the Secret again without the key breaks the pods that read it.
+    let current = docs(&[&sealed("api", &["token"]), &web]);
+    let report = run(&current, &docs(&[&sealed("api", &["other"]), &web]));
+    assert_eq!(
+        codes(&report),
+        vec![
+            ("missing-key".into(), Some("token".into())),
+            ("missing-key".into(), Some("token".into()))
+        ]
+    );
+    // No ciphertext is kept.
+    let read = load(&sealed("api", &["token"]));
+    assert!(!format!("{read:?}").contains("AgBy3i4"));
+    assert_eq!(
+        read.objects[0].made_by.as_deref(),
+        Some("SealedSecret/default/api")
+    );
+}
+
+#[test]
+fn the_secret_an_external_secret_makes_holds_the_keys_its_manifest_names() {
+    let web = deployment("web", READS_TOKEN);
+    let data =
+        "  data:\n    - secretKey: token\n      remoteRef: {key: prod/api, property: token}\n";
+    assert!(run(NOTHING, &docs(&[&external("api", data), &web])).is_safe());
+    // Another target name, a template's keys (with or without merging).
+    let named = format!("  target: {{name: api}}\n{data}");
+    assert!(run(NOTHING, &docs(&[&external("api-source", &named), &web])).is_safe());
+    let templated = format!("  target:\n    template:\n      data: {{other: x}}\n{data}");
+    assert!(!run(NOTHING, &docs(&[&external("api", &templated), &web])).is_safe());
+    let merged = templated.replace(
+        "data: {other: x}",
+        "mergePolicy: Merge\n      data: {other: x}",
+    );
+    assert!(run(NOTHING, &docs(&[&external("api", &merged), &web])).is_safe());
+    // Keys only the provider knows (dataFrom), or no Secret of its own
+    // (creationPolicy None or Merge): not made; the live Secret must be given.
+    for spec in [
+        format!("  dataFrom:\n    - extract: {{key: prod/api}}\n{data}"),
+        format!("  target: {{creationPolicy: None}}\n{data}"),
+        format!("  target: {{creationPolicy: Merge}}\n{data}"),
+    ] {
+        let report = run(NOTHING, &docs(&[&external("api", &spec), &web]));
+        assert_eq!(
+            codes(&report),
+            vec![("missing-object".into(), Some("token".into()))],
+            "{spec}"
+        );
+        let live = docs(&[&external("api", &spec), &secret("api", &["token"]), &web]);
+        assert!(run(&live, &live).is_safe(), "{spec}");
+    }
+}
+
+#[test]
+fn a_live_secret_beside_its_sealed_or_external_secret_is_the_one_read() {
+    // `kubectl get sealedsecret,externalsecret,secret -o yaml` lists both:
+    // not "appears twice", and the cluster's keys win.
+    let web = deployment("web", READS_TOKEN);
+    let data = "  data:\n    - secretKey: other\n      remoteRef: {key: prod/api}\n";
+    for maker in [sealed("api", &["other"]), external("api", data)] {
+        let live = docs(&[&maker, &secret("api", &["token"]), &web]);
+        assert!(run(&live, &live).is_safe(), "{maker}");
+        let objects = load(&live).objects;
+        assert_eq!(objects.len(), 1, "{objects:?}");
+        assert_eq!(objects[0].made_by, None);
+    }
+}
