@@ -31,8 +31,9 @@
 //! `later-sync-wave`.
 //!
 //! - [`load_paths`] / [`load_str`] → [`Manifests`]: names only. A
-//!   `SealedSecret` or an `ExternalSecret` stands for the Secret its
-//!   controller makes ([`ConfigObject::made_by`]).
+//!   `SealedSecret`, an `ExternalSecret` or a cert-manager `Certificate`
+//!   stands for the Secret its controller makes
+//!   ([`ConfigObject::made_by`]).
 //! - Typed objects a service already holds (read with `kube`, say):
 //!   [`ConfigObject::from_config_map`], [`ConfigObject::from_secret`] and
 //!   [`Workload::from_pod_spec`] build the same names-only [`Manifests`].

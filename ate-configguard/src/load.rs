@@ -529,6 +529,37 @@ fn load_doc(
             out.objects
                 .push(made_secret(&kind, namespace, name, None, keys, immutable));
         }
+        "Certificate" if group == "cert-manager.io" => {
+            let (namespace, name) = meta_names(&doc, at, options)?;
+            let spec = doc.get("spec");
+            let secret = spec
+                .and_then(|s| s.get("secretName"))
+                .and_then(Node::as_str)
+                .filter(|n| !n.is_empty())
+                .ok_or_else(|| bad(at, format!("Certificate {name} without spec.secretName")))?
+                .to_owned();
+            // What cert-manager always writes; `ca.crt` only when the
+            // issuer knows the CA (not ACME), so it is not counted on.
+            let mut keys: BTreeSet<String> = ["tls.crt", "tls.key"].map(str::to_owned).into();
+            let keystores = spec.and_then(|s| s.get("keystores"));
+            for (store, files) in [
+                ("jks", ["keystore.jks", "truststore.jks"]),
+                ("pkcs12", ["keystore.p12", "truststore.p12"]),
+            ] {
+                let store = keystores.and_then(|k| k.get(store));
+                if matches!(store.and_then(|s| s.get("create")), Some(Node::Bool(true))) {
+                    keys.extend(files.map(str::to_owned));
+                }
+            }
+            out.objects.push(made_secret(
+                &kind,
+                namespace,
+                name,
+                Some(secret),
+                keys,
+                false,
+            ));
+        }
         "ExternalSecret" if group == "external-secrets.io" => {
             let (namespace, name) = meta_names(&doc, at, options)?;
             if let Some(made) = external_secret(&doc, &kind, namespace, name, at)? {

@@ -1024,3 +1024,41 @@ fn a_live_secret_beside_its_sealed_or_external_secret_is_the_one_read() {
         assert_eq!(objects[0].made_by, None);
     }
 }
+
+#[test]
+fn the_secret_a_cert_manager_certificate_makes_holds_the_tls_keys() {
+    let certificate = |extra: &str| {
+        format!(
+            "apiVersion: cert-manager.io/v1\nkind: Certificate\nmetadata:\n  name: web\nspec:\n  secretName: web-tls\n  issuerRef: {{name: letsencrypt, kind: ClusterIssuer}}\n  dnsNames: [web.example.com]\n{extra}"
+        )
+    };
+    let mounts = |items: &str| {
+        format!(
+            "      containers:\n        - name: app\n          image: app:1\n      volumes:\n        - name: tls\n          secret:\n            secretName: web-tls\n            items: {items}\n"
+        )
+    };
+    let web = |items| deployment("web", &mounts(items));
+    let tls = "[{key: tls.crt, path: c}, {key: tls.key, path: k}]";
+    assert!(run(NOTHING, &docs(&[&certificate(""), &web(tls)])).is_safe());
+    // ca.crt is written only when the issuer knows the CA: not counted on.
+    let ca = run(
+        NOTHING,
+        &docs(&[&certificate(""), &web("[{key: ca.crt, path: ca}]")]),
+    );
+    assert_eq!(
+        codes(&ca),
+        vec![("missing-key".into(), Some("ca.crt".into()))]
+    );
+    // Keystores, when asked for.
+    let jks = "  keystores:\n    jks:\n      create: true\n      passwordSecretRef: {name: jks-pass, key: password}\n";
+    let store = web("[{key: keystore.jks, path: ks}]");
+    assert!(run(NOTHING, &docs(&[&certificate(jks), &store])).is_safe());
+    assert!(!run(NOTHING, &docs(&[&certificate(""), &store])).is_safe());
+    // An Ingress's TLS Secret that a Certificate makes resolves: no warning.
+    let ingress = "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: web\nspec:\n  tls:\n    - secretName: web-tls\n";
+    assert!(
+        run(NOTHING, &docs(&[&certificate(""), ingress]))
+            .warnings
+            .is_empty()
+    );
+}
