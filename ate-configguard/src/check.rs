@@ -193,7 +193,10 @@ fn accounts<'a>(list: &'a [ServiceAccount], at: &str) -> Result<Accounts<'a>, In
 
 struct Ctx<'a> {
     current: &'a Index<'a>,
+    /// The state after the change.
     proposed: &'a Index<'a>,
+    /// The objects of the proposed input alone.
+    proposed_in: &'a Index<'a>,
     inventory: HashMap<&'a ObjectId, &'a BTreeSet<String>>,
     /// (namespace, key) -> objects holding that key in the proposed state;
     /// built on the first missing key (it only feeds the message).
@@ -289,10 +292,11 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
         }
         proposed.remove(id);
     }
-    proposed.extend(proposed_in);
+    proposed.extend(&proposed_in);
     let ctx = Ctx {
         current: &current,
         proposed: &proposed,
+        proposed_in: &proposed_in,
         inventory: input
             .inventory
             .iter()
@@ -317,11 +321,11 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
                 match (side, &w.pre_apply) {
                     // (A dormant one starts no pod: checked as any, warnings.)
                     (Side::Proposed, Some(hook)) if w.dormant.is_none() => {
-                        check_pre_apply(&ctx, &input.proposed.objects, w, hook, r, &mut findings);
+                        check_pre_apply(&ctx, w, hook, r, &mut findings);
                     }
                     (Side::Proposed, None) if w.dormant.is_none() => {
                         check_reference(&ctx, w, side, r, &mut findings);
-                        check_wave(&ctx, &input.proposed.objects, w, r, &mut findings);
+                        check_wave(&ctx, w, r, &mut findings);
                     }
                     _ => check_reference(&ctx, w, side, r, &mut findings),
                 }
@@ -382,28 +386,27 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
 /// reference is.
 fn check_pre_apply(
     ctx: &Ctx<'_>,
-    proposed: &[ConfigObject],
     w: &Workload,
     hook: &PreApplyHook,
     r: &Reference,
     out: &mut BTreeSet<Finding>,
 ) {
     let target = r.target(&w.id.namespace);
-    let resolves = |o: &ConfigObject| r.key.as_ref().is_none_or(|k| o.keys.contains(k));
     // A hook object created before this workload replaces the current one.
-    let before = proposed
-        .iter()
-        .find(|o| {
-            o.id == target
-                && o.pre_apply
-                    .as_ref()
-                    .is_some_and(|h| hook.runs_after(&w.id.name, h, &o.id.name))
+    let before = ctx
+        .proposed_in
+        .get(&target)
+        .filter(|o| {
+            o.pre_apply
+                .as_ref()
+                .is_some_and(|h| hook.runs_after(&w.id.name, h, &o.id.name))
         })
-        .or_else(|| ctx.current.get(&target).copied());
-    if before.is_some_and(resolves) {
+        .or_else(|| ctx.current.get(&target))
+        .copied();
+    if before.is_some_and(|o| r.resolves_in(o)) {
         return;
     }
-    if !ctx.proposed.get(&target).is_some_and(|o| resolves(o)) {
+    if !ctx.proposed.get(&target).is_some_and(|o| r.resolves_in(o)) {
         return check_reference(ctx, w, Side::Proposed, r, out);
     }
     let what = match &r.key {
@@ -425,24 +428,18 @@ fn check_pre_apply(
 /// syncs the next wave. Something the change brings in a later wave is a
 /// failure of its own (`later-sync-wave`). (What the state after the change
 /// lacks is [`check_reference`]'s to report.)
-fn check_wave(
-    ctx: &Ctx<'_>,
-    proposed: &[ConfigObject],
-    w: &Workload,
-    r: &Reference,
-    out: &mut BTreeSet<Finding>,
-) {
+fn check_wave(ctx: &Ctx<'_>, w: &Workload, r: &Reference, out: &mut BTreeSet<Finding>) {
     let target = r.target(&w.id.namespace);
-    let resolves = |o: &ConfigObject| r.key.as_ref().is_none_or(|k| o.keys.contains(k));
     let wave = w.sync_wave.unwrap_or(0);
-    let Some(later) = proposed
-        .iter()
-        .find(|o| o.id == target && o.pre_apply.is_none() && o.sync_wave.unwrap_or(0) > wave)
+    let Some(later) = ctx
+        .proposed_in
+        .get(&target)
+        .filter(|o| o.pre_apply.is_none() && o.sync_wave.unwrap_or(0) > wave)
     else {
         return;
     };
     let now = ctx.current.get(&target);
-    if !resolves(later) || now.is_some_and(|o| resolves(o)) {
+    if !r.resolves_in(later) || now.is_some_and(|o| r.resolves_in(o)) {
         return;
     }
     let kind = r.kind;

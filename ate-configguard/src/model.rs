@@ -159,6 +159,12 @@ pub struct Reference {
 }
 
 impl Reference {
+    /// Whether `object` holds what it reads: the key, or (for a whole
+    /// object) anything.
+    pub fn resolves_in(&self, object: &ConfigObject) -> bool {
+        self.key.as_ref().is_none_or(|k| object.keys.contains(k))
+    }
+
     /// The object it names, for a workload in `namespace`.
     pub fn target(&self, namespace: &str) -> ObjectId {
         ObjectId {

@@ -27,32 +27,48 @@ use crate::{CheckInput, Deletion};
 /// workload that is not dormant resolves in the proposed state, computed
 /// the slow, obvious way; for a proposed workload that runs as a hook
 /// before the change, in the state before it (the current objects, or a
-/// proposed hook object of the same id created before that workload).
+/// proposed hook object of the same id created before that workload); for
+/// one that Argo CD syncs in an earlier wave than an object it reads, in
+/// that object as it is now as well.
 pub fn naive_safe(input: &CheckInput) -> bool {
+    // A proposed workload that starts before the change reaches an object
+    // it reads sees that object as it is now (or, for a hook, as a hook of
+    // the proposed input created before it made it): a hook that runs
+    // before the change, or a workload Argo CD syncs in an earlier wave.
     for w in input
         .proposed
         .workloads
         .iter()
         .filter(|w| w.dormant.is_none())
     {
-        let Some(hook) = &w.pre_apply else { continue };
+        let wave = w.sync_wave.unwrap_or(0);
         for r in w.references.iter().filter(|r| !r.optional) {
-            let found = |o: &&ConfigObject| {
+            let named = |o: &&ConfigObject| {
                 o.id.kind == r.kind && o.id.namespace == w.id.namespace && o.id.name == r.name
             };
-            let earlier_hook = input.proposed.objects.iter().filter(found).find(|o| {
-                let weight_first = |h: &PreApplyHook| h.weight < hook.weight;
-                let same_weight_first = |h: &PreApplyHook| {
-                    h.weight == hook.weight && (!(h.helm || hook.helm) || o.id.name < w.id.name)
-                };
-                o.pre_apply
-                    .as_ref()
-                    .is_some_and(|h| weight_first(h) || same_weight_first(h))
-            });
-            let before = earlier_hook.or_else(|| input.current.objects.iter().find(found));
-            let resolves =
-                before.is_some_and(|o| r.key.as_ref().is_none_or(|k| o.keys.contains(k)));
-            if !resolves {
+            let mut proposed = input.proposed.objects.iter().filter(named);
+            let now = input.current.objects.iter().find(named);
+            let seen = match &w.pre_apply {
+                Some(hook) => proposed
+                    .find(|o| {
+                        let weight_first = |h: &PreApplyHook| h.weight < hook.weight;
+                        let same_weight_first = |h: &PreApplyHook| {
+                            h.weight == hook.weight
+                                && (!(h.helm || hook.helm) || o.id.name < w.id.name)
+                        };
+                        o.pre_apply
+                            .as_ref()
+                            .is_some_and(|h| weight_first(h) || same_weight_first(h))
+                    })
+                    .or(now),
+                None if proposed
+                    .any(|o| o.pre_apply.is_none() && o.sync_wave.unwrap_or(0) > wave) =>
+                {
+                    now
+                }
+                None => continue,
+            };
+            if !seen.is_some_and(|o| r.key.as_ref().is_none_or(|k| o.keys.contains(k))) {
                 return false;
             }
         }
@@ -93,31 +109,6 @@ pub fn naive_safe(input: &CheckInput) -> bool {
             .find(|o| o.id == *id && !deleted(id))
     };
     let current_of = |id: &ObjectId| input.current.objects.iter().find(|o| o.id == *id);
-    // A proposed workload that Argo CD syncs before the wave of an object it
-    // reads starts while that object is as it is now.
-    for w in input
-        .proposed
-        .workloads
-        .iter()
-        .filter(|w| w.dormant.is_none() && w.pre_apply.is_none())
-    {
-        let wave = w.sync_wave.unwrap_or(0);
-        for r in w.references.iter().filter(|r| !r.optional) {
-            let named = |o: &&ConfigObject| {
-                o.id.kind == r.kind && o.id.namespace == w.id.namespace && o.id.name == r.name
-            };
-            let later = input
-                .proposed
-                .objects
-                .iter()
-                .filter(named)
-                .any(|o| o.pre_apply.is_none() && o.sync_wave.unwrap_or(0) > wave);
-            let now = input.current.objects.iter().find(named);
-            if later && !now.is_some_and(|o| r.key.as_ref().is_none_or(|k| o.keys.contains(k))) {
-                return false;
-            }
-        }
-    }
     // (A proposed hook that runs before the change was judged above.)
     let after = input
         .proposed
