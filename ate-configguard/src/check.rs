@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::InputError;
 use crate::model::{
-    ConfigKind, ConfigObject, Finding, Inventory, Manifests, ObjectId, PreApplyHook, Reference,
+    ConfigKind, ConfigObject, Finding, Hook, HookPhase, Inventory, Manifests, ObjectId, Reference,
     ServiceAccount, Severity, Side, Workload, WorkloadId,
 };
 
@@ -293,6 +293,17 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
         proposed.remove(id);
     }
     proposed.extend(&proposed_in);
+    // A hook of the change that it does not create, or deletes again once
+    // its hooks succeed, is not there after the change (whatever was there
+    // before: an object that becomes such a hook is no longer one the
+    // release or the application applies). A live one the change does not
+    // name stays as it is.
+    proposed.retain(|id, _| {
+        proposed_in
+            .get(id)
+            .and_then(|o| o.hook.as_ref())
+            .is_none_or(Hook::kept_after)
+    });
     let ctx = Ctx {
         current: &current,
         proposed: &proposed,
@@ -318,14 +329,17 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
         for w in workloads {
             for r in &w.references {
                 references += 1;
-                match (side, &w.pre_apply) {
+                match (side, &w.hook) {
                     // (A dormant one starts no pod: checked as any, warnings.)
-                    (Side::Proposed, Some(hook)) if w.dormant.is_none() => {
-                        check_pre_apply(&ctx, w, hook, r, &mut findings);
+                    (Side::Proposed, Some(hook))
+                        if w.dormant.is_none() && hook.phase != HookPhase::WithChange =>
+                    {
+                        check_hook(&ctx, w, hook, r, &mut findings);
                     }
-                    (Side::Proposed, None) if w.dormant.is_none() => {
+                    (Side::Proposed, _) if w.dormant.is_none() => {
                         check_reference(&ctx, w, side, r, &mut findings);
                         check_wave(&ctx, w, r, &mut findings);
+                        check_post_hook(&ctx, w, r, &mut findings);
                     }
                     _ => check_reference(&ctx, w, side, r, &mut findings),
                 }
@@ -378,48 +392,119 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
     })
 }
 
-/// A reference of a proposed workload that runs as a hook before the change
-/// is applied: it resolves in the state before the change (the current
-/// one, plus the config objects that are hooks created before it). What
-/// only the change brings is a failure of its own (`applied-after-hook`);
-/// what the change does not bring either is checked as any proposed
+/// A reference of a proposed workload that is a hook (of a phase other
+/// than Argo CD's `Sync`): it resolves in the state when its phase runs
+/// (before the change: the current one; after it, or not run by it: the
+/// state after the change), or in a config object that is a hook of its
+/// phase created before it. What only comes later (with the change, or
+/// with a hook of its phase created after it) is a failure of its own
+/// (`applied-after-hook`); anything else is checked as any proposed
 /// reference is.
-fn check_pre_apply(
+fn check_hook(
     ctx: &Ctx<'_>,
     w: &Workload,
-    hook: &PreApplyHook,
+    hook: &Hook,
     r: &Reference,
     out: &mut BTreeSet<Finding>,
 ) {
     let target = r.target(&w.id.namespace);
-    // A hook object created before this workload replaces the current one.
-    let before = ctx
-        .proposed_in
-        .get(&target)
-        .filter(|o| {
-            o.pre_apply
-                .as_ref()
-                .is_some_and(|h| hook.runs_after(&w.id.name, h, &o.id.name))
-        })
-        .or_else(|| ctx.current.get(&target))
-        .copied();
-    if before.is_some_and(|o| r.resolves_in(o)) {
-        return;
+    let brought = ctx.proposed_in.get(&target).copied();
+    let earlier = brought.filter(|o| {
+        o.hook
+            .as_ref()
+            .is_some_and(|h| hook.runs_after(&w.id.name, h, &o.id.name))
+    });
+    let before = hook.phase == HookPhase::BeforeChange;
+    // A hook of its phase created after it is still as it is now.
+    let later_of_phase = earlier.is_none()
+        && brought.is_some_and(|o| o.hook.as_ref().is_some_and(|h| h.phase == hook.phase));
+    let base = if before || later_of_phase {
+        ctx.current.get(&target).copied()
+    } else {
+        ctx.proposed.get(&target).copied()
+    };
+    match earlier.or(base) {
+        Some(o) if r.resolves_in(o) => {
+            // Read in the state after the change: all of its checks.
+            if earlier.is_none() && !before && !later_of_phase {
+                check_reference(ctx, w, Side::Proposed, r, out);
+            }
+            return;
+        }
+        // A hook object made for it, without what it reads.
+        Some(_) if earlier.is_some() => return check_reference(ctx, w, Side::Proposed, r, out),
+        _ => {}
     }
-    if !ctx.proposed.get(&target).is_some_and(|o| r.resolves_in(o)) {
+    let later_hook = |phase: HookPhase| {
+        if before {
+            phase != HookPhase::NotRun
+        } else {
+            phase == hook.phase
+        }
+    };
+    let later = if before {
+        ctx.proposed.get(&target).copied()
+    } else {
+        None
+    }
+    .or(brought.filter(|o| o.hook.as_ref().is_some_and(|h| later_hook(h.phase))));
+    let Some(later) = later.filter(|o| r.resolves_in(o)) else {
         return check_reference(ctx, w, Side::Proposed, r, out);
-    }
+    };
     let what = match &r.key {
-        Some(key) if before.is_some() => format!("key {key}"),
+        Some(key) if base.is_some() => format!("key {key}"),
         _ => r.kind.to_string(),
     };
-    let message = format!(
-        "runs as a hook before the change is applied ({}), and the {what} comes only with the \
-         change: make the {} a hook that is created before it (a lower weight), or run this \
-         workload after the change (post-install / post-upgrade, PostSync)",
-        hook.annotation, r.kind
-    );
+    let message = match (before, &later.hook) {
+        (true, _) => format!(
+            "runs as a hook before the change is applied ({}), and the {what} comes only with \
+             the change: make the {} a hook that is created before it (a lower weight), or run \
+             this workload after the change (post-install / post-upgrade, PostSync)",
+            hook.annotation, r.kind
+        ),
+        (false, later) => format!(
+            "runs as a hook ({}), and the {what} comes only with a hook of its phase created \
+             after it ({}): give the {} a lower weight",
+            hook.annotation,
+            later.as_ref().map_or("", |h| h.annotation.as_str()),
+            r.kind
+        ),
+    };
     out.insert(too_late("applied-after-hook", w, r, target, message));
+}
+
+/// A reference of a proposed workload (no hook, or an Argo CD `Sync` one)
+/// to what only a hook that runs after the change brings (Helm
+/// `post-install` / `post-upgrade`, Argo CD `PostSync`): its new pods
+/// cannot start until that hook runs, and Argo CD (or `helm --wait`) waits
+/// for them to be ready before it runs any (`created-by-post-hook`).
+fn check_post_hook(ctx: &Ctx<'_>, w: &Workload, r: &Reference, out: &mut BTreeSet<Finding>) {
+    let target = r.target(&w.id.namespace);
+    let Some((post, hook)) = ctx.proposed_in.get(&target).and_then(|o| {
+        o.hook
+            .as_ref()
+            .filter(|h| h.phase == HookPhase::AfterChange && h.kept_after())
+            .map(|h| (*o, h))
+    }) else {
+        return;
+    };
+    let now = ctx.current.get(&target);
+    if !r.resolves_in(post) || now.is_some_and(|o| r.resolves_in(o)) {
+        return;
+    }
+    let kind = r.kind;
+    let what = match &r.key {
+        Some(key) if now.is_some() => format!("key {key}"),
+        _ => kind.to_string(),
+    };
+    let message = format!(
+        "the {what} comes only with a hook that runs after the change is applied ({}): its new \
+         pods cannot start until then, and Argo CD (or `helm --wait`) waits for them first; \
+         make the {kind} no hook, or one that runs before the change (pre-install / \
+         pre-upgrade, PreSync)",
+        hook.annotation
+    );
+    out.insert(too_late("created-by-post-hook", w, r, target, message));
 }
 
 /// A reference of a proposed workload that Argo CD syncs in an earlier wave
@@ -431,11 +516,12 @@ fn check_pre_apply(
 fn check_wave(ctx: &Ctx<'_>, w: &Workload, r: &Reference, out: &mut BTreeSet<Finding>) {
     let target = r.target(&w.id.namespace);
     let wave = w.sync_wave.unwrap_or(0);
-    let Some(later) = ctx
-        .proposed_in
-        .get(&target)
-        .filter(|o| o.pre_apply.is_none() && o.sync_wave.unwrap_or(0) > wave)
-    else {
+    let Some(later) = ctx.proposed_in.get(&target).filter(|o| {
+        o.hook
+            .as_ref()
+            .is_none_or(|h| h.phase == HookPhase::WithChange)
+            && o.sync_wave.unwrap_or(0) > wave
+    }) else {
         return;
     };
     let now = ctx.current.get(&target);
@@ -555,6 +641,36 @@ fn check_reference(
     };
     let current = ctx.current.get(&target);
     let Some(object) = ctx.proposed.get(&target) else {
+        if let Some(hook) = ctx
+            .proposed_in
+            .get(&target)
+            .and_then(|o| o.hook.as_ref())
+            .filter(|h| !h.kept_after())
+        {
+            let (why, fix) = match &hook.deleted_after {
+                Some(policy) => (
+                    format!("deleted once its hooks succeed ({policy})"),
+                    "drop that delete policy, or make it no hook",
+                ),
+                None => (
+                    format!(
+                        "that no install, upgrade or sync creates ({})",
+                        hook.annotation
+                    ),
+                    "make it no hook",
+                ),
+            };
+            finding(
+                "missing-object",
+                r.key.as_deref(),
+                format!(
+                    "the proposed state has this {} only as a hook {why}: it is not there \
+                     after the change; {fix}",
+                    r.kind
+                ),
+            );
+            return;
+        }
         let other = ObjectId {
             kind: r.kind.other(),
             ..target.clone()

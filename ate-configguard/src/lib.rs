@@ -22,13 +22,18 @@
 //!
 //! A proposed workload that runs as a hook BEFORE the change is applied (a
 //! Helm `pre-install` / `pre-upgrade` hook, an Argo CD `PreSync` hook; see
-//! [`PreApplyHook`]), such as a database migration Job, sees the state
-//! before the change instead: the current objects, and the ConfigMaps and
-//! Secrets that are hooks created before it. What only the change brings
-//! is a failure of its own, `applied-after-hook`. Likewise a workload
-//! that Argo CD syncs in an earlier wave than a config object it reads
-//! ([`Workload::sync_wave`]) starts while that object is as it was:
-//! `later-sync-wave`.
+//! [`Hook`]), such as a database migration Job, sees the state before the
+//! change instead: the current objects, and the ConfigMaps and Secrets
+//! that are hooks of its phase created before it. What only the change
+//! brings is a failure of its own, `applied-after-hook`. Likewise a
+//! workload that Argo CD syncs in an earlier wave than a config object it
+//! reads ([`Workload::sync_wave`]) starts while that object is as it was:
+//! `later-sync-wave`; and one that reads what only a hook run after the
+//! change brings (`post-upgrade`, `PostSync`) cannot start before it:
+//! `created-by-post-hook`. A config object that is a hook the change does
+//! not create (`test`, `pre-rollback`, `Skip`, ...) or deletes once its
+//! hooks succeed (`hook-succeeded`, `HookSucceeded`) is not there after
+//! the change ([`HookPhase`]).
 //!
 //! - [`load_paths`] / [`load_str`] → [`Manifests`]: names only. A
 //!   `SealedSecret`, an `ExternalSecret` or a cert-manager `Certificate`
@@ -46,8 +51,10 @@
 //! printed, logged or put in an error. So are the values of every
 //! annotation (`kubectl apply` keeps a copy of the whole object, values
 //! included, in `kubectl.kubernetes.io/last-applied-configuration`) but the
-//! four that say when a hook runs (`helm.sh/hook`, `helm.sh/hook-weight`,
-//! `argocd.argoproj.io/hook`, `argocd.argoproj.io/sync-wave`).
+//! six that say when a hook runs and whether it stays (`helm.sh/hook`,
+//! `helm.sh/hook-weight`, `helm.sh/hook-delete-policy`,
+//! `argocd.argoproj.io/hook`, `argocd.argoproj.io/sync-wave`,
+//! `argocd.argoproj.io/hook-delete-policy`).
 //!
 //! # Example
 //!
@@ -112,7 +119,7 @@ pub use check::{
 pub use drift::{Source, drift};
 pub use load::{LoadOptions, load_paths, load_str, pod_references};
 pub use model::{
-    ConfigKind, ConfigObject, Finding, Inventory, Manifests, ObjectId, PreApplyHook, Reference,
+    ConfigKind, ConfigObject, Finding, Hook, HookPhase, Inventory, Manifests, ObjectId, Reference,
     ServiceAccount, Severity, Side, Workload, WorkloadId,
 };
 

@@ -13,7 +13,7 @@ use serde::de::DeserializeOwned;
 
 use crate::InputError;
 use crate::model::{
-    ConfigKind, ConfigObject, Finding, Manifests, ObjectId, PreApplyHook, Reference,
+    ConfigKind, ConfigObject, Finding, Hook, HookPhase, Manifests, ObjectId, Reference,
     ServiceAccount, Severity, Workload, WorkloadId,
 };
 use crate::parse::{DATA_LIST, Node, documents};
@@ -413,7 +413,7 @@ fn load_doc(
                 },
                 keys,
                 immutable,
-                pre_apply: None,
+                hook: None,
                 sync_wave: None,
                 made_by: None,
             });
@@ -648,11 +648,11 @@ fn load_doc(
         }
     }
     for w in &mut out.workloads[workloads_before..] {
-        w.pre_apply.clone_from(&order.pre_apply);
+        w.hook.clone_from(&order.hook);
         w.sync_wave = order.sync_wave;
     }
     for o in &mut out.objects[objects_before..] {
-        o.pre_apply.clone_from(&order.pre_apply);
+        o.hook.clone_from(&order.hook);
         o.sync_wave = order.sync_wave;
     }
     Ok(())
@@ -676,19 +676,60 @@ fn order(doc: &Node, at: &str) -> Result<Order, InputError> {
 /// When an object is applied, from its annotations.
 #[derive(Debug, Default)]
 struct Order {
-    /// A hook that runs before the rest of the change.
-    pre_apply: Option<PreApplyHook>,
-    /// The Argo CD sync wave of a resource that is no hook.
+    /// A Helm or Argo CD hook.
+    hook: Option<Hook>,
+    /// The Argo CD sync wave of a resource that is no hook (or a `Sync`
+    /// hook).
     sync_wave: Option<i64>,
 }
 
+/// Helm's hook types (lower case, as Helm reads them): when an install or
+/// upgrade creates a hook of each, `None` for one that it does not run.
+/// A type that is not in this list makes Helm skip the resource.
+const HELM_HOOKS: [(&str, Option<HookPhase>); 10] = [
+    ("pre-install", Some(HookPhase::BeforeChange)),
+    ("pre-upgrade", Some(HookPhase::BeforeChange)),
+    ("post-install", Some(HookPhase::AfterChange)),
+    ("post-upgrade", Some(HookPhase::AfterChange)),
+    ("pre-delete", None),
+    ("post-delete", None),
+    ("pre-rollback", None),
+    ("post-rollback", None),
+    ("test", None),
+    ("test-success", None),
+];
+
+/// Argo CD's hook types: when a sync creates a hook of each (`Skip`: the
+/// resource is not applied).
+const ARGO_HOOKS: [(&str, HookPhase); 6] = [
+    ("PreSync", HookPhase::BeforeChange),
+    ("Sync", HookPhase::WithChange),
+    ("PostSync", HookPhase::AfterChange),
+    ("SyncFail", HookPhase::NotRun),
+    ("PostDelete", HookPhase::NotRun),
+    ("Skip", HookPhase::NotRun),
+];
+
 /// When an object is applied, from its annotations (`annotation` reads
-/// one): a hook that runs before the rest of the change, `helm.sh/hook`
-/// naming `pre-install` or `pre-upgrade` or `argocd.argoproj.io/hook`
-/// naming `PreSync`, with its weight (`helm.sh/hook-weight`,
-/// `argocd.argoproj.io/sync-wave`); else, for a resource that is no hook
-/// at all, its `argocd.argoproj.io/sync-wave`. A weight or wave must be a
-/// whole number.
+/// one), as Helm and Argo CD read them:
+///
+/// - `argocd.argoproj.io/hook` names Argo CD's hook types (comma-separated);
+///   with none that Argo CD knows, it goes by `helm.sh/hook` (Argo CD
+///   makes a `PreSync` hook of `pre-install` / `pre-upgrade`, a `PostSync`
+///   one of `post-install` / `post-upgrade`, and runs no other);
+/// - `helm.sh/hook` alone: Helm's types (any case); one Helm does not know
+///   makes it skip the resource, which then is not created at all;
+/// - a hook of several types is created in the earliest of their phases;
+///   its weight is `helm.sh/hook-weight` (Helm's) or
+///   `argocd.argoproj.io/sync-wave` (Argo CD's);
+/// - a hook is deleted once its hooks succeed if either delete policy says
+///   so (`helm.sh/hook-delete-policy: hook-succeeded`,
+///   `argocd.argoproj.io/hook-delete-policy: HookSucceeded`; Argo CD reads
+///   both);
+/// - a resource that is no hook, or an Argo CD `Sync` hook, is in its
+///   `argocd.argoproj.io/sync-wave`.
+///
+/// A weight or wave must be a whole number.
 fn order_from<'a>(
     annotation: impl Fn(&str) -> Result<Option<&'a str>, InputError>,
     at: &str,
@@ -702,39 +743,91 @@ fn order_from<'a>(
             })
             .transpose()
     };
-    let names = |v: &str, wanted: &[&str]| v.split(',').any(|h| wanted.contains(&h.trim()));
+    fn csv(v: &str) -> impl Iterator<Item = &str> {
+        v.split(',').map(str::trim).filter(|t| !t.is_empty())
+    }
     let (helm, argo) = (
         annotation("helm.sh/hook")?,
         annotation("argocd.argoproj.io/hook")?,
     );
-    let hook = |annotation: String, weight: Option<i64>, helm: bool| Order {
-        pre_apply: Some(PreApplyHook {
-            annotation,
-            weight: weight.unwrap_or(0),
-            helm,
-        }),
-        sync_wave: None,
+    let argo_phase = argo.and_then(|v| {
+        csv(v)
+            .filter_map(|t| ARGO_HOOKS.iter().find(|(name, _)| *name == t))
+            .map(|(_, phase)| *phase)
+            .min()
+    });
+    // Helm's reading: `None` for a resource Helm skips (a type it does not
+    // know), else the earliest phase of its types (`NotRun` if none runs).
+    let helm_phase = |v: &str| -> Option<HookPhase> {
+        let mut phase = HookPhase::NotRun;
+        for t in csv(v) {
+            let (_, p) = HELM_HOOKS
+                .iter()
+                .find(|(name, _)| name.eq_ignore_ascii_case(t))?;
+            if let Some(p) = p
+                && *p < phase
+            {
+                phase = *p;
+            }
+        }
+        Some(phase)
     };
-    if let Some(v) = helm
-        && names(v, &["pre-install", "pre-upgrade"])
-    {
-        let weight = number("helm.sh/hook-weight")?;
-        return Ok(hook(format!("helm.sh/hook={v}"), weight, true));
-    }
-    if let Some(v) = argo
-        && names(v, &["PreSync"])
-    {
-        let wave = number("argocd.argoproj.io/sync-wave")?;
-        return Ok(hook(format!("argocd.argoproj.io/hook={v}"), wave, false));
-    }
-    // A hook of another phase is in no wave of the sync.
-    let sync_wave = if helm.is_none() && argo.is_none() {
-        number("argocd.argoproj.io/sync-wave")?
+    let (annotation_text, phase, weight, helm_order) = match (argo_phase, argo, helm) {
+        (Some(phase), Some(v), _) => (
+            format!("argocd.argoproj.io/hook={v}"),
+            phase,
+            number("argocd.argoproj.io/sync-wave")?,
+            false,
+        ),
+        // Argo CD's annotation with no type it knows: Argo CD goes by Helm's.
+        (None, Some(v), helm) => {
+            let phase = helm.and_then(helm_phase).unwrap_or(HookPhase::NotRun);
+            let by = match helm {
+                Some(h) if phase != HookPhase::NotRun => format!("helm.sh/hook={h}"),
+                _ => format!("argocd.argoproj.io/hook={v}"),
+            };
+            (by, phase, number("helm.sh/hook-weight")?, true)
+        }
+        (_, None, Some(v)) => (
+            format!("helm.sh/hook={v}"),
+            helm_phase(v).unwrap_or(HookPhase::NotRun),
+            number("helm.sh/hook-weight")?,
+            true,
+        ),
+        (_, None, None) => {
+            return Ok(Order {
+                hook: None,
+                sync_wave: number("argocd.argoproj.io/sync-wave")?,
+            });
+        }
+    };
+    let deleted_after = [
+        ("helm.sh/hook-delete-policy", "hook-succeeded"),
+        ("argocd.argoproj.io/hook-delete-policy", "HookSucceeded"),
+    ]
+    .into_iter()
+    .map(|(name, policy)| {
+        Ok(annotation(name)?
+            .filter(|v| csv(v).any(|p| p.eq_ignore_ascii_case(policy)))
+            .map(|v| format!("{name}={v}")))
+    })
+    .collect::<Result<Vec<_>, InputError>>()?
+    .into_iter()
+    .flatten()
+    .next();
+    let sync_wave = if phase == HookPhase::WithChange {
+        weight
     } else {
         None
     };
     Ok(Order {
-        pre_apply: None,
+        hook: Some(Hook {
+            annotation: annotation_text,
+            phase,
+            weight: weight.unwrap_or(0),
+            helm: helm_order,
+            deleted_after,
+        }),
         sync_wave,
     })
 }
@@ -759,7 +852,7 @@ fn made_secret(
         },
         keys,
         immutable,
-        pre_apply: None,
+        hook: None,
         sync_wave: None,
     }
 }
@@ -1139,7 +1232,7 @@ fn workload(
         references,
         dormant,
         service_account,
-        pre_apply: None,
+        hook: None,
         sync_wave: None,
     })
 }
@@ -1641,7 +1734,7 @@ fn typed_object(
         },
         keys,
         immutable: immutable.unwrap_or(false),
-        pre_apply: order.pre_apply,
+        hook: order.hook,
         sync_wave: order.sync_wave,
         made_by: None,
     })
@@ -1651,7 +1744,7 @@ impl Workload {
     /// A serving workload of kind `kind` (`Deployment`, or your own) whose
     /// pods run `spec`: every reference it makes, as the manifest reader
     /// finds them. A pod spec carries no annotations: for a workload that
-    /// runs as a hook before the change, set [`Workload::pre_apply`]; for
+    /// runs as a Helm or Argo CD hook, set [`Workload::hook`]; for
     /// one in an Argo CD sync wave, [`Workload::sync_wave`].
     ///
     /// # Errors

@@ -71,11 +71,13 @@ pub struct ConfigObject {
     /// `immutable: true`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub immutable: bool,
-    /// Created as a hook before the change is applied, if it is one.
+    /// A Helm or Argo CD hook, if it is one: created before, with or after
+    /// the rest of the change, or not by it at all, and perhaps deleted
+    /// again once its hooks succeed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pre_apply: Option<PreApplyHook>,
+    pub hook: Option<Hook>,
     /// Its Argo CD sync wave (`argocd.argoproj.io/sync-wave`), if it is no
-    /// hook and names one. Argo CD applies a wave, and waits for it to be
+    /// hook (or an Argo CD `Sync` hook) and names one. Argo CD applies a wave, and waits for it to be
     /// healthy, before the next; within a wave, ConfigMaps and Secrets come
     /// before workloads. No wave is wave 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -88,34 +90,77 @@ pub struct ConfigObject {
     pub made_by: Option<String>,
 }
 
-/// A hook that runs before the rest of a change is applied: a Helm
-/// `pre-install` or `pre-upgrade` hook (`helm.sh/hook`), or an Argo CD
-/// `PreSync` hook (`argocd.argoproj.io/hook`, which Argo CD also makes of
-/// Helm's two). A workload that is one sees the state BEFORE the change
-/// (the current state), plus the ConfigMaps and Secrets that are hooks of
-/// the same phase created before it.
+/// A Helm or Argo CD hook (`helm.sh/hook`, `argocd.argoproj.io/hook`): a
+/// resource that is not applied with the rest of the change, but created
+/// when its phase comes, in its own order, and perhaps deleted again.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PreApplyHook {
+pub struct Hook {
     /// The annotation that makes it one, as `helm.sh/hook=pre-upgrade`.
     pub annotation: String,
-    /// Its place among the hooks, lowest first: `helm.sh/hook-weight`,
-    /// else `argocd.argoproj.io/sync-wave`, else 0.
+    /// When the change creates it.
+    pub phase: HookPhase,
+    /// Its place among the hooks of its phase, lowest first:
+    /// `helm.sh/hook-weight`, else `argocd.argoproj.io/sync-wave`, else 0.
     pub weight: i64,
     /// Ordered as Helm orders hooks of one weight: by name alone. (Argo CD
     /// creates the ConfigMaps and Secrets of a wave before its workloads.)
     pub helm: bool,
+    /// The delete policy that deletes it once the hooks of its phase have
+    /// succeeded (`helm.sh/hook-delete-policy=hook-succeeded`,
+    /// `argocd.argoproj.io/hook-delete-policy=HookSucceeded`), if one does:
+    /// a config object so deleted is there while those hooks run, and gone
+    /// after the change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deleted_after: Option<String>,
 }
 
-impl PreApplyHook {
+/// When a change creates a [`Hook`], in the order of the phases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HookPhase {
+    /// Before the rest of the change is applied: Helm `pre-install` /
+    /// `pre-upgrade`, Argo CD `PreSync`. A workload that is one sees the
+    /// state BEFORE the change (the current objects), plus the config
+    /// objects that are hooks of this phase created before it.
+    BeforeChange,
+    /// With the rest of the change, in its sync waves: Argo CD `Sync`.
+    WithChange,
+    /// Once the rest of the change is applied and healthy: Helm
+    /// `post-install` / `post-upgrade`, Argo CD `PostSync`. A workload of
+    /// the change that reads a config object only such a hook brings
+    /// cannot start until that hook runs, and Argo CD (or `helm --wait`)
+    /// waits for the workload first.
+    AfterChange,
+    /// Not by an install, upgrade or sync at all: Helm `test`, `pre-delete`,
+    /// `post-delete`, `pre-rollback`, `post-rollback` (or a hook type Helm
+    /// does not know, which it skips), Argo CD `SyncFail`, `PostDelete` or
+    /// `Skip`. A config object that is one is not there after the change.
+    NotRun,
+}
+
+impl Hook {
     /// Whether a config object `object`, a hook named `object_name`, is
-    /// created before a workload hook `self` named `name` runs.
-    pub fn runs_after(&self, name: &str, object: &PreApplyHook, object_name: &str) -> bool {
+    /// created before a workload hook `self` named `name` runs: a hook of
+    /// the same phase with a lower weight, or of the same weight and
+    /// ordered first (by name where Helm orders either; Argo CD creates a
+    /// wave's config objects first).
+    pub fn runs_after(&self, name: &str, object: &Hook, object_name: &str) -> bool {
+        if object.phase != self.phase {
+            return false;
+        }
         match object.weight.cmp(&self.weight) {
             std::cmp::Ordering::Less => true,
             std::cmp::Ordering::Greater => false,
             // Either one ordered by Helm: by name (the stricter order).
             std::cmp::Ordering::Equal => !(self.helm || object.helm) || object_name < name,
         }
+    }
+
+    /// Whether a config object that is this hook is there after the
+    /// change: not if the change does not create it, nor if it is
+    /// deleted once its hooks succeed.
+    pub fn kept_after(&self) -> bool {
+        self.phase != HookPhase::NotRun && self.deleted_after.is_none()
     }
 }
 
@@ -194,11 +239,13 @@ pub struct Workload {
     /// are added to every pod it creates, so they are references too.
     #[serde(default = "default_service_account")]
     pub service_account: String,
-    /// Runs as a hook before the change is applied, if it is one: its
-    /// references are then checked against the state before the change.
+    /// A Helm or Argo CD hook, if it is one: its references are then
+    /// checked against the state when its phase runs (for a hook that runs
+    /// before the change, the state before it), plus the config objects
+    /// that are hooks of that phase created before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pre_apply: Option<PreApplyHook>,
-    /// Its Argo CD sync wave, if it is no hook and names one (see
+    pub hook: Option<Hook>,
+    /// Its Argo CD sync wave, if it is no hook (or a `Sync` hook) and names one (see
     /// [`ConfigObject::sync_wave`]): its new pods start while the config
     /// objects of later waves are still as they were.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -249,7 +296,7 @@ pub struct Finding {
     pub severity: Severity,
     /// A stable code: `missing-object`, `missing-key`, `reclassified`,
     /// `bulk-key-removed`, `immutable-changed`, `outside-pod-spec`,
-    /// `applied-after-hook`, `later-sync-wave`.
+    /// `applied-after-hook`, `later-sync-wave`, `created-by-post-hook`.
     pub code: String,
     /// The workload, if any.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -356,14 +356,17 @@ impl<'de> Deserialize<'de> for SecretKey {
     }
 }
 
-/// The annotations whose values are read (the hooks that run before a
-/// change is applied, and their order): names of tools' settings, never
-/// configuration. Every other annotation's value is dropped unread.
-pub(crate) const KEPT_ANNOTATIONS: [&str; 4] = [
+/// The annotations whose values are read (Helm's and Argo CD's hooks:
+/// when they are created, in what order, whether they are deleted again;
+/// Argo CD's sync waves): names of tools' settings, never configuration.
+/// Every other annotation's value is dropped unread.
+pub(crate) const KEPT_ANNOTATIONS: [&str; 6] = [
     "helm.sh/hook",
     "helm.sh/hook-weight",
+    "helm.sh/hook-delete-policy",
     "argocd.argoproj.io/hook",
     "argocd.argoproj.io/sync-wave",
+    "argocd.argoproj.io/hook-delete-policy",
 ];
 
 /// An `annotations` map: every name, and the values of the
@@ -695,12 +698,19 @@ metadata:
   annotations:
     helm.sh/hook: pre-upgrade
     \
-            helm.sh/hook-weight: \"-1\"\n    note: hunter2\n";
+            helm.sh/hook-weight: \"-1\"\n    note: hunter2\n    \
+            helm.sh/hook-delete-policy: hook-succeeded\n    \
+            argocd.argoproj.io/hook-delete-policy: HookSucceeded\n";
         let docs = documents(job, "x.yaml").unwrap();
         let annotations = docs[0].get("metadata").unwrap().get("annotations").unwrap();
         let value = |k| annotations.get(k).and_then(Node::as_str);
         assert_eq!(value("helm.sh/hook"), Some("pre-upgrade"));
         assert_eq!(value("helm.sh/hook-weight"), Some("-1"));
+        assert_eq!(value("helm.sh/hook-delete-policy"), Some("hook-succeeded"));
+        assert_eq!(
+            value("argocd.argoproj.io/hook-delete-policy"),
+            Some("HookSucceeded")
+        );
         assert_eq!(annotations.get("note"), Some(&Node::Null));
         assert!(!format!("{docs:?}").contains("hunter2"));
     }

@@ -19,22 +19,57 @@ use std::collections::BTreeSet;
 use proptest::prelude::*;
 
 use crate::model::{
-    ConfigKind, ConfigObject, Manifests, ObjectId, PreApplyHook, Reference, Workload, WorkloadId,
+    ConfigKind, ConfigObject, Hook, HookPhase, Manifests, ObjectId, Reference, Workload, WorkloadId,
 };
 use crate::{CheckInput, Deletion};
 
 /// Whether every non-optional reference of every current and proposed
-/// workload that is not dormant resolves in the proposed state, computed
-/// the slow, obvious way; for a proposed workload that runs as a hook
-/// before the change, in the state before it (the current objects, or a
-/// proposed hook object of the same id created before that workload); for
-/// one that Argo CD syncs in an earlier wave than an object it reads, in
-/// that object as it is now as well.
+/// workload that is not dormant resolves, computed the slow, obvious way:
+///
+/// - in the state after the change, where a proposed config object that
+///   is a hook no install, upgrade or sync creates, or one deleted once its
+///   hooks succeed, is not there;
+/// - for a proposed workload that is a hook of a phase (not Argo CD's
+///   `Sync`), in a proposed config object that is a hook of the same phase
+///   created before it, if there is one; else in the objects before the
+///   change, for a hook that runs before it or an object that is a hook of
+///   its phase created after it;
+/// - for any other proposed workload reading a config object that Argo CD
+///   syncs in a later wave, or that only a hook run after the change
+///   creates, in that object as it is now as well.
 pub fn naive_safe(input: &CheckInput) -> bool {
-    // A proposed workload that starts before the change reaches an object
-    // it reads sees that object as it is now (or, for a hook, as a hook of
-    // the proposed input created before it made it): a hook that runs
-    // before the change, or a workload Argo CD syncs in an earlier wave.
+    let find =
+        |objects: &'_ [ConfigObject], id: &ObjectId| objects.iter().find(|o| o.id == *id).cloned();
+    let resolves = |o: &Option<ConfigObject>, r: &Reference| {
+        o.as_ref()
+            .is_some_and(|o| r.key.as_ref().is_none_or(|k| o.keys.contains(k)))
+    };
+    let id_of = |w: &Workload, r: &Reference| ObjectId {
+        kind: r.kind,
+        namespace: w.id.namespace.clone(),
+        name: r.name.clone(),
+    };
+    // The proposed config object `o` a hook, of the same phase as workload
+    // hook `h` of workload `w`, and created first: a lower weight, or the
+    // same weight and (where Helm orders either) a name that sorts first.
+    let created_first = |w: &Workload, h: &Hook, o: &ConfigObject| {
+        o.hook.as_ref().is_some_and(|oh| {
+            oh.phase == h.phase
+                && (oh.weight < h.weight
+                    || (oh.weight == h.weight && (!(oh.helm || h.helm) || o.id.name < w.id.name)))
+        })
+    };
+    // Whether the proposed workload `w`'s reference `r` is judged by what
+    // it sees when its hook phase runs, not by the state after the change.
+    let same_phase =
+        |h: &Hook, o: &ConfigObject| o.hook.as_ref().is_some_and(|oh| oh.phase == h.phase);
+    let by_hook = |w: &Workload, r: &Reference| match &w.hook {
+        Some(h) if h.phase == HookPhase::BeforeChange => true,
+        Some(h) if h.phase != HookPhase::WithChange => {
+            find(&input.proposed.objects, &id_of(w, r)).is_some_and(|o| same_phase(h, &o))
+        }
+        _ => false,
+    };
     for w in input
         .proposed
         .workloads
@@ -43,32 +78,40 @@ pub fn naive_safe(input: &CheckInput) -> bool {
     {
         let wave = w.sync_wave.unwrap_or(0);
         for r in w.references.iter().filter(|r| !r.optional) {
-            let named = |o: &&ConfigObject| {
-                o.id.kind == r.kind && o.id.namespace == w.id.namespace && o.id.name == r.name
-            };
-            let mut proposed = input.proposed.objects.iter().filter(named);
-            let now = input.current.objects.iter().find(named);
-            let seen = match &w.pre_apply {
-                Some(hook) => proposed
-                    .find(|o| {
-                        let weight_first = |h: &PreApplyHook| h.weight < hook.weight;
-                        let same_weight_first = |h: &PreApplyHook| {
-                            h.weight == hook.weight
-                                && (!(h.helm || hook.helm) || o.id.name < w.id.name)
-                        };
-                        o.pre_apply
-                            .as_ref()
-                            .is_some_and(|h| weight_first(h) || same_weight_first(h))
-                    })
-                    .or(now),
-                None if proposed
-                    .any(|o| o.pre_apply.is_none() && o.sync_wave.unwrap_or(0) > wave) =>
-                {
-                    now
+            let id = id_of(w, r);
+            let mine = find(&input.proposed.objects, &id);
+            let now = find(&input.current.objects, &id);
+            let seen = match &w.hook {
+                Some(h) if h.phase == HookPhase::BeforeChange => {
+                    mine.filter(|o| created_first(w, h, o)).or(now)
                 }
-                None => continue,
+                // A hook of its phase: as made for it if created first,
+                // else as it is now; anything else as after the change.
+                Some(h) if h.phase != HookPhase::WithChange => match mine {
+                    Some(o) if created_first(w, h, &o) => Some(o),
+                    Some(o) if same_phase(h, &o) => now,
+                    _ => continue,
+                },
+                _ => {
+                    let later_wave = |o: &ConfigObject| {
+                        o.hook
+                            .as_ref()
+                            .is_none_or(|h| h.phase == HookPhase::WithChange)
+                            && o.sync_wave.unwrap_or(0) > wave
+                    };
+                    let post_hook = |o: &ConfigObject| {
+                        o.hook.as_ref().is_some_and(|h| {
+                            h.phase == HookPhase::AfterChange && h.deleted_after.is_none()
+                        })
+                    };
+                    if mine.as_ref().is_some_and(|o| later_wave(o) || post_hook(o)) {
+                        now
+                    } else {
+                        continue;
+                    }
+                }
             };
-            if !seen.is_some_and(|o| r.key.as_ref().is_none_or(|k| o.keys.contains(k))) {
+            if !resolves(&seen, r) {
                 return false;
             }
         }
@@ -98,43 +141,34 @@ pub fn naive_safe(input: &CheckInput) -> bool {
         }
         Deletion::Listed => input.delete.contains(id),
     };
-    let lookup = |id: &ObjectId| -> Option<&ConfigObject> {
-        if let Some(o) = input.proposed.objects.iter().find(|o| o.id == *id) {
-            return Some(o);
+    let lookup = |id: &ObjectId| -> Option<ConfigObject> {
+        if let Some(o) = find(&input.proposed.objects, id) {
+            let gone = o
+                .hook
+                .as_ref()
+                .is_some_and(|h| h.phase == HookPhase::NotRun || h.deleted_after.is_some());
+            return if gone { None } else { Some(o) };
         }
-        input
-            .current
-            .objects
-            .iter()
-            .find(|o| o.id == *id && !deleted(id))
+        find(&input.current.objects, id).filter(|_| !deleted(id))
     };
-    let current_of = |id: &ObjectId| input.current.objects.iter().find(|o| o.id == *id);
-    // (A proposed hook that runs before the change was judged above.)
-    let after = input
-        .proposed
-        .workloads
-        .iter()
-        .filter(|w| w.pre_apply.is_none());
-    for w in input.current.workloads.iter().chain(after) {
+    let current = input.current.workloads.iter().map(|w| (w, false));
+    let proposed = input.proposed.workloads.iter().map(|w| (w, true));
+    for (w, is_proposed) in current.chain(proposed) {
         if w.dormant.is_some() {
             continue;
         }
         for r in &w.references {
-            if r.optional {
+            if r.optional || (is_proposed && by_hook(w, r)) {
                 continue;
             }
-            let id = ObjectId {
-                kind: r.kind,
-                namespace: w.id.namespace.clone(),
-                name: r.name.clone(),
-            };
+            let id = id_of(w, r);
             let Some(obj) = lookup(&id) else { return false };
             if let Some(key) = &r.key
                 && !obj.keys.contains(key)
             {
                 return false;
             }
-            if let Some(cur) = current_of(&id) {
+            if let Some(cur) = find(&input.current.objects, &id) {
                 if r.bulk && !cur.keys.iter().all(|k| obj.keys.contains(k)) {
                     return false;
                 }
@@ -156,17 +190,37 @@ fn sync_wave() -> impl Strategy<Value = Option<i64>> {
     proptest::option::weighted(0.3, 0i64..3)
 }
 
-/// Now and then a hook that runs before the change, of weight 0 to 2,
-/// ordered by Helm's rule or Argo CD's.
-fn pre_apply() -> impl Strategy<Value = Option<PreApplyHook>> {
-    proptest::option::weighted(
-        0.3,
-        (0i64..3, any::<bool>()).prop_map(|(weight, helm)| PreApplyHook {
-            annotation: "helm.sh/hook=pre-upgrade".into(),
+/// A hook phase, any of the four.
+fn phase() -> impl Strategy<Value = HookPhase> {
+    prop_oneof![
+        Just(HookPhase::BeforeChange),
+        Just(HookPhase::WithChange),
+        Just(HookPhase::AfterChange),
+        Just(HookPhase::NotRun),
+    ]
+}
+
+/// A hook of `phase`, of weight 0 to 2, ordered by Helm's rule or Argo
+/// CD's, now and then deleted once its hooks succeed.
+fn hook_of(phase: impl Strategy<Value = HookPhase>) -> impl Strategy<Value = Hook> {
+    (
+        phase,
+        0i64..3,
+        any::<bool>(),
+        proptest::bool::weighted(0.25),
+    )
+        .prop_map(|(phase, weight, helm, deleted)| Hook {
+            annotation: format!("helm.sh/hook={phase:?}"),
+            phase,
             weight,
             helm,
-        }),
-    )
+            deleted_after: deleted.then(|| "helm.sh/hook-delete-policy=hook-succeeded".into()),
+        })
+}
+
+/// Now and then a hook of any phase.
+fn hook() -> impl Strategy<Value = Option<Hook>> {
+    proptest::option::weighted(0.3, hook_of(phase()))
 }
 
 fn object() -> impl Strategy<Value = ConfigObject> {
@@ -175,23 +229,21 @@ fn object() -> impl Strategy<Value = ConfigObject> {
         0u8..3,
         proptest::collection::btree_set(0u8..5, 0..4),
         proptest::bool::weighted(0.1),
-        pre_apply(),
+        hook(),
         sync_wave(),
     )
-        .prop_map(
-            |(kind, n, keys, immutable, pre_apply, sync_wave)| ConfigObject {
-                id: ObjectId {
-                    kind,
-                    namespace: "default".into(),
-                    name: format!("obj{n}"),
-                },
-                keys: keys.into_iter().map(|k| format!("K{k}")).collect(),
-                immutable,
-                pre_apply,
-                sync_wave,
-                made_by: None,
+        .prop_map(|(kind, n, keys, immutable, hook, sync_wave)| ConfigObject {
+            id: ObjectId {
+                kind,
+                namespace: "default".into(),
+                name: format!("obj{n}"),
             },
-        )
+            keys: keys.into_iter().map(|k| format!("K{k}")).collect(),
+            immutable,
+            hook,
+            sync_wave,
+            made_by: None,
+        })
 }
 
 fn objects() -> impl Strategy<Value = Vec<ConfigObject>> {
@@ -229,26 +281,24 @@ fn workloads(prefix: &'static str) -> impl Strategy<Value = Vec<Workload>> {
     let workload = (
         proptest::collection::vec(reference(), 0..4),
         proptest::bool::weighted(0.15),
-        pre_apply(),
+        hook(),
         sync_wave(),
     );
     proptest::collection::vec(workload, 0..3).prop_map(move |ws| {
         ws.into_iter()
             .enumerate()
-            .map(
-                |(i, (references, dormant, pre_apply, sync_wave))| Workload {
-                    id: WorkloadId {
-                        kind: if dormant { "ReplicaSet" } else { "Deployment" }.into(),
-                        namespace: "default".into(),
-                        name: format!("{prefix}{i}"),
-                    },
-                    references,
-                    dormant: dormant.then(|| "an old revision".into()),
-                    service_account: "default".into(),
-                    pre_apply,
-                    sync_wave,
+            .map(|(i, (references, dormant, hook, sync_wave))| Workload {
+                id: WorkloadId {
+                    kind: if dormant { "ReplicaSet" } else { "Deployment" }.into(),
+                    namespace: "default".into(),
+                    name: format!("{prefix}{i}"),
                 },
-            )
+                references,
+                dormant: dormant.then(|| "an old revision".into()),
+                service_account: "default".into(),
+                hook,
+                sync_wave,
+            })
             .collect()
     })
 }
@@ -307,20 +357,36 @@ pub fn transition() -> impl Strategy<Value = CheckInput> {
 }
 
 /// A transition that turns on one proposed workload with one reference,
-/// named before or after the objects: a hook that runs before the change,
-/// or a workload in an Argo CD sync wave. What it sees when it starts is
-/// all that decides the check, so random cases often land on the order
-/// (a hook's weight, then Helm's name or Argo CD's kind; a later wave).
+/// named before or after the objects: a hook of any phase, or a workload
+/// in an Argo CD sync wave. What it sees when it starts is all that decides
+/// the check, so random cases often land on the order (a hook's phase and
+/// weight, then Helm's name or Argo CD's kind; a later wave; a hook that
+/// runs after the change) and on hooks deleted again.
 pub fn order_transition() -> impl Strategy<Value = CheckInput> {
     (
         objects(),
         objects(),
         reference(),
-        (0i64..3, any::<bool>(), prop_oneof![Just("a0"), Just("w0")]),
-        (any::<bool>(), sync_wave()),
+        prop_oneof![Just("a0"), Just("w0")],
+        (
+            proptest::option::weighted(0.6, hook_of(phase())),
+            sync_wave(),
+        ),
+        any::<bool>(),
     )
         .prop_map(
-            |(cur_objs, prop_objs, r, (weight, helm, name), (hook, wave))| {
+            |(cur_objs, mut prop_objs, r, name, (hook, wave), same_phase)| {
+                // Half the time, every proposed config object is a hook of
+                // the job's phase (where the order within a phase decides).
+                if let (true, Some(job_hook)) = (same_phase, &hook) {
+                    for (i, o) in prop_objs.iter_mut().enumerate() {
+                        let h = o.hook.get_or_insert_with(|| Hook {
+                            weight: i64::try_from(i % 3).unwrap_or(0),
+                            ..job_hook.clone()
+                        });
+                        h.phase = job_hook.phase;
+                    }
+                }
                 let job = Workload {
                     id: WorkloadId {
                         kind: "Job".into(),
@@ -330,12 +396,11 @@ pub fn order_transition() -> impl Strategy<Value = CheckInput> {
                     references: vec![r],
                     dormant: None,
                     service_account: "default".into(),
-                    pre_apply: hook.then(|| PreApplyHook {
-                        annotation: "helm.sh/hook=pre-upgrade".into(),
-                        weight,
-                        helm,
-                    }),
-                    sync_wave: if hook { None } else { wave },
+                    sync_wave: match &hook {
+                        Some(h) if h.phase != HookPhase::WithChange => None,
+                        _ => wave,
+                    },
+                    hook,
                 };
                 let state = |objects, workloads| Manifests {
                     objects,

@@ -922,6 +922,179 @@ fn a_workload_synced_in_an_earlier_wave_than_its_config_sees_the_config_as_it_wa
 }
 
 #[test]
+fn a_config_hook_deleted_once_its_hooks_succeed_is_gone_after_the_change() {
+    // A chart makes its config a pre-install hook (so that its migration
+    // Job finds it) and lets Helm delete it once the hooks succeed: the
+    // Deployment that reads it then never starts. This passed before.
+    const DELETED: &str = "{helm.sh/hook: 'pre-install,pre-upgrade', helm.sh/hook-weight: '-1', \
+         helm.sh/hook-delete-policy: 'before-hook-creation,hook-succeeded'}";
+    let cfg = |annotations| hook_cm("cfg", &["DB_HOST"], annotations);
+    let report = run(NOTHING, &docs(&[&cfg(DELETED), &deployment("web", KEYREF)]));
+    assert_eq!(
+        codes(&report),
+        vec![("missing-object".into(), Some("DB_HOST".into()))]
+    );
+    let message = &report.failures[0].message;
+    assert!(
+        message.contains(
+            "only as a hook deleted once its hooks succeed (helm.sh/hook-delete-policy=\
+             before-hook-creation,hook-succeeded): it is not there after the change"
+        ),
+        "{message}"
+    );
+    // Kept (Helm's default policy, before-hook-creation): there after.
+    let kept = "{helm.sh/hook: 'pre-install,pre-upgrade', helm.sh/hook-weight: '-1'}";
+    assert!(run(NOTHING, &docs(&[&cfg(kept), &deployment("web", KEYREF)])).is_safe());
+    // While the hooks of its phase run, it is there: a pre-upgrade Job
+    // after it reads it; a post-upgrade one runs once it is gone.
+    let job = |annotations| hook_job("migrate", "DB_HOST", false, annotations);
+    let pre = job("{helm.sh/hook: pre-upgrade}");
+    assert!(run(NOTHING, &docs(&[&cfg(DELETED), &pre])).is_safe());
+    let post = job("{helm.sh/hook: post-upgrade}");
+    assert_eq!(
+        codes(&run(NOTHING, &docs(&[&cfg(DELETED), &post]))),
+        vec![("missing-object".into(), Some("DB_HOST".into()))]
+    );
+    // A post-upgrade ConfigMap deleted after the post-upgrade hooks is
+    // there for a post-upgrade Job created after it.
+    let post_cm = "{helm.sh/hook: post-upgrade, helm.sh/hook-weight: '-1', \
+         helm.sh/hook-delete-policy: hook-succeeded}";
+    assert!(run(NOTHING, &docs(&[&cfg(post_cm), &post])).is_safe());
+    // A serving Deployment reading a ConfigMap the change turns into such a
+    // hook loses it (the release no longer applies it).
+    let live = docs(&[&cm("cfg", &["DB_HOST"]), &deployment("web", KEYREF)]);
+    let report = run(&live, &cfg(DELETED));
+    assert_eq!(report.failures.len(), 1, "{}", report.to_text());
+    assert_eq!(report.failures[0].code, "missing-object");
+    // Argo CD reads its own policy, and Helm's.
+    let argo =
+        "{argocd.argoproj.io/hook: PreSync, argocd.argoproj.io/hook-delete-policy: HookSucceeded}";
+    let report = run(NOTHING, &docs(&[&cfg(argo), &deployment("web", KEYREF)]));
+    assert!(
+        report.failures[0]
+            .message
+            .contains("(argocd.argoproj.io/hook-delete-policy=HookSucceeded)"),
+        "{}",
+        report.to_text()
+    );
+    // A live hook the change does not name stays as it is.
+    let live_hook = docs(&[&cfg(DELETED), &deployment("web", KEYREF)]);
+    assert!(run(&live_hook, NOTHING).is_safe());
+}
+
+#[test]
+fn a_config_hook_that_no_install_upgrade_or_sync_creates_is_not_there() {
+    let web = deployment("web", KEYREF);
+    for annotations in [
+        "{helm.sh/hook: test}",
+        "{helm.sh/hook: 'pre-delete,pre-rollback'}",
+        // A type Helm does not know: Helm skips the resource.
+        "{helm.sh/hook: 'pre-install,crd-install'}",
+        "{argocd.argoproj.io/hook: Skip}",
+        "{argocd.argoproj.io/hook: PostDelete}",
+        "{argocd.argoproj.io/hook: SyncFail}",
+        // Argo CD goes by Helm's types where its own names none it knows.
+        "{argocd.argoproj.io/hook: Later, helm.sh/hook: test}",
+    ] {
+        let cfg = hook_cm("cfg", &["DB_HOST"], annotations);
+        let report = run(NOTHING, &docs(&[&cfg, &web]));
+        assert_eq!(
+            codes(&report),
+            vec![("missing-object".into(), Some("DB_HOST".into()))],
+            "{annotations}"
+        );
+        assert!(
+            report.failures[0]
+                .message
+                .contains("only as a hook that no install, upgrade or sync creates"),
+            "{}",
+            report.to_text()
+        );
+    }
+    // Helm reads its types in any case; Argo CD maps them to its phases.
+    for annotations in [
+        "{helm.sh/hook: Pre-Install}",
+        "{argocd.argoproj.io/hook: Later, helm.sh/hook: pre-install}",
+        "{argocd.argoproj.io/hook: Sync}",
+    ] {
+        let cfg = hook_cm("cfg", &["DB_HOST"], annotations);
+        let report = run(NOTHING, &docs(&[&cfg, &web]));
+        assert!(report.is_safe(), "{annotations}: {}", report.to_text());
+    }
+    // A test Pod reads a test hook created before it.
+    let test_cm = hook_cm(
+        "cfg",
+        &["DB_HOST"],
+        "{helm.sh/hook: test, helm.sh/hook-weight: '-1'}",
+    );
+    let test_job = hook_job("smoke", "DB_HOST", false, "{helm.sh/hook: test}");
+    assert!(run(NOTHING, &docs(&[&test_cm, &test_job])).is_safe());
+}
+
+#[test]
+fn a_workload_reading_what_only_a_post_upgrade_hook_brings_cannot_start() {
+    // Argo CD (and `helm --wait`) waits for the Deployment to be ready
+    // before it runs post hooks; its new pods wait for NEW. This passed.
+    const NEW_KEY: &str = "      containers:\n        - name: app\n          image: app:2\n          env:\n            - name: NEW\n              valueFrom:\n                configMapKeyRef: {name: cfg, key: NEW}\n";
+    let current = cm("cfg", &["DB_HOST"]);
+    for (annotations, named) in [
+        ("{helm.sh/hook: post-upgrade}", "helm.sh/hook=post-upgrade"),
+        (
+            "{argocd.argoproj.io/hook: PostSync}",
+            "argocd.argoproj.io/hook=PostSync",
+        ),
+    ] {
+        let cfg = hook_cm("cfg", &["DB_HOST", "NEW"], annotations);
+        let report = run(&current, &docs(&[&cfg, &deployment("web", NEW_KEY)]));
+        assert_eq!(
+            codes(&report),
+            vec![("created-by-post-hook".into(), Some("NEW".into()))]
+        );
+        let message = &report.failures[0].message;
+        assert!(
+            message.contains(&format!(
+                "the key NEW comes only with a hook that runs after the change is applied ({named})"
+            )),
+            "{message}"
+        );
+        // What the ConfigMap holds already is there for it.
+        assert!(run(&current, &docs(&[&cfg, &deployment("web", KEYREF)])).is_safe());
+        // A post-upgrade Job created after it reads it.
+        let job = hook_job("migrate", "NEW", false, annotations);
+        assert!(run(&current, &docs(&[&cfg, &job])).is_safe());
+    }
+    // A ConfigMap the change creates only as a post hook.
+    let cfg = hook_cm("cfg", &["DB_HOST"], "{helm.sh/hook: post-install}");
+    let report = run(NOTHING, &docs(&[&cfg, &deployment("web", KEYREF)]));
+    assert!(
+        report.failures[0]
+            .message
+            .starts_with("the ConfigMap comes only with a hook"),
+        "{}",
+        report.to_text()
+    );
+    // A post-upgrade Job before the ConfigMap of its phase.
+    let late = hook_cm(
+        "cfg",
+        &["DB_HOST", "NEW"],
+        "{helm.sh/hook: post-upgrade, helm.sh/hook-weight: '3'}",
+    );
+    let job = hook_job("migrate", "NEW", false, "{helm.sh/hook: post-upgrade}");
+    let report = run(&current, &docs(&[&late, &job]));
+    assert_eq!(
+        codes(&report),
+        vec![("applied-after-hook".into(), Some("NEW".into()))]
+    );
+    assert!(
+        report.failures[0]
+            .message
+            .contains("comes only with a hook of its phase created after it"),
+        "{}",
+        report.to_text()
+    );
+}
+
+#[test]
 fn custom_resources_with_a_data_list_load_and_a_configmap_with_one_does_not() {
     // An ExternalSecret (external-secrets.io) beside the Deployment reading
     // its Secret: the input was unusable (exit 2) for its `spec.data` list.

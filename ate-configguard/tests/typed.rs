@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use ate_configguard::{
-    CheckInput, ConfigObject, LoadOptions, Manifests, Workload, check, load_str,
+    CheckInput, ConfigObject, HookPhase, LoadOptions, Manifests, Workload, check, load_str,
 };
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -145,12 +145,14 @@ fn a_typed_object_without_a_name_is_an_input_error() {
 #[test]
 fn a_typed_config_object_reads_its_hook_annotations_as_a_manifest_does() {
     let manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: migrate-config\n  \
-        annotations: {helm.sh/hook: pre-upgrade, helm.sh/hook-weight: '-5'}\ndata: {A: a}\n";
+        annotations: {helm.sh/hook: pre-upgrade, helm.sh/hook-weight: '-5', \
+        helm.sh/hook-delete-policy: hook-succeeded}\ndata: {A: a}\n";
     let read = load_str(manifest, "m.yaml", &LoadOptions::default()).unwrap();
     let mut metadata = meta("migrate-config", None);
     metadata.annotations = Some(BTreeMap::from([
         ("helm.sh/hook".into(), "pre-upgrade".into()),
         ("helm.sh/hook-weight".into(), "-5".into()),
+        ("helm.sh/hook-delete-policy".into(), "hook-succeeded".into()),
     ]));
     let cm = ConfigMap {
         metadata,
@@ -159,5 +161,11 @@ fn a_typed_config_object_reads_its_hook_annotations_as_a_manifest_does() {
     };
     let typed = ConfigObject::from_config_map(&cm, "default").unwrap();
     assert_eq!(typed, read.objects[0]);
-    assert_eq!(typed.pre_apply.as_ref().map(|h| h.weight), Some(-5));
+    let hook = typed.hook.as_ref().unwrap();
+    assert_eq!(hook.weight, -5);
+    assert_eq!(hook.phase, HookPhase::BeforeChange);
+    assert_eq!(
+        hook.deleted_after.as_deref(),
+        Some("helm.sh/hook-delete-policy=hook-succeeded")
+    );
 }
