@@ -460,6 +460,96 @@ impl<S: Store, C: Clock> Ledger<S, C> {
         }
     }
 
+    /// Takes over the open try of `key` that `owner` began and lost track
+    /// of: a begin whose answer was lost (the store wrote it, then the
+    /// connection failed before it said so), after which the key answers
+    /// [`Error::Conflict`] until the lease expires. Only a try that was not
+    /// dispatched is taken over, under a new lease for `owner` (its expiry
+    /// the lease TTL from now).
+    ///
+    /// The lease it had is fenced off (a new token): a task that still held
+    /// it can no longer dispatch, renew or close the try
+    /// ([`Error::StaleLease`]), so taking over never lets two tasks send the
+    /// request. Call it only where no task of `owner` still works on the
+    /// key, or that task's request fails.
+    ///
+    /// ```
+    /// use ate_ledger::{Begin, Error, Fingerprint, Key, Ledger, MemoryStore};
+    ///
+    /// let ledger = Ledger::new(MemoryStore::new());
+    /// let (key, fp) = (Key::new("payments", "req-1"), Fingerprint("sha256:ab".into()));
+    /// // The begin lands, but its answer is lost on the way back.
+    /// let _lost = ledger.begin(&key, &fp, "pod-a")?;
+    /// assert!(matches!(ledger.begin(&key, &fp, "pod-a"), Err(Error::Conflict { .. })));
+    /// // No task of pod-a holds the key: take the try over and go on.
+    /// let lease = ledger.adopt(&key, &fp, "pod-a")?.expect("pod-a's, not dispatched");
+    /// ledger.mark_dispatched(&lease)?;
+    /// // Another owner's try, or a dispatched one, is never taken over.
+    /// assert_eq!(ledger.adopt(&key, &fp, "pod-b")?, None);
+    /// assert_eq!(ledger.adopt(&key, &fp, "pod-a")?, None);
+    /// # Ok::<(), Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// - `Ok(None)`, not an error: nothing to take over (the attempt ended,
+    ///   its lease is another owner's, or its try was dispatched).
+    /// - [`Error::NotFound`]: no record for `key`.
+    /// - [`Error::InvalidKey`] and [`Error::FingerprintMismatch`] as for
+    ///   [`begin`](Self::begin); [`Error::Contended`] and the store's
+    ///   errors as for [`get`](Self::get).
+    pub fn adopt(
+        &self,
+        key: &Key,
+        fingerprint: &Fingerprint,
+        owner: &str,
+    ) -> Result<Option<Lease>, Error> {
+        Self::validate(key, fingerprint)?;
+        for _ in 0..CAS_RETRIES {
+            let now = self.clock.now();
+            let mut record = self.store.get(key)?.ok_or_else(|| Error::NotFound {
+                key: key.to_string(),
+            })?;
+            if record.fingerprint != *fingerprint {
+                return Err(Error::FingerprintMismatch {
+                    key: key.to_string(),
+                });
+            }
+            if record.state.is_closed() {
+                return Ok(None);
+            }
+            let corrupt = |detail: &str| Error::Corrupt {
+                what: format!("record {key}"),
+                detail: detail.into(),
+            };
+            let held_by = record.lease.as_ref().map(|l| l.owner.as_str());
+            if held_by.ok_or_else(|| corrupt("in flight with no lease"))? != owner {
+                return Ok(None);
+            }
+            let open = record
+                .tries
+                .iter()
+                .find(|t| t.is_open())
+                .ok_or_else(|| corrupt("in flight with no open try"))?;
+            if open.dispatched_at.is_some() {
+                return Ok(None);
+            }
+            let try_id = open.id;
+            let expected = record.version;
+            record.version += 1;
+            let lease = self.lease(key, owner, record.version, try_id, now);
+            record.lease = Some(lease.clone());
+            match self.store.put(&record, Some(expected)) {
+                Ok(()) => return Ok(Some(lease)),
+                Err(Error::VersionConflict { .. }) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::Contended {
+            key: key.to_string(),
+        })
+    }
+
     /// Closes `record`'s open try by the dispatch rule; `lost` says how the
     /// worker was lost, for the recorded reason.
     fn recover_record(

@@ -62,6 +62,22 @@ pub enum Op {
         /// Fingerprint index.
         fp: u8,
     },
+    /// `begin` as [`Op::Begin`], whose answer is lost: the store has the
+    /// try, the driver does not get its lease.
+    BeginLost {
+        /// Key index.
+        key: u8,
+        /// Fingerprint index.
+        fp: u8,
+    },
+    /// `adopt` of `key` with its original request, under the owner name
+    /// every lease so far was taken under (`mine`), or another.
+    Adopt {
+        /// Key index.
+        key: u8,
+        /// Whether the name is the one the driver's leases carry.
+        mine: bool,
+    },
     /// `mark_dispatched` with the last lease obtained for `key`.
     Dispatch {
         /// Key index.
@@ -127,6 +143,8 @@ pub enum Outcome {
     Recovered(usize),
     /// Nothing to do (no lease held for the key).
     Skipped,
+    /// `adopt` found nothing to take over.
+    NotAdoptable,
 }
 
 #[derive(Debug, Clone)]
@@ -199,6 +217,26 @@ impl Model {
         let now = self.now;
         let ttl = self.ttl();
         match *op {
+            Op::BeginLost { key, fp } => {
+                let outcome = self.apply(&Op::Begin { key, fp });
+                if outcome == Outcome::Started
+                    && let Some(k) = self.keys.get_mut(&key)
+                {
+                    k.holder_valid = false;
+                }
+                outcome
+            }
+            Op::Adopt { key, mine } => match self.keys.get_mut(&key) {
+                None => Outcome::NotFound,
+                Some(k) if k.state != "in_flight" || !mine || k.open_dispatched => {
+                    Outcome::NotAdoptable
+                }
+                Some(k) => {
+                    k.lease_expires = now + ttl;
+                    k.holder_valid = true;
+                    Outcome::Ok("in_flight")
+                }
+            },
             Op::Begin { key, fp } => match self.keys.get_mut(&key) {
                 None => {
                     self.keys.insert(
@@ -353,6 +391,31 @@ impl Driver {
                 Ok(Begin::Replay(r)) => Ok(Outcome::Replay(r.state.name())),
                 Err(e) => Err(e),
             },
+            Op::BeginLost { key: k, fp } => match ledger.begin(&key(k), &fingerprint(fp), OWNER) {
+                // The driver never learns the try's lease: what it holds
+                // for the key is one the store never gave (token 0), which
+                // moves nothing, as the model's lost holder.
+                Ok(Begin::Started(lost)) => {
+                    self.leases.insert(k, Lease { token: 0, ..lost });
+                    Ok(Outcome::Started)
+                }
+                Ok(Begin::Replay(r)) => Ok(Outcome::Replay(r.state.name())),
+                Err(e) => Err(e),
+            },
+            Op::Adopt { key: k, mine } => {
+                let fp = ledger.get(&key(k)).ok().flatten().map(|r| r.fingerprint);
+                let owner = if mine { OWNER } else { "another-worker" };
+                match fp {
+                    None => Ok(Outcome::NotFound),
+                    Some(fp) => ledger.adopt(&key(k), &fp, owner).map(|lease| match lease {
+                        Some(lease) => {
+                            self.leases.insert(k, lease);
+                            Outcome::Ok("in_flight")
+                        }
+                        None => Outcome::NotAdoptable,
+                    }),
+                }
+            }
             Op::Dispatch { key: k } => match self.leases.get(&k) {
                 None => Ok(Outcome::Skipped),
                 Some(l) => ledger.mark_dispatched(l).map(|()| Outcome::Ok(state_of(k))),
@@ -418,6 +481,8 @@ pub fn op(keys: u8) -> impl Strategy<Value = Op> {
     ];
     prop_oneof![
         5 => (k.clone(), prop_oneof![4 => Just(0u8), 1 => Just(1u8)]).prop_map(|(key, fp)| Op::Begin { key, fp }),
+        1 => (k.clone(), prop_oneof![4 => Just(0u8), 1 => Just(1u8)]).prop_map(|(key, fp)| Op::BeginLost { key, fp }),
+        2 => (k.clone(), prop_oneof![3 => Just(true), 1 => Just(false)]).prop_map(|(key, mine)| Op::Adopt { key, mine }),
         4 => k.clone().prop_map(|key| Op::Dispatch { key }),
         5 => (k.clone(), kind).prop_map(|(key, kind)| Op::Close { key, kind }),
         2 => k.clone().prop_map(|key| Op::Renew { key }),

@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use ate_ledger::{
-    Begin, Close, Config, Error, Fingerprint, Key, Lease, Ledger, ManualClock, MemoryStore, State,
-    TryOutcome,
+    Begin, Clock, Close, Config, Error, Fingerprint, Key, Lease, Ledger, ManualClock, MemoryStore,
+    State, TryOutcome,
 };
 
 fn setup() -> (Ledger<MemoryStore, ManualClock>, ManualClock) {
@@ -566,4 +566,54 @@ fn a_takeover_between_a_transitions_read_and_write_is_a_stale_lease() {
     let record = worker.get(&k()).unwrap().unwrap();
     assert!(matches!(record.state, State::FailedPreProvider { .. }));
     assert!(record.tries[0].dispatched_at.is_none());
+}
+
+#[test]
+fn a_begin_whose_answer_was_lost_is_taken_over_by_its_owner_only_before_dispatch() {
+    let (ledger, clock) = setup();
+    // The begin landed; its answer (this lease) never reached the caller.
+    let lost = start(&ledger);
+    assert!(matches!(
+        ledger.begin(&k(), &fp(), "w1"),
+        Err(Error::Conflict { .. })
+    ));
+    // Another owner, or the wrong request, takes nothing over.
+    assert_eq!(ledger.adopt(&k(), &fp(), "w2").unwrap(), None);
+    assert!(matches!(
+        ledger.adopt(&k(), &Fingerprint("other".into()), "w1"),
+        Err(Error::FingerprintMismatch { .. })
+    ));
+    clock.advance(Duration::from_secs(10));
+    let adopted = ledger.adopt(&k(), &fp(), "w1").unwrap().unwrap();
+    assert_eq!(adopted.try_id, lost.try_id);
+    assert_ne!(adopted.token, lost.token);
+    assert_eq!(
+        adopted.expires_at,
+        clock.now() + chrono::Duration::from_std(ledger.config().lease_ttl).unwrap()
+    );
+    // The lost lease is fenced off: whoever held it can move nothing.
+    for refused in [
+        ledger.mark_dispatched(&lost).err(),
+        ledger.renew(&lost).err(),
+        ledger.close(&lost, Close::PreProvider("x".into())).err(),
+    ] {
+        assert!(
+            matches!(refused, Some(Error::StaleLease { .. })),
+            "{refused:?}"
+        );
+    }
+    // Still one try, now the adopter's; once dispatched it is never taken
+    // over again (the provider may have seen it).
+    ledger.mark_dispatched(&adopted).unwrap();
+    assert_eq!(ledger.adopt(&k(), &fp(), "w1").unwrap(), None);
+    let record = ledger
+        .close(&adopted, Close::Succeeded("ok".into()))
+        .unwrap();
+    assert_eq!(record.tries.len(), 1);
+    // Ended: nothing to take over; an unknown key is not found.
+    assert_eq!(ledger.adopt(&k(), &fp(), "w1").unwrap(), None);
+    assert!(matches!(
+        ledger.adopt(&Key::new("s", "nothing"), &fp(), "w1"),
+        Err(Error::NotFound { .. })
+    ));
 }

@@ -115,6 +115,11 @@ pub struct AppState {
     audit_failures: AtomicU64,
     objects: Mutex<HashMap<String, Object>>,
     ledger: Arc<Ledger<LedgerStore>>,
+    /// The idempotency keys that requests of this process are working on
+    /// (an `/invoke` from its begin to its close), with how many: a try
+    /// this worker owns whose key none of them holds was left by a request
+    /// that lost the begin's answer, and may be taken over.
+    working: Mutex<HashMap<Key, usize>>,
     /// Metrics.
     pub metrics: Metrics,
     /// Held for the process's life: one process per data dir.
@@ -130,6 +135,40 @@ type LedgerStore = Arc<dyn Store>;
 
 /// Shared state.
 pub type Shared = Arc<AppState>;
+
+/// A request's claim on an idempotency key in [`AppState::working`],
+/// given back when dropped.
+struct Working<'a> {
+    state: &'a AppState,
+    key: Key,
+}
+
+impl<'a> Working<'a> {
+    fn on(state: &'a AppState, key: &Key) -> Self {
+        *state.working.lock().entry(key.clone()).or_default() += 1;
+        Self {
+            state,
+            key: key.clone(),
+        }
+    }
+
+    /// Whether this is the only request of the process on its key.
+    fn alone(&self) -> bool {
+        self.state.working.lock().get(&self.key) == Some(&1)
+    }
+}
+
+impl Drop for Working<'_> {
+    fn drop(&mut self) {
+        let mut working = self.state.working.lock();
+        if let Some(n) = working.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                working.remove(&self.key);
+            }
+        }
+    }
+}
 
 impl AppState {
     /// Builds the state: resolves limits and opens the durable ledger.
@@ -246,6 +285,7 @@ impl AppState {
             audit_failures: AtomicU64::new(0),
             objects: Mutex::new(HashMap::new()),
             ledger: Arc::new(ledger),
+            working: Mutex::new(HashMap::new()),
             metrics: Metrics::new(),
             _data_dir_lock: data_dir_lock,
             sessions_closing: tokio::sync::watch::Sender::new(false),
@@ -719,6 +759,7 @@ impl AppState {
         delay: u64,
     ) -> ApiResponse {
         let owner = self.config.worker_id.clone();
+        let working = Working::on(self, &key);
         let (k, f, o) = (key.clone(), fp.clone(), owner.clone());
         let begun = match self.blocking(move |l| l.begin(&k, &f, &o)).await {
             Ok(r) => r,
@@ -740,6 +781,26 @@ impl AppState {
             Ok(Begin::Replay(record)) => {
                 self.metrics.transition("replayed");
                 return Self::replay(&record.state).with_header("idempotent-replayed", "true");
+            }
+            // In flight. If the try is this worker's, not dispatched, and no
+            // request of this process works on the key, it was left by one
+            // whose begin landed but whose answer was lost (a store
+            // connection cut after the commit): that request answered 503
+            // and sent nothing. Take it over rather than answer 409 until
+            // its lease ends. The ledger fences off the old lease, so even
+            // a request still holding it could send nothing.
+            Err(conflict @ ate_ledger::Error::Conflict { .. }) if working.alone() => {
+                let (k, f, o) = (key.clone(), fp.clone(), owner);
+                match self.blocking(move |l| l.adopt(&k, &f, &o)).await {
+                    Ok(Ok(Some(lease))) => {
+                        tracing::info!(key = %key, "took over a try whose begin lost its answer");
+                        self.metrics.transition("adopted");
+                        lease
+                    }
+                    Ok(Ok(None)) => return self.ledger_error(conflict),
+                    Ok(Err(e)) => return self.ledger_error(e),
+                    Err(resp) => return resp,
+                }
             }
             Err(e) => return self.ledger_error(e),
         };

@@ -430,3 +430,194 @@ async fn a_replica_that_lost_its_lease_mid_call_answers_what_the_ledger_recorded
         assert_eq!(dispatched(&[&a, &b]).await, 1, "one provider call");
     }
 }
+
+/// What [`AnswerProxy`] does to the answer to the next INSERT.
+#[derive(Debug, Clone, Copy)]
+enum Lose {
+    /// The connection is cut once the server has committed it, before the
+    /// client hears so.
+    Cut,
+    /// The client hears so this much later.
+    Delay(Duration),
+}
+
+/// A TCP proxy to the test database that can lose the answer to the next
+/// INSERT (a begin): a store connection that fails after the commit.
+struct AnswerProxy {
+    /// The connection string through it.
+    url: String,
+    lose: std::sync::Arc<parking_lot::Mutex<Option<Lose>>>,
+}
+
+impl AnswerProxy {
+    /// Starts it on a thread and runtime of its own: the services connect
+    /// through it while the test thread blocks on their start.
+    fn start(url: &str) -> Self {
+        let (mut host, mut port, mut rest) = ("localhost".to_owned(), "5432".to_owned(), vec![]);
+        for part in url.split_whitespace() {
+            match part.split_once('=') {
+                Some(("host", h)) => host = h.to_owned(),
+                Some(("port", p)) => port = p.to_owned(),
+                _ => rest.push(part.to_owned()),
+            }
+        }
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let url = format!(
+            "host=127.0.0.1 port={} sslmode=disable {}",
+            listener.local_addr().unwrap().port(),
+            rest.join(" ")
+        );
+        let lose = std::sync::Arc::new(parking_lot::Mutex::new(None));
+        let armed = lose.clone();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                loop {
+                    let (client, _) = listener.accept().await.unwrap();
+                    let (host, port, armed) = (host.clone(), port.clone(), armed.clone());
+                    tokio::spawn(async move {
+                        let (to_client_r, to_client_w) = client.into_split();
+                        if host.starts_with('/') {
+                            let path = format!("{host}/.s.PGSQL.{port}");
+                            let server = tokio::net::UnixStream::connect(path).await.unwrap();
+                            let (r, w) = server.into_split();
+                            relay(to_client_r, to_client_w, r, w, armed).await;
+                        } else {
+                            let server = tokio::net::TcpStream::connect(format!("{host}:{port}"))
+                                .await
+                                .unwrap();
+                            let (r, w) = server.into_split();
+                            relay(to_client_r, to_client_w, r, w, armed).await;
+                        }
+                    });
+                }
+            });
+        });
+        Self { url, lose }
+    }
+
+    fn lose_next_insert_answer(&self, how: Lose) {
+        *self.lose.lock() = Some(how);
+    }
+}
+
+/// Copies the client's bytes to the server, and the server's messages
+/// (a type byte, a length, a body) to the client, losing one answer as
+/// armed: after the INSERT's CommandComplete, its ReadyForQuery (sent once
+/// the implicit transaction has committed) is cut or held back.
+async fn relay(
+    mut client_r: impl tokio::io::AsyncRead + Unpin + Send + 'static,
+    mut client_w: impl tokio::io::AsyncWrite + Unpin,
+    mut server_r: impl tokio::io::AsyncRead + Unpin,
+    mut server_w: impl tokio::io::AsyncWrite + Unpin + Send + 'static,
+    armed: std::sync::Arc<parking_lot::Mutex<Option<Lose>>>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let upstream = tokio::spawn(async move {
+        let _ = tokio::io::copy(&mut client_r, &mut server_w).await;
+    });
+    let mut pending = None;
+    loop {
+        let mut head = [0u8; 5];
+        if server_r.read_exact(&mut head).await.is_err() {
+            break;
+        }
+        let len = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize;
+        let mut body = vec![0u8; len.saturating_sub(4)];
+        if server_r.read_exact(&mut body).await.is_err() {
+            break;
+        }
+        if head[0] == b'C' && body.starts_with(b"INSERT") {
+            pending = armed.lock().take();
+        }
+        if head[0] == b'Z' {
+            match pending.take() {
+                Some(Lose::Cut) => break,
+                Some(Lose::Delay(d)) => tokio::time::sleep(d).await,
+                None => {}
+            }
+        }
+        if client_w.write_all(&head).await.is_err() || client_w.write_all(&body).await.is_err() {
+            break;
+        }
+    }
+    // Cut: both ways.
+    upstream.abort();
+    let _ = client_w.shutdown().await;
+}
+
+/// Whether the ledger's record of `id` is open, and how many tries it has.
+fn record_of(url: &str, id: &str) -> (bool, usize) {
+    let (url, id) = (url.to_owned(), id.to_owned());
+    std::thread::spawn(move || {
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        let row = c
+            .query_one(
+                "SELECT open, record FROM ate_ledger_records WHERE id = $1",
+                &[&id],
+            )
+            .unwrap();
+        let record: Value = serde_json::from_str(row.get::<_, &str>(1)).unwrap();
+        (row.get(0), record["tries"].as_array().unwrap().len())
+    })
+    .join()
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_begin_whose_answer_was_lost_is_taken_over_by_the_retry_not_held_for_its_lease() {
+    let database = ate_ledger::testing::TestDatabase::new();
+    let proxy = AnswerProxy::start(database.url());
+    for bin in SERVICES {
+        let s = Service::start(bin, &[("ATE_LEDGER_POSTGRES_URL", proxy.url.as_str())]);
+        let c = client();
+        let body = json!({"amount": 3});
+        // The begin is written, and its answer lost with the connection:
+        // the request is a 503 and sends nothing.
+        let key = format!("lost-begin-{}", bin.len());
+        proxy.lose_next_insert_answer(Lose::Cut);
+        let lost = invoke(&c, &s, &key, &body, "success", 0).await;
+        assert_eq!(lost.status(), 503, "{bin}");
+        assert_eq!(record_of(database.url(), &key), (true, 1), "{bin}");
+        assert_eq!(dispatched(&[&s]).await, 0, "{bin}");
+        // The retry takes the try over and runs it at once (it was a 409
+        // until the try's lease, 30 s, had run out).
+        let retry = invoke(&c, &s, &key, &body, "success", 0).await;
+        assert_eq!(retry.status(), 200, "{bin}");
+        assert_eq!(
+            record_of(database.url(), &key),
+            (false, 1),
+            "{bin}: one try"
+        );
+        assert_eq!(dispatched(&[&s]).await, 1, "{bin}");
+        assert!(
+            s.metrics()
+                .await
+                .contains("ate_ledger_transitions_total{outcome=\"adopted\"} 1"),
+            "{bin}"
+        );
+        // A try whose request is still waiting for the begin's answer is
+        // that request's: a second request on the key is a 409, and the
+        // first one runs.
+        let key = format!("slow-begin-{}", bin.len());
+        proxy.lose_next_insert_answer(Lose::Delay(Duration::from_millis(1500)));
+        let first = {
+            let (c, body, url, key) = (c.clone(), body.clone(), s.url("/invoke"), key.clone());
+            tokio::spawn(async move {
+                let res = c.post(url).header("idempotency-key", key);
+                res.json(&body).send().await.unwrap().status()
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(record_of(database.url(), &key), (true, 1), "{bin}");
+        let second = invoke(&c, &s, &key, &body, "success", 0).await;
+        assert_eq!(second.status(), 409, "{bin}");
+        assert_eq!(first.await.unwrap(), 200, "{bin}");
+        assert_eq!(dispatched(&[&s]).await, 2, "{bin}");
+    }
+}
