@@ -431,7 +431,7 @@ async fn a_replica_that_lost_its_lease_mid_call_answers_what_the_ledger_recorded
     }
 }
 
-/// What [`AnswerProxy`] does to the answer to the next INSERT.
+/// What [`AnswerProxy`] does to the answer to the next statement of a kind.
 #[derive(Debug, Clone, Copy)]
 enum Lose {
     /// The connection is cut once the server has committed it, before the
@@ -442,12 +442,17 @@ enum Lose {
 }
 
 /// A TCP proxy to the test database that can lose the answer to the next
-/// INSERT (a begin): a store connection that fails after the commit.
+/// INSERT (a begin) or UPDATE (a dispatch, a close): a store connection
+/// that fails after the commit.
 struct AnswerProxy {
     /// The connection string through it.
     url: String,
-    lose: std::sync::Arc<parking_lot::Mutex<Option<Lose>>>,
+    lose: Armed,
 }
+
+/// The statement's command tag (`INSERT`, `UPDATE`) whose answer to lose
+/// next, and how.
+type Armed = std::sync::Arc<parking_lot::Mutex<Option<(&'static str, Lose)>>>;
 
 impl AnswerProxy {
     /// Starts it on a thread and runtime of its own: the services connect
@@ -501,21 +506,21 @@ impl AnswerProxy {
         Self { url, lose }
     }
 
-    fn lose_next_insert_answer(&self, how: Lose) {
-        *self.lose.lock() = Some(how);
+    fn lose_next_answer(&self, to: &'static str, how: Lose) {
+        *self.lose.lock() = Some((to, how));
     }
 }
 
 /// Copies the client's bytes to the server, and the server's messages
 /// (a type byte, a length, a body) to the client, losing one answer as
-/// armed: after the INSERT's CommandComplete, its ReadyForQuery (sent once
+/// armed: after the statement's CommandComplete, its ReadyForQuery (sent once
 /// the implicit transaction has committed) is cut or held back.
 async fn relay(
     mut client_r: impl tokio::io::AsyncRead + Unpin + Send + 'static,
     mut client_w: impl tokio::io::AsyncWrite + Unpin,
     mut server_r: impl tokio::io::AsyncRead + Unpin,
     mut server_w: impl tokio::io::AsyncWrite + Unpin + Send + 'static,
-    armed: std::sync::Arc<parking_lot::Mutex<Option<Lose>>>,
+    armed: Armed,
 ) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let upstream = tokio::spawn(async move {
@@ -532,8 +537,14 @@ async fn relay(
         if server_r.read_exact(&mut body).await.is_err() {
             break;
         }
-        if head[0] == b'C' && body.starts_with(b"INSERT") {
-            pending = armed.lock().take();
+        if head[0] == b'C' {
+            let mut armed = armed.lock();
+            if let Some((tag, how)) = *armed
+                && body.starts_with(tag.as_bytes())
+            {
+                pending = Some(how);
+                *armed = None;
+            }
         }
         if head[0] == b'Z' {
             match pending.take() {
@@ -580,7 +591,7 @@ async fn a_begin_whose_answer_was_lost_is_taken_over_by_the_retry_not_held_for_i
         // The begin is written, and its answer lost with the connection:
         // the request is a 503 and sends nothing.
         let key = format!("lost-begin-{}", bin.len());
-        proxy.lose_next_insert_answer(Lose::Cut);
+        proxy.lose_next_answer("INSERT", Lose::Cut);
         let lost = invoke(&c, &s, &key, &body, "success", 0).await;
         assert_eq!(lost.status(), 503, "{bin}");
         assert_eq!(record_of(database.url(), &key), (true, 1), "{bin}");
@@ -605,7 +616,7 @@ async fn a_begin_whose_answer_was_lost_is_taken_over_by_the_retry_not_held_for_i
         // that request's: a second request on the key is a 409, and the
         // first one runs.
         let key = format!("slow-begin-{}", bin.len());
-        proxy.lose_next_insert_answer(Lose::Delay(Duration::from_millis(1500)));
+        proxy.lose_next_answer("INSERT", Lose::Delay(Duration::from_millis(1500)));
         let first = {
             let (c, body, url, key) = (c.clone(), body.clone(), s.url("/invoke"), key.clone());
             tokio::spawn(async move {
@@ -619,5 +630,16 @@ async fn a_begin_whose_answer_was_lost_is_taken_over_by_the_retry_not_held_for_i
         assert_eq!(second.status(), 409, "{bin}");
         assert_eq!(first.await.unwrap(), 200, "{bin}");
         assert_eq!(dispatched(&[&s]).await, 2, "{bin}");
+        // A dispatch whose answer is lost landed: the request is a 503 and
+        // sends nothing, and its try is never taken over (the provider may
+        // have seen it), so the retry is a 409, as for any call in flight.
+        let key = format!("lost-dispatch-{}", bin.len());
+        proxy.lose_next_answer("UPDATE", Lose::Cut);
+        let lost = invoke(&c, &s, &key, &body, "success", 0).await;
+        assert_eq!(lost.status(), 503, "{bin}");
+        assert_eq!(dispatched(&[&s]).await, 2, "{bin}: nothing sent");
+        let retry = invoke(&c, &s, &key, &body, "success", 0).await;
+        assert_eq!(retry.status(), 409, "{bin}");
+        assert_eq!(dispatched(&[&s]).await, 2, "{bin}: nothing sent");
     }
 }
