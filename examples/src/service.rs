@@ -811,10 +811,19 @@ impl AppState {
                 .await;
             return self.closed(&key, closed).await;
         }
-        // Durably dispatched BEFORE the provider sees anything.
+        // Durably dispatched BEFORE the provider sees anything. A store
+        // failure is retried for up to a second: marking it again is a
+        // no-op if the first write landed and only its answer was lost (a
+        // connection cut after the commit), so an Ok means durable either
+        // way.
         let l = lease.clone();
         match self
-            .blocking(move |ledger| ledger.mark_dispatched(&l))
+            .retrying(
+                &key,
+                "mark the try dispatched",
+                DISPATCH_RETRY,
+                move |ledger| ledger.mark_dispatched(&l),
+            )
             .await
         {
             Ok(Ok(())) => self.metrics.transition("dispatched"),
@@ -886,23 +895,38 @@ impl AppState {
         lease: &Lease,
         close: Close,
     ) -> Result<Result<ate_ledger::Record, ate_ledger::Error>, ApiResponse> {
-        let give_up = tokio::time::Instant::now() + self.ledger.config().lease_ttl;
+        let l = lease.clone();
+        let budget = self.ledger.config().lease_ttl;
+        self.retrying(&lease.key, "close the attempt", budget, move |ledger| {
+            ledger.close(&l, close.clone())
+        })
+        .await
+    }
+
+    /// Runs `op` on the ledger, and again, backing off from 50 ms up to a
+    /// second, while the store fails or the key is too contended, until
+    /// `budget` has passed; the last answer.
+    async fn retrying<T: Send + 'static>(
+        &self,
+        key: &Key,
+        what: &str,
+        budget: Duration,
+        op: impl Fn(&Ledger<LedgerStore>) -> Result<T, ate_ledger::Error> + Clone + Send + 'static,
+    ) -> Result<Result<T, ate_ledger::Error>, ApiResponse> {
+        let give_up = tokio::time::Instant::now() + budget;
         let mut pause = Duration::from_millis(50);
         loop {
-            let (l, c) = (lease.clone(), close.clone());
-            let closed = self.blocking(move |ledger| ledger.close(&l, c)).await;
-            match &closed {
+            let op = op.clone();
+            let answer = self.blocking(move |ledger| op(ledger)).await;
+            match &answer {
                 Ok(Err(
                     e @ (ate_ledger::Error::Storage(_) | ate_ledger::Error::Contended { .. }),
                 )) if tokio::time::Instant::now() + pause < give_up => {
-                    tracing::warn!(
-                        key = %lease.key,
-                        "cannot close the attempt yet ({e}); retrying in {pause:?}"
-                    );
+                    tracing::warn!(key = %key, "cannot {what} yet ({e}); retrying in {pause:?}");
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_secs(1));
                 }
-                _ => return closed,
+                _ => return answer,
             }
         }
     }
@@ -1075,6 +1099,10 @@ pub async fn shutdown_sequence(state: Shared, stop: tokio::sync::oneshot::Sender
     tracing::warn!("connections still open after the drain; exiting");
     std::process::exit(0);
 }
+
+/// How long an `/invoke` waits for a store that fails as it marks the try
+/// dispatched (the client is waiting) before it answers 503.
+const DISPATCH_RETRY: Duration = Duration::from_secs(1);
 
 /// The largest request body the services read (1 MiB, under the 1.5 MiB
 /// Kubernetes allows an object): the same on both frameworks, whose own

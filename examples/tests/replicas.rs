@@ -630,16 +630,17 @@ async fn a_begin_whose_answer_was_lost_is_taken_over_by_the_retry_not_held_for_i
         assert_eq!(second.status(), 409, "{bin}");
         assert_eq!(first.await.unwrap(), 200, "{bin}");
         assert_eq!(dispatched(&[&s]).await, 2, "{bin}");
-        // A dispatch whose answer is lost landed: the request is a 503 and
-        // sends nothing, and its try is never taken over (the provider may
-        // have seen it), so the retry is a 409, as for any call in flight.
+        // A dispatch whose answer is lost landed: marking it again finds it
+        // marked, which is as durable, and the call runs, once. (It was a
+        // 503 that sent nothing, and then 409 until the lease ran out and
+        // 504 for good: never sent, yet resolved as maybe sent.)
         let key = format!("lost-dispatch-{}", bin.len());
         proxy.lose_next_answer("UPDATE", Lose::Cut);
         let lost = invoke(&c, &s, &key, &body, "success", 0).await;
-        assert_eq!(lost.status(), 503, "{bin}");
-        assert_eq!(dispatched(&[&s]).await, 2, "{bin}: nothing sent");
+        assert_eq!(lost.status(), 200, "{bin}");
+        assert_eq!(dispatched(&[&s]).await, 3, "{bin}: sent once");
+        assert_eq!(record_of(database.url(), &key), (false, 1), "{bin}");
         let retry = invoke(&c, &s, &key, &body, "success", 0).await;
-        assert_eq!(retry.status(), 409, "{bin}");
-        assert_eq!(dispatched(&[&s]).await, 2, "{bin}: nothing sent");
+        assert_eq!(retry.headers()["idempotent-replayed"], "true", "{bin}");
     }
 }
