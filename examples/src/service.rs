@@ -760,8 +760,12 @@ impl AppState {
     ) -> ApiResponse {
         let owner = self.config.worker_id.clone();
         let working = Working::on(self, &key);
+        // A store failure is retried for up to a second; a begin that
+        // landed and lost only its answer is then found in flight under
+        // this worker's lease, and taken over below.
         let (k, f, o) = (key.clone(), fp.clone(), owner.clone());
-        let begun = match self.blocking(move |l| l.begin(&k, &f, &o)).await {
+        let begin = move |l: &Ledger<LedgerStore>| l.begin(&k, &f, &o);
+        let begun = match self.retrying(&key, "begin", STORE_RETRY, begin).await {
             Ok(r) => r,
             Err(resp) => return resp,
         };
@@ -783,12 +787,13 @@ impl AppState {
                 return Self::replay(&record.state).with_header("idempotent-replayed", "true");
             }
             // In flight. If the try is this worker's, not dispatched, and no
-            // request of this process works on the key, it was left by one
-            // whose begin landed but whose answer was lost (a store
-            // connection cut after the commit): that request answered 503
-            // and sent nothing. Take it over rather than answer 409 until
-            // its lease ends. The ledger fences off the old lease, so even
-            // a request still holding it could send nothing.
+            // other request of this process works on the key, it was left
+            // by a begin that landed but lost its answer (a store
+            // connection cut after the commit): this request's own, retried
+            // above, or one that answered 503 and sent nothing. Take it
+            // over rather than answer 409 until its lease ends. The ledger
+            // fences off the old lease, so even a request still holding it
+            // could send nothing.
             Err(conflict @ ate_ledger::Error::Conflict { .. }) if working.alone() => {
                 let (k, f, o) = (key.clone(), fp.clone(), owner);
                 match self.blocking(move |l| l.adopt(&k, &f, &o)).await {
@@ -821,7 +826,7 @@ impl AppState {
             .retrying(
                 &key,
                 "mark the try dispatched",
-                DISPATCH_RETRY,
+                STORE_RETRY,
                 move |ledger| ledger.mark_dispatched(&l),
             )
             .await
@@ -1100,9 +1105,9 @@ pub async fn shutdown_sequence(state: Shared, stop: tokio::sync::oneshot::Sender
     std::process::exit(0);
 }
 
-/// How long an `/invoke` waits for a store that fails as it marks the try
-/// dispatched (the client is waiting) before it answers 503.
-const DISPATCH_RETRY: Duration = Duration::from_secs(1);
+/// How long an `/invoke` waits for a store that fails as it begins or
+/// marks the try dispatched (the client is waiting) before it answers 503.
+const STORE_RETRY: Duration = Duration::from_secs(1);
 
 /// The largest request body the services read (1 MiB, under the 1.5 MiB
 /// Kubernetes allows an object): the same on both frameworks, whose own
