@@ -638,5 +638,28 @@ async fn a_begin_whose_answer_was_lost_is_taken_over_by_the_retry_not_held_for_i
         assert_eq!(record_of(database.url(), &key), (false, 1), "{bin}");
         let retry = invoke(&c, &s, &key, &body, "success", 0).await;
         assert_eq!(retry.headers()["idempotent-replayed"], "true", "{bin}");
+        // A close whose answer is lost landed: closing again finds it
+        // closed as recorded, and the client gets the provider's answer.
+        let key = format!("lost-close-{}", bin.len());
+        let call = {
+            let (c, body, url, key) = (c.clone(), body.clone(), s.url("/invoke"), key.clone());
+            tokio::spawn(async move {
+                let res = c.post(url).header("idempotency-key", key);
+                let res = res.header("x-simulate-delay-ms", "800").json(&body);
+                let res = res.send().await.unwrap();
+                (res.status(), res.text().await.unwrap())
+            })
+        };
+        eventually(Duration::from_secs(5), || async {
+            dispatched(&[&s]).await == 4
+        })
+        .await;
+        proxy.lose_next_answer("UPDATE", Lose::Cut);
+        let (status, answer) = call.await.unwrap();
+        assert_eq!(status, 200, "{bin}: {answer}");
+        assert!(answer.contains("rcpt-"), "{bin}: {answer}");
+        assert!(s.stderr().contains("cannot close the attempt yet"), "{bin}");
+        assert_eq!(record_of(database.url(), &key), (false, 1), "{bin}");
+        assert_eq!(dispatched(&[&s]).await, 4, "{bin}: sent once");
     }
 }
