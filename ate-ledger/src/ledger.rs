@@ -51,6 +51,27 @@ pub enum Close {
     ProviderUnavailable(String),
 }
 
+impl Close {
+    /// How the try and the attempt end with it.
+    fn ended(&self) -> (TryOutcome, State) {
+        match self.clone() {
+            Self::Succeeded(outcome) => (TryOutcome::Succeeded, State::Succeeded { outcome }),
+            Self::FailedAtProvider(outcome) => (
+                TryOutcome::FailedAtProvider,
+                State::FailedAtProvider { outcome },
+            ),
+            Self::PreProvider(reason) => (
+                TryOutcome::PreProviderFailure,
+                State::FailedPreProvider { reason },
+            ),
+            Self::ProviderUnavailable(reason) => (
+                TryOutcome::ProviderUnavailable,
+                State::ProviderUnavailable { reason },
+            ),
+        }
+    }
+}
+
 fn delta(d: Duration) -> TimeDelta {
     TimeDelta::from_std(d).unwrap_or(TimeDelta::MAX)
 }
@@ -330,68 +351,58 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     /// [`Close::ProviderUnavailable`]) require the try to be dispatched;
     /// [`Close::PreProvider`] requires it NOT to be.
     ///
+    /// Closing again with the same `close` once it has landed writes
+    /// nothing and returns the record: a close whose answer was lost (the
+    /// store wrote it, then the connection failed) can be retried.
+    ///
     /// # Errors
     ///
     /// - [`Error::IllegalTransition`]: a provider outcome on a try not
     ///   marked dispatched, or a pre-provider failure on one that was.
-    /// - [`Error::StaleLease`]: the lease no longer owns the attempt;
-    ///   [`get`](Self::get) shows what it was resolved to.
+    /// - [`Error::StaleLease`]: the lease no longer owns the attempt, and
+    ///   did not end it as `close` says; [`get`](Self::get) shows what it
+    ///   was resolved to.
     /// - [`Error::NotFound`], [`Error::Contended`], and the store's errors
     ///   as for [`get`](Self::get).
     pub fn close(&self, lease: &Lease, close: Close) -> Result<Record, Error> {
-        self.update_owned(lease, |record, now| {
+        let (outcome, state) = close.ended();
+        let closed = self.update_owned(lease, |record, now| {
             let key = lease.key.to_string();
             let t = Self::open_try_mut(record, lease)?;
             let dispatched = t.dispatched_at.is_some();
-            let needs_dispatch = || {
-                if dispatched {
-                    Ok(())
-                } else {
-                    Err(Error::IllegalTransition {
-                        key: key.clone(),
-                        detail: "a provider outcome needs the try marked dispatched first".into(),
-                    })
-                }
-            };
-            let (outcome, state) = match close.clone() {
-                Close::PreProvider(reason) => {
-                    if dispatched {
-                        return Err(Error::IllegalTransition {
-                            key,
-                            detail: "a dispatched try cannot fail before the provider".into(),
-                        });
-                    }
-                    (
-                        TryOutcome::PreProviderFailure,
-                        State::FailedPreProvider { reason },
-                    )
-                }
-                Close::Succeeded(outcome) => {
-                    needs_dispatch()?;
-                    (TryOutcome::Succeeded, State::Succeeded { outcome })
-                }
-                Close::FailedAtProvider(outcome) => {
-                    needs_dispatch()?;
-                    (
-                        TryOutcome::FailedAtProvider,
-                        State::FailedAtProvider { outcome },
-                    )
-                }
-                Close::ProviderUnavailable(reason) => {
-                    needs_dispatch()?;
-                    (
-                        TryOutcome::ProviderUnavailable,
-                        State::ProviderUnavailable { reason },
-                    )
-                }
-            };
+            let pre_provider = matches!(close, Close::PreProvider(_));
+            if pre_provider && dispatched {
+                return Err(Error::IllegalTransition {
+                    key,
+                    detail: "a dispatched try cannot fail before the provider".into(),
+                });
+            }
+            if !pre_provider && !dispatched {
+                return Err(Error::IllegalTransition {
+                    key,
+                    detail: "a provider outcome needs the try marked dispatched first".into(),
+                });
+            }
             t.closed = Some((now, outcome));
-            record.state = state;
+            record.state = state.clone();
             record.lease = None;
             record.ended_at = Some(now);
             Ok((true, ()))
-        })
-        .map(|(record, ())| record)
+        });
+        match closed {
+            Ok((record, ())) => Ok(record),
+            Err(stale @ Error::StaleLease { .. }) => {
+                // Ended by this very close (its answer lost)?
+                let record = self.store.get(&lease.key)?.filter(|r| {
+                    r.state == state
+                        && r.tries.last().is_some_and(|t| {
+                            t.id == lease.try_id && t.closed.is_some_and(|(_, o)| o == outcome)
+                        })
+                });
+                record.ok_or(stale)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Opens a new try under the same logical attempt and key, iff it

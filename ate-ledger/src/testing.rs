@@ -156,6 +156,9 @@ struct KeyModel {
     open_dispatched: bool,
     lease_expires: u64,
     holder_valid: bool,
+    /// How the driver's lease closed the attempt, while that close is
+    /// what ended it (a close again the same way answers the same).
+    closed_by: Option<CloseKind>,
 }
 
 /// The reference model: plain fields and the rules written out longhand.
@@ -200,6 +203,7 @@ impl Model {
         };
         k.open_dispatched = false;
         k.holder_valid = false;
+        k.closed_by = None;
     }
 
     /// The state name of `key` (`None`: no record).
@@ -249,6 +253,7 @@ impl Model {
                             open_dispatched: false,
                             lease_expires: now + ttl,
                             holder_valid: true,
+                            closed_by: None,
                         },
                     );
                     Outcome::Started
@@ -273,6 +278,10 @@ impl Model {
             },
             Op::Close { key, kind } => match self.keys.get_mut(&key) {
                 None => Outcome::Skipped,
+                // The close again, after it landed: the same answer.
+                Some(k) if k.state != "in_flight" && k.closed_by == Some(kind) => {
+                    Outcome::Ok(k.state)
+                }
                 Some(k) if !k.holder_valid || k.state != "in_flight" => Outcome::Stale,
                 Some(k) => {
                     let state = match kind {
@@ -286,6 +295,7 @@ impl Model {
                     k.state = state;
                     k.open_dispatched = false;
                     k.holder_valid = false;
+                    k.closed_by = Some(kind);
                     Outcome::Ok(state)
                 }
             },
@@ -309,6 +319,7 @@ impl Model {
                     k.tries += 1;
                     k.lease_expires = now + ttl;
                     k.holder_valid = true;
+                    k.closed_by = None;
                     Outcome::Ok("in_flight")
                 }
             },

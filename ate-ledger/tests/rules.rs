@@ -617,3 +617,60 @@ fn a_begin_whose_answer_was_lost_is_taken_over_by_its_owner_only_before_dispatch
         Err(Error::NotFound { .. })
     ));
 }
+
+#[test]
+fn a_close_again_the_same_way_answers_the_same_so_a_lost_answer_can_be_retried() {
+    let (ledger, clock) = setup();
+    let lease = start(&ledger);
+    ledger.mark_dispatched(&lease).unwrap();
+    let first = ledger
+        .close(&lease, Close::Succeeded("receipt-1".into()))
+        .unwrap();
+    // The store wrote it; the answer was lost; the caller closes again.
+    let again = ledger
+        .close(&lease, Close::Succeeded("receipt-1".into()))
+        .unwrap();
+    assert_eq!(again, first, "nothing written again");
+    // Another outcome is not what ended it.
+    for other in [
+        Close::Succeeded("receipt-2".into()),
+        Close::ProviderUnavailable("timeout".into()),
+    ] {
+        assert!(matches!(
+            ledger.close(&lease, other),
+            Err(Error::StaleLease { .. })
+        ));
+    }
+    // A try that recovery closed was not closed by its lease, whatever the
+    // lease now says.
+    let other_key = Key::new("t", "idem-2");
+    let Begin::Started(lost) = ledger.begin(&other_key, &fp(), "w1").unwrap() else {
+        panic!("new key");
+    };
+    clock.advance(Duration::from_secs(3600));
+    let recovered = ledger.recover().unwrap();
+    let State::FailedPreProvider { reason } = recovered[0].state.clone() else {
+        panic!("{:?}", recovered[0].state);
+    };
+    assert!(matches!(
+        ledger.close(&lost, Close::PreProvider("credentials".into())),
+        Err(Error::StaleLease { .. })
+    ));
+    // (Only the same words would pass for it: recovery's are its own.)
+    assert!(reason.contains("worker lost"), "{reason}");
+    // An earlier try's lease, closed the same way as the try that ended
+    // the attempt, did not end it.
+    let third = Key::new("t", "idem-3");
+    let Begin::Started(first_try) = ledger.begin(&third, &fp(), "w1").unwrap() else {
+        panic!("new key");
+    };
+    let no_credentials = || Close::PreProvider("no credentials".into());
+    ledger.close(&first_try, no_credentials()).unwrap();
+    let second_try = ledger.revive(&third, &fp(), "w1").unwrap();
+    ledger.close(&second_try, no_credentials()).unwrap();
+    assert!(ledger.close(&second_try, no_credentials()).is_ok());
+    assert!(matches!(
+        ledger.close(&first_try, no_credentials()),
+        Err(Error::StaleLease { .. })
+    ));
+}

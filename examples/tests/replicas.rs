@@ -581,7 +581,7 @@ fn record_of(url: &str, id: &str) -> (bool, usize) {
 }
 
 #[tokio::test]
-async fn a_begin_whose_answer_was_lost_is_taken_over_by_the_retry_not_held_for_its_lease() {
+async fn a_store_answer_lost_after_the_commit_neither_holds_the_key_nor_sends_twice() {
     let database = ate_ledger::testing::TestDatabase::new();
     let proxy = AnswerProxy::start(database.url());
     for bin in SERVICES {
@@ -639,7 +639,9 @@ async fn a_begin_whose_answer_was_lost_is_taken_over_by_the_retry_not_held_for_i
         let retry = invoke(&c, &s, &key, &body, "success", 0).await;
         assert_eq!(retry.headers()["idempotent-replayed"], "true", "{bin}");
         // A close whose answer is lost landed: closing again finds it
-        // closed as recorded, and the client gets the provider's answer.
+        // closed so, and the client gets the provider's answer as the
+        // call's own (it was answered as a replay, with a warning that the
+        // lease was lost).
         let key = format!("lost-close-{}", bin.len());
         let call = {
             let (c, body, url, key) = (c.clone(), body.clone(), s.url("/invoke"), key.clone());
@@ -647,7 +649,8 @@ async fn a_begin_whose_answer_was_lost_is_taken_over_by_the_retry_not_held_for_i
                 let res = c.post(url).header("idempotency-key", key);
                 let res = res.header("x-simulate-delay-ms", "800").json(&body);
                 let res = res.send().await.unwrap();
-                (res.status(), res.text().await.unwrap())
+                let replayed = res.headers().contains_key("idempotent-replayed");
+                (res.status(), replayed, res.text().await.unwrap())
             })
         };
         eventually(Duration::from_secs(5), || async {
@@ -655,10 +658,13 @@ async fn a_begin_whose_answer_was_lost_is_taken_over_by_the_retry_not_held_for_i
         })
         .await;
         proxy.lose_next_answer("UPDATE", Lose::Cut);
-        let (status, answer) = call.await.unwrap();
+        let (status, replayed, answer) = call.await.unwrap();
         assert_eq!(status, 200, "{bin}: {answer}");
         assert!(answer.contains("rcpt-"), "{bin}: {answer}");
+        // Its own answer, not a replay of another worker's resolution.
+        assert!(!replayed, "{bin}");
         assert!(s.stderr().contains("cannot close the attempt yet"), "{bin}");
+        assert!(!s.stderr().contains("lost the lease"), "{bin}");
         assert_eq!(record_of(database.url(), &key), (false, 1), "{bin}");
         assert_eq!(dispatched(&[&s]).await, 4, "{bin}: sent once");
     }
