@@ -159,6 +159,29 @@ pub enum InputError {
 impl InputError {
     /// The CLI exit code for unusable input.
     pub const EXIT_CODE: i32 = 2;
+
+    /// The same error, its message ending with `hint` (what to do).
+    pub(crate) fn with_hint(self, hint: &str) -> Self {
+        match self {
+            Self::Io { path, message } => Self::Io {
+                path,
+                message: format!("{message}; {hint}"),
+            },
+            Self::Parse {
+                file,
+                location,
+                message,
+            } => Self::Parse {
+                file,
+                location,
+                message: format!("{message}; {hint}"),
+            },
+            Self::Invalid { at, message } => Self::Invalid {
+                at,
+                message: format!("{message}; {hint}"),
+            },
+        }
+    }
 }
 
 #[doc = include_str!("../README.md")]

@@ -176,6 +176,34 @@ fn load_str_into(
     options: &LoadOptions,
     out: &mut Manifests,
 ) -> Result<(), InputError> {
+    load_docs_into(text, source, options, out).map_err(|e| {
+        if helm_dry_run(text) {
+            e.with_hint(HELM_DRY_RUN)
+        } else {
+            e
+        }
+    })
+}
+
+const HELM_DRY_RUN: &str = "this looks like what `helm install` or `helm upgrade` prints with \
+    `--dry-run` (a release summary, then HOOKS:, MANIFEST: and NOTES: around the manifests): \
+    give the manifests alone, from `helm template` (or `helm get manifest RELEASE` for what is \
+    deployed)";
+
+/// Whether `text` is the output of `helm install` / `helm upgrade` with
+/// `--dry-run`: a release summary (`LAST DEPLOYED:`), then the hooks,
+/// `MANIFEST:` and `NOTES:`, not manifests alone.
+fn helm_dry_run(text: &str) -> bool {
+    let mut lines = text.lines();
+    lines.any(|l| l.starts_with("LAST DEPLOYED: ")) && lines.any(|l| l.trim_end() == "MANIFEST:")
+}
+
+fn load_docs_into(
+    text: &str,
+    source: &str,
+    options: &LoadOptions,
+    out: &mut Manifests,
+) -> Result<(), InputError> {
     let mut docs = documents(text, source)?;
     if docs.is_empty() && !text.trim_start().starts_with('[') {
         return Err(bad(

@@ -1235,3 +1235,27 @@ fn the_secret_a_cert_manager_certificate_makes_holds_the_tls_keys() {
             .is_empty()
     );
 }
+
+#[test]
+fn helm_dry_run_output_is_unusable_input_saying_what_to_give_instead() {
+    // `helm upgrade --dry-run` wraps the manifests in a release summary:
+    // not YAML at all after `helm upgrade`, a document without a kind
+    // after `helm install`. Both were exit 2 without a word on why.
+    let manifests = docs(&[&cm("cfg", &["DB_HOST"]), &deployment("web", KEYREF)]);
+    let install = format!(
+        "NAME: app\nLAST DEPLOYED: Mon Nov 30 09:10:00 2026\nNAMESPACE: default\n\
+         STATUS: pending-install\nREVISION: 1\nTEST SUITE: None\nHOOKS:\nMANIFEST:\n---\n\
+         {manifests}\nNOTES:\n1. Get the application URL by running these commands:\n"
+    );
+    let upgrade = format!("Release \"app\" has been upgraded. Happy Helming!\n{install}");
+    for text in [install, upgrade] {
+        let err = load_err(&text).to_string();
+        assert!(
+            err.contains("`helm install` or `helm upgrade` prints with `--dry-run`")
+                && err.contains("`helm template`"),
+            "{err}"
+        );
+    }
+    // Manifests alone load.
+    assert!(run(NOTHING, &manifests).is_safe());
+}
