@@ -590,8 +590,40 @@ fn load_doc(
         }
         "ExternalSecret" if group == "external-secrets.io" => {
             let (namespace, name) = meta_names(&doc, at, options)?;
-            if let Some(made) = external_secret(&doc, &kind, namespace, name, at)? {
+            let spec = doc
+                .get("spec")
+                .ok_or_else(|| bad(at, "ExternalSecret without spec"))?;
+            if let Some(made) = external_secret(spec, &kind, namespace, name, at)? {
                 out.objects.push(made);
+            }
+        }
+        // An ExternalSecret for each namespace it lists (`spec.namespaces`),
+        // named `spec.externalSecretName` or as itself. The namespaces its
+        // selectors pick are not in the input: none is derived for them.
+        "ClusterExternalSecret" if group == "external-secrets.io" => {
+            let (_, name) = meta_names(&doc, at, options)?;
+            let spec = doc
+                .get("spec")
+                .ok_or_else(|| bad(at, "ClusterExternalSecret without spec"))?;
+            let es_spec = spec
+                .get("externalSecretSpec")
+                .ok_or_else(|| bad(at, "ClusterExternalSecret without spec.externalSecretSpec"))?;
+            let es_name = spec
+                .get("externalSecretName")
+                .and_then(Node::as_str)
+                .filter(|n| !n.is_empty())
+                .unwrap_or(&name);
+            let namespaces = match spec.get("namespaces") {
+                None | Some(Node::Null) => Vec::new(),
+                Some(Node::Seq(list)) => list.iter().filter_map(Node::as_str).collect(),
+                Some(_) => return Err(bad(at, "spec.namespaces is not a list")),
+            };
+            for ns in namespaces {
+                if let Some(made) =
+                    external_secret(es_spec, &kind, ns.to_owned(), es_name.to_owned(), at)?
+                {
+                    out.objects.push(made);
+                }
             }
         }
         _ if group == GATEWAY_API => {
@@ -885,7 +917,8 @@ fn made_secret(
     }
 }
 
-/// The Secret an ExternalSecret makes, if its manifest names every key:
+/// The Secret an ExternalSecret makes from `spec` (its own, or a
+/// ClusterExternalSecret's `externalSecretSpec`), if it names every key:
 /// `spec.target.name` (else its own name), with the `secretKey` of each
 /// `spec.data` item, or the keys of `spec.target.template.data` (and those
 /// too with `mergePolicy: Merge`). None when it makes no Secret of its own
@@ -893,15 +926,12 @@ fn made_secret(
 /// must hold), or when a `dataFrom` or a `templateFrom` brings keys that
 /// only the provider knows: the live Secret must then be given.
 fn external_secret(
-    doc: &Node,
+    spec: &Node,
     kind: &str,
     namespace: String,
     name: String,
     at: &str,
 ) -> Result<Option<ConfigObject>, InputError> {
-    let spec = doc
-        .get("spec")
-        .ok_or_else(|| bad(at, "ExternalSecret without spec"))?;
     let target = spec.get("target");
     fn field<'a>(node: Option<&'a Node>, key: &str) -> Option<&'a str> {
         node.and_then(|n| n.get(key)).and_then(Node::as_str)

@@ -1184,6 +1184,64 @@ fn the_secret_an_external_secret_makes_holds_the_keys_its_manifest_names() {
 }
 
 #[test]
+fn a_cluster_external_secret_stands_for_the_secret_in_each_namespace_it_lists() {
+    // One ClusterExternalSecret makes an ExternalSecret, and so a Secret,
+    // in each namespace. A repo holding it was missing-object for every
+    // Deployment reading that Secret.
+    let ces = |namespaces: &str| {
+        format!(
+            "apiVersion: external-secrets.io/v1beta1\nkind: ClusterExternalSecret\nmetadata:\n  \
+             name: api-everywhere\nspec:\n  externalSecretName: api\n{namespaces}  \
+             externalSecretSpec:\n    secretStoreRef: {{name: vault, kind: ClusterSecretStore}}\n    \
+             data:\n      - secretKey: token\n        remoteRef: {{key: prod/api, property: token}}\n"
+        )
+    };
+    let listed = ces("  namespaces: [shop, billing]\n");
+    let web_in = |ns: &str| {
+        deployment("web", READS_TOKEN).replacen(
+            "metadata:\n",
+            &format!("metadata:\n  namespace: {ns}\n"),
+            1,
+        )
+    };
+    for ns in ["shop", "billing"] {
+        let report = run(NOTHING, &docs(&[&listed, &web_in(ns)]));
+        assert!(report.is_safe(), "{ns}: {}", report.to_text());
+    }
+    let read = load(&listed);
+    assert_eq!(
+        read.objects
+            .iter()
+            .map(|o| (o.id.to_string(), o.made_by.clone().unwrap()))
+            .collect::<Vec<_>>(),
+        vec![
+            (
+                "Secret/shop/api".into(),
+                "ClusterExternalSecret/shop/api".into()
+            ),
+            (
+                "Secret/billing/api".into(),
+                "ClusterExternalSecret/billing/api".into()
+            ),
+        ]
+    );
+    assert!(!format!("{read:?}").contains("prod/api"));
+    // A namespace it does not list, or one only a selector picks (the
+    // namespaces' labels are not in the input): not made.
+    let report = run(NOTHING, &docs(&[&listed, &web_in("other")]));
+    assert_eq!(
+        codes(&report),
+        vec![("missing-object".into(), Some("token".into()))]
+    );
+    let selected = ces("  namespaceSelector: {matchLabels: {team: shop}}\n");
+    let report = run(NOTHING, &docs(&[&selected, &web_in("shop")]));
+    assert_eq!(
+        codes(&report),
+        vec![("missing-object".into(), Some("token".into()))]
+    );
+}
+
+#[test]
 fn a_live_secret_beside_its_sealed_or_external_secret_is_the_one_read() {
     // `kubectl get sealedsecret,externalsecret,secret -o yaml` lists both:
     // not "appears twice", and the cluster's keys win.
