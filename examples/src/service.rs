@@ -760,54 +760,63 @@ impl AppState {
     ) -> ApiResponse {
         let owner = self.config.worker_id.clone();
         let working = Working::on(self, &key);
-        // A store failure is retried for up to a second; a begin that
-        // landed and lost only its answer is then found in flight under
-        // this worker's lease, and taken over below.
-        let (k, f, o) = (key.clone(), fp.clone(), owner.clone());
-        let begin = move |l: &Ledger<LedgerStore>| l.begin(&k, &f, &o);
-        let begun = match self.retrying(&key, "begin", STORE_RETRY, begin).await {
-            Ok(r) => r,
-            Err(resp) => return resp,
-        };
-        let lease = match begun {
-            Ok(Begin::Started(lease)) => lease,
-            Ok(Begin::Replay(record)) if record.is_revivable() => {
-                let (k, f, o) = (key.clone(), fp.clone(), owner);
-                match self.blocking(move |l| l.revive(&k, &f, &o)).await {
-                    Ok(Ok(lease)) => {
-                        self.metrics.transition("revived");
-                        lease
+        // A store failure is retried for up to a second; a begin (or a
+        // revive) that landed and lost only its answer is then found in
+        // flight under this worker's lease, and taken over below.
+        let mut revive_failures = 0;
+        let lease = loop {
+            let (k, f, o) = (key.clone(), fp.clone(), owner.clone());
+            let begin = move |l: &Ledger<LedgerStore>| l.begin(&k, &f, &o);
+            let begun = match self.retrying(&key, "begin", STORE_RETRY, begin).await {
+                Ok(r) => r,
+                Err(resp) => return resp,
+            };
+            match begun {
+                Ok(Begin::Started(lease)) => break lease,
+                Ok(Begin::Replay(record)) if record.is_revivable() => {
+                    let (k, f, o) = (key.clone(), fp.clone(), owner.clone());
+                    match self.blocking(move |l| l.revive(&k, &f, &o)).await {
+                        Ok(Ok(lease)) => {
+                            self.metrics.transition("revived");
+                            break lease;
+                        }
+                        // It may have landed: begin again, which finds it
+                        // in flight (and takes it over) or revivable.
+                        Ok(Err(
+                            ate_ledger::Error::Storage(_) | ate_ledger::Error::Contended { .. },
+                        )) if revive_failures < 2 => revive_failures += 1,
+                        Ok(Err(e)) => return self.ledger_error(e),
+                        Err(resp) => return resp,
                     }
-                    Ok(Err(e)) => return self.ledger_error(e),
-                    Err(resp) => return resp,
                 }
-            }
-            Ok(Begin::Replay(record)) => {
-                self.metrics.transition("replayed");
-                return Self::replay(&record.state).with_header("idempotent-replayed", "true");
-            }
-            // In flight. If the try is this worker's, not dispatched, and no
-            // other request of this process works on the key, it was left
-            // by a begin that landed but lost its answer (a store
-            // connection cut after the commit): this request's own, retried
-            // above, or one that answered 503 and sent nothing. Take it
-            // over rather than answer 409 until its lease ends. The ledger
-            // fences off the old lease, so even a request still holding it
-            // could send nothing.
-            Err(conflict @ ate_ledger::Error::Conflict { .. }) if working.alone() => {
-                let (k, f, o) = (key.clone(), fp.clone(), owner);
-                match self.blocking(move |l| l.adopt(&k, &f, &o)).await {
-                    Ok(Ok(Some(lease))) => {
-                        tracing::info!(key = %key, "took over a try whose begin lost its answer");
-                        self.metrics.transition("adopted");
-                        lease
+                Ok(Begin::Replay(record)) => {
+                    self.metrics.transition("replayed");
+                    return Self::replay(&record.state).with_header("idempotent-replayed", "true");
+                }
+                // In flight. If the try is this worker's, not dispatched,
+                // and no other request of this process works on the key, it
+                // was left by a begin (or revive) that landed but lost its
+                // answer (a store connection cut after the commit): this
+                // request's own, retried above, or one that answered 503
+                // and sent nothing. Take it over rather than answer 409
+                // until its lease ends. The ledger fences off the old
+                // lease, so even a request still holding it could send
+                // nothing.
+                Err(conflict @ ate_ledger::Error::Conflict { .. }) if working.alone() => {
+                    let (k, f, o) = (key.clone(), fp.clone(), owner.clone());
+                    match self.blocking(move |l| l.adopt(&k, &f, &o)).await {
+                        Ok(Ok(Some(lease))) => {
+                            tracing::info!(key = %key, "took over a try whose begin lost its answer");
+                            self.metrics.transition("adopted");
+                            break lease;
+                        }
+                        Ok(Ok(None)) => return self.ledger_error(conflict),
+                        Ok(Err(e)) => return self.ledger_error(e),
+                        Err(resp) => return resp,
                     }
-                    Ok(Ok(None)) => return self.ledger_error(conflict),
-                    Ok(Err(e)) => return self.ledger_error(e),
-                    Err(resp) => return resp,
                 }
+                Err(e) => return self.ledger_error(e),
             }
-            Err(e) => return self.ledger_error(e),
         };
         // Credentials are checked before anything is sent.
         if behaviour == "credential_error" {

@@ -626,6 +626,21 @@ async fn a_store_answer_lost_after_the_commit_neither_holds_the_key_nor_sends_tw
         assert_eq!(second.status(), 409, "{bin}");
         assert_eq!(first.await.unwrap(), 200, "{bin}");
         assert_eq!(dispatched(&[&s]).await, 2, "{bin}");
+        // A revive whose answer is lost landed: the request begins again,
+        // finds the new try in flight under this worker's lease, takes it
+        // over and runs it (it was a 503, and then the client's retry).
+        let key = format!("lost-revive-{}", bin.len());
+        let failed = invoke(&c, &s, &key, &body, "credential_error", 0).await;
+        assert_eq!(failed.status(), 424, "{bin}");
+        proxy.lose_next_answer("UPDATE", Lose::Cut);
+        let revived = invoke(&c, &s, &key, &body, "success", 0).await;
+        assert_eq!(revived.status(), 200, "{bin}");
+        assert_eq!(
+            record_of(database.url(), &key),
+            (false, 2),
+            "{bin}: two tries"
+        );
+        assert_eq!(dispatched(&[&s]).await, 3, "{bin}: sent once");
         // A dispatch whose answer is lost landed: marking it again finds it
         // marked, which is as durable, and the call runs, once. (It was a
         // 503 that sent nothing, and then 409 until the lease ran out and
@@ -634,7 +649,7 @@ async fn a_store_answer_lost_after_the_commit_neither_holds_the_key_nor_sends_tw
         proxy.lose_next_answer("UPDATE", Lose::Cut);
         let lost = invoke(&c, &s, &key, &body, "success", 0).await;
         assert_eq!(lost.status(), 200, "{bin}");
-        assert_eq!(dispatched(&[&s]).await, 3, "{bin}: sent once");
+        assert_eq!(dispatched(&[&s]).await, 4, "{bin}: sent once");
         assert_eq!(record_of(database.url(), &key), (false, 1), "{bin}");
         let retry = invoke(&c, &s, &key, &body, "success", 0).await;
         assert_eq!(retry.headers()["idempotent-replayed"], "true", "{bin}");
@@ -654,7 +669,7 @@ async fn a_store_answer_lost_after_the_commit_neither_holds_the_key_nor_sends_tw
             })
         };
         eventually(Duration::from_secs(5), || async {
-            dispatched(&[&s]).await == 4
+            dispatched(&[&s]).await == 5
         })
         .await;
         proxy.lose_next_answer("UPDATE", Lose::Cut);
@@ -666,6 +681,6 @@ async fn a_store_answer_lost_after_the_commit_neither_holds_the_key_nor_sends_tw
         assert!(s.stderr().contains("cannot close the attempt yet"), "{bin}");
         assert!(!s.stderr().contains("lost the lease"), "{bin}");
         assert_eq!(record_of(database.url(), &key), (false, 1), "{bin}");
-        assert_eq!(dispatched(&[&s]).await, 4, "{bin}: sent once");
+        assert_eq!(dispatched(&[&s]).await, 5, "{bin}: sent once");
     }
 }
