@@ -161,15 +161,15 @@ type Accounts<'a> = HashMap<(&'a str, &'a str), &'a ServiceAccount>;
 fn unique<'a, T, K: Eq + std::hash::Hash>(
     items: &'a [T],
     key: impl Fn(&'a T) -> K,
-    name: impl Fn(&T) -> String,
+    name: impl Fn(&T, &T) -> String,
     at: &str,
 ) -> Result<HashMap<K, &'a T>, InputError> {
     let mut map = HashMap::with_capacity(items.len());
     for item in items {
-        if map.insert(key(item), item).is_some() {
+        if let Some(first) = map.insert(key(item), item) {
             return Err(InputError::Invalid {
                 at: at.into(),
-                message: format!("{} appears twice", name(item)),
+                message: format!("{} appears twice", name(first, item)),
             });
         }
     }
@@ -178,7 +178,25 @@ fn unique<'a, T, K: Eq + std::hash::Hash>(
 
 /// Objects by identity, borrowed (no copies of key sets).
 fn index<'a>(objects: &'a [ConfigObject], at: &str) -> Result<Index<'a>, InputError> {
-    unique(objects, |o| &o.id, |o| o.id.to_string(), at)
+    fn made(o: &ConfigObject) -> &str {
+        o.made_by.as_deref().unwrap_or("the input itself")
+    }
+    unique(
+        objects,
+        |o| &o.id,
+        |first, second| match (&first.made_by, &second.made_by) {
+            (None, None) => first.id.to_string(),
+            // Two controllers would write it: which keys it ends with is
+            // not known.
+            _ => format!(
+                "{} (made by {} and by {})",
+                first.id,
+                made(first),
+                made(second)
+            ),
+        },
+        at,
+    )
 }
 
 /// ServiceAccounts by namespace and name.
@@ -186,7 +204,7 @@ fn accounts<'a>(list: &'a [ServiceAccount], at: &str) -> Result<Accounts<'a>, In
     unique(
         list,
         |a| (a.namespace.as_str(), a.name.as_str()),
-        |a| format!("ServiceAccount/{}/{}", a.namespace, a.name),
+        |_, a| format!("ServiceAccount/{}/{}", a.namespace, a.name),
         at,
     )
 }

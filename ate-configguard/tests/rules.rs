@@ -1239,6 +1239,28 @@ fn a_cluster_external_secret_stands_for_the_secret_in_each_namespace_it_lists() 
         codes(&report),
         vec![("missing-object".into(), Some("token".into()))]
     );
+    // Two makers of one Secret: which keys it ends with is not known, and
+    // the error names both.
+    let own = external(
+        "api",
+        "  data:\n    - secretKey: other\n      remoteRef: {key: x}\n",
+    )
+    .replacen("  name: api\n", "  name: api\n  namespace: shop\n", 1);
+    let input = CheckInput {
+        current: load(NOTHING),
+        proposed: load(&docs(&[&listed, &own])),
+        inventory: None,
+        deletion: Deletion::Listed,
+        delete: Vec::new(),
+    };
+    let err = check(&input).unwrap_err().to_string();
+    assert!(
+        err.contains(
+            "Secret/shop/api (made by ClusterExternalSecret/shop/api and by \
+             ExternalSecret/shop/api) appears twice"
+        ),
+        "{err}"
+    );
 }
 
 #[test]
