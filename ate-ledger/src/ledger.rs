@@ -428,14 +428,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     ) -> Result<Lease, Error> {
         Self::validate(key, fingerprint)?;
         let now = self.clock.now();
-        let mut record = self.store.get(key)?.ok_or_else(|| Error::NotFound {
-            key: key.to_string(),
-        })?;
-        if record.fingerprint != *fingerprint {
-            return Err(Error::FingerprintMismatch {
-                key: key.to_string(),
-            });
-        }
+        let mut record = self.record_of(key, fingerprint)?;
         if !matches!(record.state, State::FailedPreProvider { .. }) {
             return Err(Error::NotRevivable {
                 key: key.to_string(),
@@ -518,14 +511,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
         Self::validate(key, fingerprint)?;
         for _ in 0..CAS_RETRIES {
             let now = self.clock.now();
-            let mut record = self.store.get(key)?.ok_or_else(|| Error::NotFound {
-                key: key.to_string(),
-            })?;
-            if record.fingerprint != *fingerprint {
-                return Err(Error::FingerprintMismatch {
-                    key: key.to_string(),
-                });
-            }
+            let mut record = self.record_of(key, fingerprint)?;
             if record.state.is_closed() {
                 return Ok(None);
             }
@@ -559,6 +545,19 @@ impl<S: Store, C: Clock> Ledger<S, C> {
         Err(Error::Contended {
             key: key.to_string(),
         })
+    }
+
+    /// The record of `key`, made for the request `fingerprint`.
+    fn record_of(&self, key: &Key, fingerprint: &Fingerprint) -> Result<Record, Error> {
+        let record = self.store.get(key)?.ok_or_else(|| Error::NotFound {
+            key: key.to_string(),
+        })?;
+        if record.fingerprint != *fingerprint {
+            return Err(Error::FingerprintMismatch {
+                key: key.to_string(),
+            });
+        }
+        Ok(record)
     }
 
     /// Closes `record`'s open try by the dispatch rule; `lost` says how the
