@@ -356,8 +356,7 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
                     }
                     (Side::Proposed, _) if w.dormant.is_none() => {
                         check_reference(&ctx, w, side, r, &mut findings);
-                        check_wave(&ctx, w, r, &mut findings);
-                        check_post_hook(&ctx, w, r, &mut findings);
+                        check_arrives_later(&ctx, w, r, &mut findings);
                     }
                     _ => check_reference(&ctx, w, side, r, &mut findings),
                 }
@@ -492,73 +491,72 @@ fn check_hook(
 }
 
 /// A reference of a proposed workload (no hook, or an Argo CD `Sync` one)
-/// to what only a hook that runs after the change brings (Helm
-/// `post-install` / `post-upgrade`, Argo CD `PostSync`): its new pods
-/// cannot start until that hook runs, and Argo CD (or `helm --wait`) waits
-/// for them to be ready before it runs any (`created-by-post-hook`).
-fn check_post_hook(ctx: &Ctx<'_>, w: &Workload, r: &Reference, out: &mut BTreeSet<Finding>) {
-    let target = r.target(&w.id.namespace);
-    let Some((post, hook)) = ctx.proposed_in.get(&target).and_then(|o| {
-        o.hook
-            .as_ref()
-            .filter(|h| h.phase == HookPhase::AfterChange && h.kept_after())
-            .map(|h| (*o, h))
-    }) else {
-        return;
-    };
-    let now = ctx.current.get(&target);
-    if !r.resolves_in(post) || now.is_some_and(|o| r.resolves_in(o)) {
-        return;
-    }
-    let kind = r.kind;
-    let what = match &r.key {
-        Some(key) if now.is_some() => format!("key {key}"),
-        _ => kind.to_string(),
-    };
-    let message = format!(
-        "the {what} comes only with a hook that runs after the change is applied ({}): its new \
-         pods cannot start until then, and Argo CD (or `helm --wait`) waits for them first; \
-         make the {kind} no hook, or one that runs before the change (pre-install / \
-         pre-upgrade, PreSync)",
-        hook.annotation
-    );
-    out.insert(too_late("created-by-post-hook", w, r, target, message));
-}
-
-/// A reference of a proposed workload that Argo CD syncs in an earlier wave
-/// than the config object it reads: its new pods start while that object is
-/// still as it is now, and Argo CD waits for them to be healthy before it
-/// syncs the next wave. Something the change brings in a later wave is a
-/// failure of its own (`later-sync-wave`). (What the state after the change
-/// lacks is [`check_reference`]'s to report.)
-fn check_wave(ctx: &Ctx<'_>, w: &Workload, r: &Reference, out: &mut BTreeSet<Finding>) {
+/// to a config object that the change brings only after the workload's new
+/// pods start, so that they start while it is as it is now:
+///
+/// - in a later Argo CD sync wave (`later-sync-wave`): Argo CD waits for
+///   the pods to be healthy before it syncs the next wave;
+/// - with a hook that runs after the change (Helm `post-install` /
+///   `post-upgrade`, Argo CD `PostSync`; `created-by-post-hook`): Argo CD
+///   (or `helm --wait`) waits for the pods to be ready before it runs any.
+///
+/// What that object brings and the current one lacks is a failure of its
+/// own. (What the state after the change lacks is [`check_reference`]'s to
+/// report.)
+fn check_arrives_later(ctx: &Ctx<'_>, w: &Workload, r: &Reference, out: &mut BTreeSet<Finding>) {
     let target = r.target(&w.id.namespace);
     let wave = w.sync_wave.unwrap_or(0);
-    let Some(later) = ctx.proposed_in.get(&target).filter(|o| {
-        o.hook
-            .as_ref()
-            .is_none_or(|h| h.phase == HookPhase::WithChange)
-            && o.sync_wave.unwrap_or(0) > wave
-    }) else {
+    let Some(later) = ctx.proposed_in.get(&target).copied() else {
         return;
     };
+    let post_hook = later
+        .hook
+        .as_ref()
+        .filter(|h| h.phase == HookPhase::AfterChange && h.kept_after());
+    let in_later_wave = later
+        .hook
+        .as_ref()
+        .is_none_or(|h| h.phase == HookPhase::WithChange)
+        && later.sync_wave.unwrap_or(0) > wave;
+    if post_hook.is_none() && !in_later_wave {
+        return;
+    }
     let now = ctx.current.get(&target);
     if !r.resolves_in(later) || now.is_some_and(|o| r.resolves_in(o)) {
         return;
     }
     let kind = r.kind;
-    let later_wave = later.sync_wave.unwrap_or(0);
-    let what = match &r.key {
-        Some(key) if now.is_some() => {
-            format!("the key {key} comes only with the {kind}'s change in wave {later_wave}")
+    let (code, message) = match post_hook {
+        Some(hook) => {
+            let what = match &r.key {
+                Some(key) if now.is_some() => format!("key {key}"),
+                _ => kind.to_string(),
+            };
+            let message = format!(
+                "the {what} comes only with a hook that runs after the change is applied \
+                 ({}): its new pods cannot start until then, and Argo CD (or `helm --wait`) \
+                 waits for them first; make the {kind} no hook, or one that runs before the \
+                 change (pre-install / pre-upgrade, PreSync)",
+                hook.annotation
+            );
+            ("created-by-post-hook", message)
         }
-        _ => format!("the {kind} is created only in wave {later_wave}"),
+        None => {
+            let later_wave = later.sync_wave.unwrap_or(0);
+            let what = match &r.key {
+                Some(key) if now.is_some() => format!(
+                    "the key {key} comes only with the {kind}'s change in wave {later_wave}"
+                ),
+                _ => format!("the {kind} is created only in wave {later_wave}"),
+            };
+            let message = format!(
+                "is synced in wave {wave}, and {what}: its new pods cannot start, and Argo CD \
+                 waits for them before the next wave; put the {kind} in wave {wave} or earlier"
+            );
+            ("later-sync-wave", message)
+        }
     };
-    let message = format!(
-        "is synced in wave {wave}, and {what}: its new pods cannot start, and Argo CD waits for \
-         them before the next wave; put the {kind} in wave {wave} or earlier"
-    );
-    out.insert(too_late("later-sync-wave", w, r, target, message));
+    out.insert(too_late(code, w, r, target, message));
 }
 
 /// A proposed workload's reference to what the change brings only after
