@@ -272,9 +272,7 @@ fn meta_names(doc: &Node, at: &str, options: &LoadOptions) -> Result<(String, St
         .get("metadata")
         .ok_or_else(|| bad(at, "missing metadata"))?;
     let name = meta
-        .get("name")
-        .and_then(Node::as_str)
-        .filter(|n| !n.is_empty())
+        .name_at("name")
         .ok_or_else(|| bad(at, "missing or empty metadata.name"))?;
     let namespace = match meta.get("namespace") {
         None | Some(Node::Null) => options.default_namespace.clone(),
@@ -561,9 +559,7 @@ fn load_doc(
             let (namespace, name) = meta_names(&doc, at, options)?;
             let spec = doc.get("spec");
             let secret = spec
-                .and_then(|s| s.get("secretName"))
-                .and_then(Node::as_str)
-                .filter(|n| !n.is_empty())
+                .and_then(|s| s.name_at("secretName"))
                 .ok_or_else(|| bad(at, format!("Certificate {name} without spec.secretName")))?
                 .to_owned();
             // What cert-manager always writes; `ca.crt` only when the
@@ -608,11 +604,7 @@ fn load_doc(
             let es_spec = spec
                 .get("externalSecretSpec")
                 .ok_or_else(|| bad(at, "ClusterExternalSecret without spec.externalSecretSpec"))?;
-            let es_name = spec
-                .get("externalSecretName")
-                .and_then(Node::as_str)
-                .filter(|n| !n.is_empty())
-                .unwrap_or(&name);
+            let es_name = spec.name_at("externalSecretName").unwrap_or(&name);
             let namespaces = match spec.get("namespaces") {
                 None | Some(Node::Null) => Vec::new(),
                 Some(Node::Seq(list)) => list.iter().filter_map(Node::as_str).collect(),
@@ -861,20 +853,18 @@ fn order_from<'a>(
             });
         }
     };
-    let deleted_after = [
+    let mut deleted_after = None;
+    for (name, policy) in [
         ("helm.sh/hook-delete-policy", "hook-succeeded"),
         ("argocd.argoproj.io/hook-delete-policy", "HookSucceeded"),
-    ]
-    .into_iter()
-    .map(|(name, policy)| {
-        Ok(annotation(name)?
-            .filter(|v| csv(v).any(|p| p.eq_ignore_ascii_case(policy)))
-            .map(|v| format!("{name}={v}")))
-    })
-    .collect::<Result<Vec<_>, InputError>>()?
-    .into_iter()
-    .flatten()
-    .next();
+    ] {
+        if let Some(v) = annotation(name)?
+            && csv(v).any(|p| p.eq_ignore_ascii_case(policy))
+        {
+            deleted_after = Some(format!("{name}={v}"));
+            break;
+        }
+    }
     let sync_wave = if phase == HookPhase::WithChange {
         weight
     } else {
@@ -893,8 +883,8 @@ fn order_from<'a>(
 }
 
 /// The Secret a controller makes from `kind` `namespace/name` (a
-/// SealedSecret, an ExternalSecret), named `target` (else `name`), with
-/// `keys`.
+/// SealedSecret, an ExternalSecret, a cert-manager Certificate), named
+/// `target` (else `name`), with `keys`.
 fn made_secret(
     kind: &str,
     namespace: String,
@@ -976,9 +966,7 @@ fn external_secret(
         template.and_then(|t| t.get("immutable")),
         Some(Node::Bool(true))
     );
-    let target_name = field(target, "name")
-        .filter(|n| !n.is_empty())
-        .map(str::to_owned);
+    let target_name = target.and_then(|t| t.name_at("name")).map(str::to_owned);
     Ok(Some(made_secret(
         kind,
         namespace,
@@ -989,9 +977,9 @@ fn external_secret(
     )))
 }
 
-/// Drops each Secret made from a SealedSecret or an ExternalSecret that the
-/// input also holds as a real Secret (a live dump lists both): what the
-/// cluster holds wins.
+/// Drops each Secret a controller makes ([`made_secret`]) that the input
+/// also holds as a real Secret (a live dump lists both): what the cluster
+/// holds wins.
 fn settle(out: &mut Manifests) {
     let real: BTreeSet<ObjectId> = out
         .objects
@@ -1086,7 +1074,7 @@ fn object_ref(item: &Node, default_kind: Option<&str>, ns: &str) -> Option<Objec
         ("", Some("ConfigMap")) => ConfigKind::ConfigMap,
         _ => return None,
     };
-    let name = field("name").filter(|n| !n.is_empty())?;
+    let name = item.name_at("name")?;
     Some(ObjectId {
         kind,
         namespace: field("namespace").unwrap_or(ns).to_owned(),

@@ -85,6 +85,13 @@ impl Node {
         }
     }
 
+    /// The name at `key` of a map: a string that is not empty (else none).
+    pub(crate) fn name_at(&self, key: &str) -> Option<&str> {
+        self.get(key)
+            .and_then(Node::as_str)
+            .filter(|n| !n.is_empty())
+    }
+
     pub(crate) fn into_json(self) -> serde_json::Value {
         match self {
             Node::Null => serde_json::Value::Null,
