@@ -245,6 +245,28 @@ impl Wrapped for Full {
     }
 }
 
+/// The `visit_*` methods of a [`Visitor`] for every scalar (a bool, a
+/// number, a string), each skipping the value and answering `$answer`.
+macro_rules! scalars_answer {
+    ($value:ty, $answer:expr) => {
+        fn visit_bool<E>(self, _: bool) -> Result<$value, E> {
+            Ok($answer)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<$value, E> {
+            Ok($answer)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<$value, E> {
+            Ok($answer)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<$value, E> {
+            Ok($answer)
+        }
+        fn visit_str<E>(self, _: &str) -> Result<$value, E> {
+            Ok($answer)
+        }
+    };
+}
+
 /// A `data`-like field with its values skipped unread: the key names of a
 /// map; for a list (an ExternalSecret's `spec.data`, a custom resource's
 /// own), each item's `secretKey` if it has one; anything else, nothing.
@@ -269,21 +291,7 @@ impl<'de> Deserialize<'de> for DataField {
             fn visit_none<E>(self) -> Result<DataField, E> {
                 Ok(DataField::Names(BTreeSet::new()))
             }
-            fn visit_bool<E>(self, _: bool) -> Result<DataField, E> {
-                Ok(DataField::Other)
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<DataField, E> {
-                Ok(DataField::Other)
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<DataField, E> {
-                Ok(DataField::Other)
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<DataField, E> {
-                Ok(DataField::Other)
-            }
-            fn visit_str<E>(self, _: &str) -> Result<DataField, E> {
-                Ok(DataField::Other)
-            }
+            scalars_answer!(DataField, DataField::Other);
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<DataField, A::Error> {
                 let mut keys = BTreeSet::new();
                 while let Some(key) = map.next_key::<String>()? {
@@ -324,21 +332,7 @@ impl<'de> Deserialize<'de> for SecretKey {
             fn visit_none<E>(self) -> Result<SecretKey, E> {
                 Ok(SecretKey(None))
             }
-            fn visit_bool<E>(self, _: bool) -> Result<SecretKey, E> {
-                Ok(SecretKey(None))
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<SecretKey, E> {
-                Ok(SecretKey(None))
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<SecretKey, E> {
-                Ok(SecretKey(None))
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<SecretKey, E> {
-                Ok(SecretKey(None))
-            }
-            fn visit_str<E>(self, _: &str) -> Result<SecretKey, E> {
-                Ok(SecretKey(None))
-            }
+            scalars_answer!(SecretKey, SecretKey(None));
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<SecretKey, A::Error> {
                 while seq.next_element::<IgnoredAny>()?.is_some() {}
                 Ok(SecretKey(None))
