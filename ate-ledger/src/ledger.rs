@@ -72,6 +72,15 @@ impl Close {
     }
 }
 
+/// The error for the record of `key` that is in flight and lacks what
+/// every in-flight record has (`detail`).
+fn corrupt(key: &Key, detail: &str) -> Error {
+    Error::Corrupt {
+        what: format!("record {key}"),
+        detail: detail.into(),
+    }
+}
+
 fn delta(d: Duration) -> TimeDelta {
     TimeDelta::from_std(d).unwrap_or(TimeDelta::MAX)
 }
@@ -215,10 +224,10 @@ impl<S: Store, C: Clock> Ledger<S, C> {
                     if record.state.is_closed() {
                         return Ok(Begin::Replay(record));
                     }
-                    let lease = record.lease.as_ref().ok_or_else(|| Error::Corrupt {
-                        what: format!("record {key}"),
-                        detail: "in flight with no lease".into(),
-                    })?;
+                    let lease = record
+                        .lease
+                        .as_ref()
+                        .ok_or_else(|| corrupt(key, "in flight with no lease"))?;
                     if lease.expires_at > now {
                         return Err(Error::Conflict {
                             key: key.to_string(),
@@ -515,19 +524,15 @@ impl<S: Store, C: Clock> Ledger<S, C> {
             if record.state.is_closed() {
                 return Ok(None);
             }
-            let corrupt = |detail: &str| Error::Corrupt {
-                what: format!("record {key}"),
-                detail: detail.into(),
-            };
             let held_by = record.lease.as_ref().map(|l| l.owner.as_str());
-            if held_by.ok_or_else(|| corrupt("in flight with no lease"))? != owner {
+            if held_by.ok_or_else(|| corrupt(key, "in flight with no lease"))? != owner {
                 return Ok(None);
             }
             let open = record
                 .tries
                 .iter()
                 .find(|t| t.is_open())
-                .ok_or_else(|| corrupt("in flight with no open try"))?;
+                .ok_or_else(|| corrupt(key, "in flight with no open try"))?;
             if open.dispatched_at.is_some() {
                 return Ok(None);
             }
@@ -569,12 +574,9 @@ impl<S: Store, C: Clock> Ledger<S, C> {
         lost: &str,
     ) -> Result<Record, Error> {
         let expected = record.version;
-        let key = record.key.to_string();
+        let key = record.key.clone();
         let Some(t) = record.tries.iter_mut().find(|t| t.is_open()) else {
-            return Err(Error::Corrupt {
-                what: format!("record {key}"),
-                detail: "in flight with no open try".into(),
-            });
+            return Err(corrupt(&key, "in flight with no open try"));
         };
         let (outcome, state) = if t.dispatched_at.is_some() {
             (
