@@ -59,10 +59,11 @@ pub fn naive_safe(input: &CheckInput) -> bool {
                     || (oh.weight == h.weight && (!(oh.helm || h.helm) || o.id.name < w.id.name)))
         })
     };
-    // Whether the proposed workload `w`'s reference `r` is judged by what
-    // it sees when its hook phase runs, not by the state after the change.
+    // The config object `o` a hook of the same phase as workload hook `h`.
     let same_phase =
         |h: &Hook, o: &ConfigObject| o.hook.as_ref().is_some_and(|oh| oh.phase == h.phase);
+    // Whether the proposed workload `w`'s reference `r` is judged by what
+    // it sees when its hook phase runs, not by the state after the change.
     let by_hook = |w: &Workload, r: &Reference| match &w.hook {
         Some(h) if h.phase == HookPhase::BeforeChange => true,
         Some(h) if h.phase != HookPhase::WithChange => {
