@@ -178,7 +178,13 @@ async fn ws(
                         actix_ws::Message::Text(t) => session.text(t).await,
                         actix_ws::Message::Binary(b) => session.binary(b).await,
                         actix_ws::Message::Ping(p) => session.pong(&p).await,
-                        actix_ws::Message::Close(_) => break,
+                        // The client closes: answer with its own code
+                        // (RFC 6455 5.5.1); a close frame without one is
+                        // 1005, "no status received", to the client.
+                        actix_ws::Message::Close(theirs) => {
+                            reason = theirs;
+                            break;
+                        }
                         _ => Ok(()),
                     };
                     if sent.is_err() {

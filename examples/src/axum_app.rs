@@ -18,7 +18,8 @@ use axum::routing::{get, post, put};
 
 use crate::config::{NOTIFICATIONS, PROMPT};
 use crate::service::{
-    ApiResponse, AppState, MAX_BODY_BYTES, Shared, body_refused, run_background, shutdown_sequence,
+    ApiResponse, AppState, CLOSE_HANDSHAKE, MAX_BODY_BYTES, Shared, body_refused, run_background,
+    shutdown_sequence,
 };
 
 impl IntoResponse for ApiResponse {
@@ -194,14 +195,7 @@ async fn ws(State(s): State<Shared>, upgrade: WebSocketUpgrade) -> Response {
         // Accept the upgrade FIRST, then close with 1001: a refusal before
         // the upgrade is a failed handshake, which clients count as an error.
         SessionAdmission::AcceptThenClose { close_code } => {
-            upgrade.on_upgrade(move |mut socket| async move {
-                let _ = socket
-                    .send(Message::Close(Some(CloseFrame {
-                        code: close_code,
-                        reason: "server draining".into(),
-                    })))
-                    .await;
-            })
+            upgrade.on_upgrade(move |socket| close_session(socket, close_code, "server draining"))
         }
     }
 }
@@ -214,12 +208,7 @@ async fn echo(mut socket: WebSocket, closing: impl Future<Output = ()>) {
         let msg = tokio::select! {
             msg = socket.recv() => msg,
             () = &mut closing => {
-                let _ = socket
-                    .send(Message::Close(Some(CloseFrame {
-                        code: ate_readiness::CLOSE_GOING_AWAY,
-                        reason: "server shutting down".into(),
-                    })))
-                    .await;
+                close_session(socket, ate_readiness::CLOSE_GOING_AWAY, "server shutting down").await;
                 return;
             }
         };
@@ -229,13 +218,35 @@ async fn echo(mut socket: WebSocket, closing: impl Future<Output = ()>) {
         let reply = match msg {
             Message::Text(t) => Message::Text(t),
             Message::Binary(b) => Message::Binary(b),
-            Message::Close(_) => return,
+            // The client closes: the answer, echoing its code, is queued
+            // and goes out on the next read, which then ends the stream
+            // (RFC 6455 5.5.1). Returning now would cut the connection
+            // without it, an abnormal closure (1006) for the client.
             _ => continue,
         };
         if socket.send(reply).await.is_err() {
             return;
         }
     }
+}
+
+/// Closes a session from the server's side: sends the close frame, then
+/// reads until the client's answer ends the stream, so the connection closes
+/// after a complete closing handshake (RFC 6455 7.1.1: the server closes the
+/// TCP connection, once the handshake is done). A client that never answers
+/// holds the task for [`CLOSE_HANDSHAKE`] at most.
+async fn close_session(mut socket: WebSocket, code: u16, reason: &'static str) {
+    let frame = CloseFrame {
+        code,
+        reason: reason.into(),
+    };
+    if socket.send(Message::Close(Some(frame))).await.is_err() {
+        return;
+    }
+    let _ = tokio::time::timeout(CLOSE_HANDSHAKE, async {
+        while let Some(Ok(_)) = socket.recv().await {}
+    })
+    .await;
 }
 
 /// Serves until SIGTERM/Ctrl-C, then drains: readiness 503, in-flight and

@@ -1114,6 +1114,11 @@ pub async fn shutdown_sequence(state: Shared, stop: tokio::sync::oneshot::Sender
     std::process::exit(0);
 }
 
+/// How long a session the server closes waits for the client's answering
+/// close frame before it drops the connection anyway. Within the second the
+/// shutdown gives open sessions after it signals them to close.
+pub const CLOSE_HANDSHAKE: Duration = Duration::from_millis(500);
+
 /// How long an `/invoke` waits for a store that fails as it begins or
 /// marks the try dispatched (the client is waiting) before it answers 503.
 const STORE_RETRY: Duration = Duration::from_secs(1);

@@ -6,6 +6,7 @@ mod common;
 use common::*;
 use futures_util::{SinkExt, StreamExt};
 use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 #[tokio::test]
@@ -90,5 +91,39 @@ async fn sessions_still_open_when_the_in_flight_wait_ends_are_closed_with_1001()
                 .await
                 .unwrap();
         assert!(status.is_some_and(|st| st.success()), "{bin}: {status:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_close_from_the_client_is_answered_with_its_own_code() {
+    // RFC 6455 5.5.1: the endpoint that receives a Close frame answers with
+    // one, echoing the status code, before the TCP connection closes. A
+    // service that just drops the socket leaves the client with an abnormal
+    // closure (1006 in a browser), which it counts as a server failure; an
+    // answer without the code is 1005 ("no status").
+    for bin in SERVICES {
+        let s = Service::start(bin, &[]);
+        let ws_url = s.url("/ws").replace("http://", "ws://");
+        let (mut ws, _) = tokio_tungstenite::connect_async(&ws_url).await.unwrap();
+        ws.send(Message::text("hi")).await.unwrap();
+        assert_eq!(ws.next().await.unwrap().unwrap(), Message::text("hi"));
+        s.wait_for_metric("ate_in_flight 1").await;
+        ws.send(Message::Close(Some(CloseFrame {
+            code: CloseCode::Library(4000),
+            reason: "bye".into(),
+        })))
+        .await
+        .unwrap();
+        match ws.next().await {
+            Some(Ok(Message::Close(Some(frame)))) => {
+                assert_eq!(frame.code, CloseCode::Library(4000), "{bin}: {frame:?}")
+            }
+            other => panic!("{bin}: expected the close frame echoed, got {other:?}"),
+        }
+        // The closing handshake is complete: the stream ends, no error.
+        let end = ws.next().await;
+        assert!(end.is_none(), "{bin}: after the handshake: {end:?}");
+        // And the session no longer counts as in flight.
+        s.wait_for_metric("ate_in_flight 0").await;
     }
 }
