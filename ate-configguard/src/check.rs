@@ -1,6 +1,7 @@
 //! The rule: every workload serving during or after the transition must
 //! have each non-optional reference resolve in the PROPOSED config state.
 
+use std::borrow::Cow;
 use std::cell::OnceCell;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -199,6 +200,53 @@ fn index<'a>(objects: &'a [ConfigObject], at: &str) -> Result<Index<'a>, InputEr
     )
 }
 
+/// The workloads of a state, each one that runs another's pod template
+/// ([`Workload::template_from`]) given that template's references and
+/// ServiceAccount: the template's workload in `workloads`, else in
+/// `fallback` (the current state, for a proposed input that leaves it as it
+/// is). Borrowed as they are when none runs another's template.
+fn run_templates<'a>(
+    workloads: &'a [Workload],
+    fallback: &[Workload],
+    at: &str,
+) -> Result<Cow<'a, [Workload]>, InputError> {
+    if workloads.iter().all(|w| w.template_from.is_none()) {
+        return Ok(Cow::Borrowed(workloads));
+    }
+    let resolve = |w: &Workload| {
+        let Some(from) = &w.template_from else {
+            return Ok(w.clone());
+        };
+        let where_ = if fallback.is_empty() {
+            "the current input does not hold it"
+        } else {
+            "neither the proposed nor the current input holds it"
+        };
+        let template = workloads
+            .iter()
+            .chain(fallback)
+            .find(|t| t.id == *from && t.template_from.is_none())
+            .ok_or_else(|| InputError::Invalid {
+                at: at.to_owned(),
+                message: format!(
+                    "{} runs the pod template of {from}, and {where_}: without it, what \
+                     its pods read is not known; give {from} too",
+                    w.id
+                ),
+            })?;
+        Ok(Workload {
+            references: template.references.clone(),
+            service_account: template.service_account.clone(),
+            ..w.clone()
+        })
+    };
+    workloads
+        .iter()
+        .map(resolve)
+        .collect::<Result<Vec<_>, _>>()
+        .map(Cow::Owned)
+}
+
 /// ServiceAccounts by namespace and name.
 fn accounts<'a>(list: &'a [ServiceAccount], at: &str) -> Result<Accounts<'a>, InputError> {
     unique(
@@ -339,12 +387,18 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
     let proposed_accounts = accounts(&input.proposed.service_accounts, "proposed state")?;
     let mut findings: BTreeSet<Finding> = BTreeSet::new();
     let mut references = 0;
+    let current_workloads = run_templates(&input.current.workloads, &[], "current state")?;
+    let proposed_workloads = run_templates(
+        &input.proposed.workloads,
+        &input.current.workloads,
+        "proposed state",
+    )?;
     let sides = [
-        (Side::Current, &input.current.workloads),
-        (Side::Proposed, &input.proposed.workloads),
+        (Side::Current, &current_workloads),
+        (Side::Proposed, &proposed_workloads),
     ];
     for (side, workloads) in sides {
-        for w in workloads {
+        for w in workloads.iter() {
             for r in &w.references {
                 references += 1;
                 match (side, &w.hook) {

@@ -27,9 +27,12 @@ pub struct LoadOptions {
     /// anyway, or, for a kind without one (an Argo `Workflow`), every
     /// container and `volumes` list in it, as one pod's: a kind of any
     /// group (`Rollout`), or of one group only (`Rollout.argoproj.io`,
-    /// `Service.serving.knative.dev`). Any other unknown kind that carries
-    /// a pod template, or whose containers read a ConfigMap or Secret
-    /// through their environment, is an input error.
+    /// `Service.serving.knative.dev`). One that runs another workload's
+    /// pod template instead (an Argo Rollout's `spec.workloadRef`) is read
+    /// as running it ([`Workload::template_from`]). Any other unknown kind
+    /// that carries a pod template, runs another's, or whose containers
+    /// read a ConfigMap or Secret through their environment, is an input
+    /// error.
     pub allow_kinds: BTreeSet<String>,
 }
 
@@ -630,9 +633,34 @@ fn load_doc(
             || (!group.is_empty() && options.allow_kinds.contains(&format!("{kind}.{group}"))) =>
         {
             let (ns, name) = meta_names(&doc, at, options)?;
+            // A custom resource named like a Kubernetes kind is reported
+            // with its group (`Job.batch.volcano.sh`), not as that kind.
+            let label = if custom_kind {
+                format!("{kind}.{group}")
+            } else {
+                kind.clone()
+            };
             let mut specs = Vec::new();
             find_templates(&doc, &mut specs);
-            if specs.is_empty() {
+            if specs.is_empty()
+                && let Some(from) = workload_ref(&doc, &ns, at)?
+            {
+                // An Argo Rollout that runs a workload's pod template: the
+                // check reads that workload's references for it.
+                out.workloads.push(Workload {
+                    id: WorkloadId {
+                        kind: label.clone(),
+                        namespace: ns.clone(),
+                        name: name.clone(),
+                    },
+                    references: Vec::new(),
+                    dormant: None,
+                    service_account: "default".into(),
+                    hook: None,
+                    sync_wave: None,
+                    template_from: Some(from),
+                });
+            } else if specs.is_empty() {
                 // No pod template (an Argo Workflow's `templates[].container`):
                 // its containers and volumes, wherever they sit, as one pod.
                 let mut containers = Vec::new();
@@ -654,13 +682,6 @@ fn load_doc(
                 }
                 specs.push(Node::Map(spec));
             }
-            // A custom resource named like a Kubernetes kind is reported
-            // with its group (`Job.batch.volcano.sh`), not as that kind.
-            let label = if custom_kind {
-                format!("{kind}.{group}")
-            } else {
-                kind.clone()
-            };
             for spec in specs {
                 push_workload(
                     out,
@@ -678,7 +699,11 @@ fn load_doc(
         }
         _ => {
             let reads_config = env_reference(&doc, "");
-            if doc.has_pod_template() || reads_config.is_some() {
+            let runs_template = doc
+                .get("spec")
+                .and_then(|s| s.get("workloadRef"))
+                .is_some_and(|r| !matches!(r, Node::Null));
+            if doc.has_pod_template() || reads_config.is_some() || runs_template {
                 let allow = if group.is_empty() {
                     kind.clone()
                 } else {
@@ -687,6 +712,9 @@ fn load_doc(
                 let what = match reads_config {
                     Some(path) if !doc.has_pod_template() => {
                         format!("has containers that read a ConfigMap or Secret (at {path})")
+                    }
+                    _ if runs_template && !doc.has_pod_template() => {
+                        "runs the pod template of another workload (spec.workloadRef)".to_owned()
                     }
                     _ => "carries a pod template".to_owned(),
                 };
@@ -708,6 +736,42 @@ fn load_doc(
         o.sync_wave = order.sync_wave;
     }
     Ok(())
+}
+
+/// The workload whose pod template an allow-listed kind runs instead of
+/// one of its own, as an Argo Rollout's `spec.workloadRef` names it (a
+/// Deployment, a ReplicaSet or a PodTemplate, in the Rollout's namespace),
+/// or `None` without one. One that names another kind, or leaves out its
+/// name, is unusable input.
+fn workload_ref(doc: &Node, namespace: &str, at: &str) -> Result<Option<WorkloadId>, InputError> {
+    let reference = match doc.get("spec").and_then(|s| s.get("workloadRef")) {
+        None | Some(Node::Null) => return Ok(None),
+        Some(r) => r,
+    };
+    let api = reference.name_at("apiVersion").unwrap_or("");
+    let kind = match (api, reference.name_at("kind")) {
+        ("apps/v1", Some(kind @ ("Deployment" | "ReplicaSet")))
+        | ("v1", Some(kind @ "PodTemplate")) => kind,
+        (_, kind) => {
+            return Err(bad(
+                at,
+                format!(
+                    "spec.workloadRef names {} {:?}: only a Deployment or ReplicaSet (apps/v1) \
+                     or a PodTemplate (v1) is a pod template this tool can read",
+                    kind.unwrap_or("no kind"),
+                    api
+                ),
+            ));
+        }
+    };
+    let name = reference
+        .name_at("name")
+        .ok_or_else(|| bad(at, "spec.workloadRef without a name"))?;
+    Ok(Some(WorkloadId {
+        kind: kind.to_owned(),
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+    }))
 }
 
 /// When `doc` is applied (see [`order_from`]).
@@ -1280,6 +1344,7 @@ fn workload(
         service_account,
         hook: None,
         sync_wave: None,
+        template_from: None,
     })
 }
 

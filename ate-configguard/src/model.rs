@@ -250,6 +250,15 @@ pub struct Workload {
     /// objects of later waves are still as they were.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sync_wave: Option<i64>,
+    /// The workload whose pod template its pods run, for one that has no
+    /// template of its own: an Argo Rollouts `Rollout` with `spec.workloadRef`
+    /// (a Deployment, a ReplicaSet or a PodTemplate). [`check`](crate::check)
+    /// reads its references and ServiceAccount from that workload, found in
+    /// the same state or, for a proposed one, in the current state when
+    /// the proposed input leaves it as it is; one found in neither is input
+    /// it cannot judge. Its own `references` are not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template_from: Option<WorkloadId>,
 }
 
 fn default_service_account() -> String {

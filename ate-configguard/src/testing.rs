@@ -24,7 +24,10 @@ use crate::model::{
 use crate::{CheckInput, Deletion};
 
 /// Whether every non-optional reference of every current and proposed
-/// workload that is not dormant resolves, computed the slow, obvious way:
+/// workload that is not dormant resolves, computed the slow, obvious way
+/// (a workload that runs another's pod template, [`Workload::template_from`],
+/// making that template's references; `false` if its state, or for a
+/// proposed one the current state, holds no such template):
 ///
 /// - in the state after the change, where a proposed config object that
 ///   is a hook no install, upgrade or sync creates, or one deleted once its
@@ -38,6 +41,38 @@ use crate::{CheckInput, Deletion};
 ///   syncs in a later wave, or that only a hook run after the change
 ///   creates, in that object as it is now as well.
 pub fn naive_safe(input: &CheckInput) -> bool {
+    // A workload that runs another's pod template (an Argo Rollout's
+    // `workloadRef`) reads what that template reads: the template as its
+    // own state has it, else (for a proposed one) as the current state has
+    // it. (`check` refuses one whose template is in neither: unsafe here.)
+    let run = |w: &Workload, fallback: &[Workload], mine: &[Workload]| {
+        let Some(from) = &w.template_from else {
+            return Some(w.clone());
+        };
+        let template = mine
+            .iter()
+            .chain(fallback)
+            .find(|t| t.id == *from && t.template_from.is_none())?;
+        let mut w = w.clone();
+        w.references.clone_from(&template.references);
+        Some(w)
+    };
+    let mine = &input.current.workloads;
+    let Some(current_workloads) = mine
+        .iter()
+        .map(|w| run(w, &[], mine))
+        .collect::<Option<Vec<_>>>()
+    else {
+        return false;
+    };
+    let mine = &input.proposed.workloads;
+    let Some(proposed_workloads) = mine
+        .iter()
+        .map(|w| run(w, &input.current.workloads, mine))
+        .collect::<Option<Vec<_>>>()
+    else {
+        return false;
+    };
     let find =
         |objects: &'_ [ConfigObject], id: &ObjectId| objects.iter().find(|o| o.id == *id).cloned();
     let resolves = |o: &Option<ConfigObject>, r: &Reference| {
@@ -71,12 +106,7 @@ pub fn naive_safe(input: &CheckInput) -> bool {
         }
         _ => false,
     };
-    for w in input
-        .proposed
-        .workloads
-        .iter()
-        .filter(|w| w.dormant.is_none())
-    {
+    for w in proposed_workloads.iter().filter(|w| w.dormant.is_none()) {
         let wave = w.sync_wave.unwrap_or(0);
         for r in w.references.iter().filter(|r| !r.optional) {
             let id = id_of(w, r);
@@ -152,8 +182,8 @@ pub fn naive_safe(input: &CheckInput) -> bool {
         }
         find(&input.current.objects, id).filter(|_| !deleted(id))
     };
-    let current = input.current.workloads.iter().map(|w| (w, false));
-    let proposed = input.proposed.workloads.iter().map(|w| (w, true));
+    let current = current_workloads.iter().map(|w| (w, false));
+    let proposed = proposed_workloads.iter().map(|w| (w, true));
     for (w, is_proposed) in current.chain(proposed) {
         if w.dormant.is_some() {
             continue;
@@ -299,8 +329,34 @@ fn workloads(prefix: &'static str) -> impl Strategy<Value = Vec<Workload>> {
                 service_account: "default".into(),
                 hook,
                 sync_wave,
+                template_from: None,
             })
             .collect()
+    })
+}
+
+/// Now and then an Argo Rollout that runs the pod template of the `n`th of
+/// the workloads it may name (`spec.workloadRef`), if there is one.
+fn rollout() -> impl Strategy<Value = Option<usize>> {
+    proptest::option::weighted(0.3, 0usize..4)
+}
+
+/// The Rollout `rollout()` picked, running the template of the `n`th of
+/// `templates`; none if there are fewer.
+fn rollout_of(n: Option<usize>, templates: &[&Workload]) -> Option<Workload> {
+    let template = templates.get(n?)?;
+    Some(Workload {
+        id: WorkloadId {
+            kind: "Rollout".into(),
+            namespace: "default".into(),
+            name: "rollout".into(),
+        },
+        references: Vec::new(),
+        dormant: None,
+        service_account: "default".into(),
+        hook: None,
+        sync_wave: None,
+        template_from: Some(template.id.clone()),
     })
 }
 
@@ -316,45 +372,58 @@ pub fn transition() -> impl Strategy<Value = CheckInput> {
         prop_oneof![workloads("w"), workloads("a")],
         any::<bool>(),
         proptest::collection::vec((kind(), 0u8..3), 0..2),
+        (rollout(), rollout()),
     )
-        .prop_map(|(cur_objs, cur_w, prop_objs, prop_w, prune, deletes)| {
-            let delete: Vec<ObjectId> = if prune {
-                Vec::new()
-            } else {
-                deletes
-                    .into_iter()
-                    .map(|(kind, n)| ObjectId {
-                        kind,
-                        namespace: "default".into(),
-                        name: format!("obj{n}"),
-                    })
-                    .filter(|id| !prop_objs.iter().any(|o| o.id == *id))
-                    .collect::<BTreeSet<_>>()
-                    .into_iter()
-                    .collect()
-            };
-            CheckInput {
-                current: Manifests {
-                    objects: cur_objs,
-                    workloads: cur_w,
-                    notes: Vec::new(),
-                    service_accounts: Vec::new(),
-                },
-                proposed: Manifests {
-                    objects: prop_objs,
-                    workloads: prop_w,
-                    notes: Vec::new(),
-                    service_accounts: Vec::new(),
-                },
-                inventory: None,
-                deletion: if prune {
-                    Deletion::Prune
+        .prop_map(
+            |(cur_objs, mut cur_w, prop_objs, mut prop_w, prune, deletes, rollouts)| {
+                // A proposed Rollout may run a template the proposed input
+                // leaves as it is (one of the current state's).
+                let (cur_rollout, prop_rollout) = rollouts;
+                let cur_ro = rollout_of(cur_rollout, &cur_w.iter().collect::<Vec<_>>());
+                let prop_ro = rollout_of(
+                    prop_rollout,
+                    &prop_w.iter().chain(&cur_w).collect::<Vec<_>>(),
+                );
+                cur_w.extend(cur_ro);
+                prop_w.extend(prop_ro);
+                let delete: Vec<ObjectId> = if prune {
+                    Vec::new()
                 } else {
-                    Deletion::Listed
-                },
-                delete,
-            }
-        })
+                    deletes
+                        .into_iter()
+                        .map(|(kind, n)| ObjectId {
+                            kind,
+                            namespace: "default".into(),
+                            name: format!("obj{n}"),
+                        })
+                        .filter(|id| !prop_objs.iter().any(|o| o.id == *id))
+                        .collect::<BTreeSet<_>>()
+                        .into_iter()
+                        .collect()
+                };
+                CheckInput {
+                    current: Manifests {
+                        objects: cur_objs,
+                        workloads: cur_w,
+                        notes: Vec::new(),
+                        service_accounts: Vec::new(),
+                    },
+                    proposed: Manifests {
+                        objects: prop_objs,
+                        workloads: prop_w,
+                        notes: Vec::new(),
+                        service_accounts: Vec::new(),
+                    },
+                    inventory: None,
+                    deletion: if prune {
+                        Deletion::Prune
+                    } else {
+                        Deletion::Listed
+                    },
+                    delete,
+                }
+            },
+        )
 }
 
 /// A transition that turns on one proposed workload with one reference,
@@ -397,6 +466,7 @@ pub fn order_transition() -> impl Strategy<Value = CheckInput> {
                     references: vec![r],
                     dormant: None,
                     service_account: "default".into(),
+                    template_from: None,
                     sync_wave: match &hook {
                         Some(h) if h.phase != HookPhase::WithChange => None,
                         _ => wave,

@@ -2,7 +2,7 @@
 
 mod common;
 
-use ate_configguard::{LoadOptions, load_str};
+use ate_configguard::{CheckInput, Deletion, LoadOptions, check, load_str, parse_object_id};
 use common::*;
 
 #[test]
@@ -280,4 +280,131 @@ fn kustomize_sources_are_input_errors() {
             .to_string()
             .contains("missing kind")
     );
+}
+
+#[test]
+fn an_argo_rollout_that_runs_a_deployments_template_reads_what_it_reads() {
+    // Argo Rollouts' `spec.workloadRef` runs the pod template of a
+    // Deployment (scaled to 0 as the Rollout takes over) instead of a
+    // template of its own. Before, such a Rollout was passed over, allowed
+    // or not: with the Deployment out of the input (`kubectl get rollouts,
+    // configmaps`), removing the key its pods read passed as safe; allowed,
+    // it was unusable input, as a kind with no container.
+    let rollout = "apiVersion: argoproj.io/v1alpha1\nkind: Rollout\nmetadata: { name: web }\nspec:\n  replicas: 5\n  workloadRef: { apiVersion: apps/v1, kind: Deployment, name: web, scaleDown: progressively }\n  strategy: { canary: { steps: [ { setWeight: 20 } ] } }\n";
+    let template = "apiVersion: apps/v1\nkind: Deployment\nmetadata: { name: web }\nspec:\n  replicas: 0\n  template:\n    spec:\n      serviceAccountName: web\n      containers:\n        - name: app\n          image: app:1\n          env:\n            - name: DB_HOST\n              valueFrom: { configMapKeyRef: { name: cfg, key: DB_HOST } }\n";
+    let err = load_err(rollout).to_string();
+    assert!(
+        err.contains(
+            "unknown kind Rollout (argoproj.io/v1alpha1) runs the pod template of another \
+             workload (spec.workloadRef); pass --allow-kind Rollout.argoproj.io"
+        ),
+        "{err}"
+    );
+    let opts = LoadOptions {
+        allow_kinds: ["Rollout".to_owned()].into(),
+        ..Default::default()
+    };
+    let load = |yaml: &str| load_str(yaml, "test.yaml", &opts).unwrap();
+    let judge = |current: &str, proposed: &str| {
+        check(&CheckInput {
+            current: load(current),
+            proposed: load(proposed),
+            inventory: None,
+            deletion: Deletion::Listed,
+            delete: Vec::new(),
+        })
+    };
+    let removed = cm("cfg", &["OTHER"]);
+    // Allowed, with the Deployment in the input: the Rollout's pods read
+    // DB_HOST, and the finding names the Rollout (as well as the
+    // Deployment, which counts as serving at 0 replicas).
+    let current = docs(&[&cm("cfg", &["DB_HOST"]), template, rollout]);
+    let report = judge(&current, &removed).unwrap();
+    let failing: Vec<String> = report
+        .failures
+        .iter()
+        .map(|f| format!("{} {:?}", f.workload.as_ref().unwrap(), f.key))
+        .collect();
+    assert_eq!(
+        failing,
+        [
+            "Deployment/default/web Some(\"DB_HOST\")",
+            "Rollout/default/web Some(\"DB_HOST\")"
+        ],
+        "{}",
+        report.to_text()
+    );
+    assert!(judge(&current, &cm("cfg", &["DB_HOST"])).unwrap().is_safe());
+    // The Rollout's pods run as the template's ServiceAccount: the pull
+    // secret it adds is theirs too.
+    let account = "apiVersion: v1\nkind: ServiceAccount\nmetadata: { name: web }\nimagePullSecrets: [ { name: regcred } ]\n";
+    let with_account = docs(&[
+        &current,
+        account,
+        &secret("regcred", &[".dockerconfigjson"]),
+    ]);
+    let report = check(&CheckInput {
+        current: load(&with_account),
+        proposed: load(&cm("cfg", &["DB_HOST"])),
+        inventory: None,
+        deletion: Deletion::Listed,
+        delete: vec![parse_object_id("Secret/default/regcred").unwrap()],
+    })
+    .unwrap();
+    let failing: Vec<String> = report
+        .failures
+        .iter()
+        .map(|f| {
+            format!(
+                "{} {}",
+                f.workload.as_ref().unwrap(),
+                f.object.as_ref().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        failing,
+        [
+            "Deployment/default/web Secret/default/regcred",
+            "Rollout/default/web Secret/default/regcred"
+        ],
+        "{}",
+        report.to_text()
+    );
+    // Without the Deployment, what its pods read is not known: unusable.
+    let err = judge(&docs(&[&cm("cfg", &["DB_HOST"]), rollout]), &removed)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(
+            "Rollout/default/web runs the pod template of Deployment/default/web, and the \
+             current input does not hold it"
+        ),
+        "{err}"
+    );
+    // A proposed Rollout may run the template of a Deployment the proposed
+    // input leaves as it is.
+    let proposed = docs(&[&removed, rollout]);
+    let report = judge(&docs(&[&cm("cfg", &["DB_HOST"]), template]), &proposed).unwrap();
+    assert!(
+        report
+            .failures
+            .iter()
+            .any(|f| f.workload.as_ref().unwrap().to_string() == "Rollout/default/web"),
+        "{}",
+        report.to_text()
+    );
+    // A workloadRef to anything but a Deployment, a ReplicaSet or a
+    // PodTemplate is unusable input, as is one without a name.
+    for bad in [
+        "{ apiVersion: apps/v1, kind: StatefulSet, name: web }",
+        "{ apiVersion: example.com/v1, kind: Deployment, name: web }",
+        "{ apiVersion: apps/v1, kind: Deployment }",
+    ] {
+        let doc = rollout.replace(
+            "{ apiVersion: apps/v1, kind: Deployment, name: web, scaleDown: progressively }",
+            bad,
+        );
+        assert!(load_str(&doc, "t.yaml", &opts).is_err(), "{bad}");
+    }
 }
