@@ -36,8 +36,8 @@
 //! the change ([`HookPhase`]).
 //!
 //! - [`load_paths`] / [`load_str`] → [`Manifests`]: names only. A
-//!   `SealedSecret`, an `ExternalSecret` or a cert-manager `Certificate`
-//!   stands for the Secret its controller makes
+//!   `SealedSecret`, an `ExternalSecret`, a cert-manager `Certificate` or
+//!   a `SecretProviderClass` stands for the Secret its controller makes
 //!   ([`ConfigObject::made_by`]).
 //! - Typed objects a service already holds (read with `kube`, say):
 //!   [`ConfigObject::from_config_map`], [`ConfigObject::from_secret`] and

@@ -596,6 +596,55 @@ fn load_doc(
                 out.objects.push(made);
             }
         }
+        // The Secrets Store CSI driver syncs each of `spec.secretObjects`
+        // into a Secret (`secretName`) with the keys its `data` items name
+        // (`key`), once a pod that mounts the class starts.
+        "SecretProviderClass" if group == "secrets-store.csi.x-k8s.io" => {
+            let (namespace, name) = meta_names(&doc, at, options)?;
+            let objects = match doc.get("spec").and_then(|s| s.get("secretObjects")) {
+                None | Some(Node::Null) => &[][..],
+                Some(Node::Seq(list)) => list,
+                Some(_) => return Err(bad(at, "spec.secretObjects is not a list")),
+            };
+            for (i, object) in objects.iter().enumerate() {
+                let secret = object.name_at("secretName").ok_or_else(|| {
+                    bad(at, format!("spec.secretObjects[{i}] without a secretName"))
+                })?;
+                let mut keys = BTreeSet::new();
+                let items = match object.get("data") {
+                    // Absent, null or empty (read as a map without names).
+                    None | Some(Node::Null) => &[][..],
+                    Some(Node::Seq(names)) if names.is_empty() => &[][..],
+                    Some(data) => match data.get(DATA_LIST) {
+                        Some(Node::Seq(items)) => items,
+                        _ => {
+                            return Err(bad(
+                                at,
+                                format!("spec.secretObjects[{i}].data is not a list"),
+                            ));
+                        }
+                    },
+                };
+                for (j, item) in items.iter().enumerate() {
+                    let key = item.name_at("key").ok_or_else(|| {
+                        bad(
+                            at,
+                            format!("spec.secretObjects[{i}].data[{j}] without a key"),
+                        )
+                    })?;
+                    keys.insert(key.to_owned());
+                }
+                add_control_plane_keys(object.get("type").and_then(Node::as_str), &mut keys);
+                out.objects.push(made_secret(
+                    &kind,
+                    namespace.clone(),
+                    name.clone(),
+                    Some(secret.to_owned()),
+                    keys,
+                    false,
+                ));
+            }
+        }
         // An ExternalSecret for each namespace it lists (`spec.namespaces`),
         // named `spec.externalSecretName` or as itself. The namespaces its
         // selectors pick are not in the input: none is derived for them.
@@ -1009,17 +1058,10 @@ fn external_secret(
             Some(list) => match list.get(DATA_LIST) {
                 Some(Node::Seq(items)) => {
                     for item in items {
-                        match item {
-                            Node::String(k) if !k.is_empty() => {
-                                keys.insert(k.clone());
-                            }
-                            _ => {
-                                return Err(bad(
-                                    at,
-                                    "an ExternalSecret spec.data item without a secretKey",
-                                ));
-                            }
-                        }
+                        let key = item.name_at("secretKey").ok_or_else(|| {
+                            bad(at, "an ExternalSecret spec.data item without a secretKey")
+                        })?;
+                        keys.insert(key.to_owned());
                     }
                 }
                 _ => return Err(bad(at, "an ExternalSecret's spec.data is not a list")),

@@ -83,8 +83,9 @@ pub struct ConfigObject {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sync_wave: Option<i64>,
     /// The object a controller makes it from, if it is not itself in the
-    /// input but the Secret of a SealedSecret, an ExternalSecret or a
-    /// cert-manager Certificate (`SealedSecret/NAMESPACE/NAME`), with the
+    /// input but the Secret of a SealedSecret, an ExternalSecret, a
+    /// cert-manager Certificate or a Secrets Store CSI driver
+    /// SecretProviderClass (`SealedSecret/NAMESPACE/NAME`), with the
     /// key names that object gives. A real Secret of the same name in the same input replaces it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub made_by: Option<String>,

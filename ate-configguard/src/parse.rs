@@ -32,7 +32,9 @@ pub(crate) const VALUE_FIELDS: [&str; 5] = [
 ];
 
 /// The one key of the map that stands for a `data`-like field holding a
-/// list (an ExternalSecret's `spec.data`): each item's `secretKey`, or null.
+/// list (an ExternalSecret's or a SecretProviderClass's `data`): for each
+/// item, a map of the key names it gives (`secretKey`, `key`), or null for
+/// an item that is no map.
 pub(crate) const DATA_LIST: &str = "(list)";
 
 /// A document tree without values of `data`-like fields, with duplicate keys
@@ -180,14 +182,24 @@ impl<'de> Visitor<'de> for NodeVisitor {
                         Node::Seq(names.into_iter().map(Node::String).collect())
                     }
                     // Not a map of keys: a map that says so (a ConfigMap's
-                    // reader refuses it as "not a map"), the items'
-                    // `secretKey`s kept for an ExternalSecret's.
+                    // reader refuses it as "not a map"), the key names
+                    // its items give kept for an ExternalSecret's or a
+                    // SecretProviderClass's.
                     DataField::List(items) => Node::Map(vec![(
                         DATA_LIST.to_owned(),
                         Node::Seq(
                             items
                                 .into_iter()
-                                .map(|k| k.map_or(Node::Null, Node::String))
+                                .map(|item| {
+                                    item.0.map_or(Node::Null, |names| {
+                                        Node::Map(
+                                            names
+                                                .into_iter()
+                                                .map(|(k, v)| (k.to_owned(), Node::String(v)))
+                                                .collect(),
+                                        )
+                                    })
+                                })
                                 .collect(),
                         ),
                     )]),
@@ -268,12 +280,13 @@ macro_rules! scalars_answer {
 }
 
 /// A `data`-like field with its values skipped unread: the key names of a
-/// map; for a list (an ExternalSecret's `spec.data`, a custom resource's
-/// own), each item's `secretKey` if it has one; anything else, nothing.
+/// map; for a list (an ExternalSecret's `spec.data`, a SecretProviderClass's
+/// `secretObjects[].data`, a custom resource's own), the key names each
+/// item gives ([`ListItem`]); anything else, nothing.
 #[derive(Debug)]
 enum DataField {
     Names(BTreeSet<String>),
-    List(Vec<Option<String>>),
+    List(Vec<ListItem>),
     Other,
 }
 
@@ -304,8 +317,8 @@ impl<'de> Deserialize<'de> for DataField {
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<DataField, A::Error> {
                 let mut items = Vec::new();
-                while let Some(item) = seq.next_element::<SecretKey>()? {
-                    items.push(item.0);
+                while let Some(item) = seq.next_element::<ListItem>()? {
+                    items.push(item);
                 }
                 Ok(DataField::List(items))
             }
@@ -314,43 +327,55 @@ impl<'de> Deserialize<'de> for DataField {
     }
 }
 
-/// A list item's `secretKey` (a key name of the Secret an ExternalSecret
-/// makes), if it is a map with one; everything else skipped unread.
-struct SecretKey(Option<String>);
+/// The fields of a `data` list item that name a key of the Secret made from
+/// it, never a value: an ExternalSecret's `secretKey`, a
+/// SecretProviderClass's `key`.
+const LIST_ITEM_NAMES: [&str; 2] = ["secretKey", "key"];
 
-impl<'de> Deserialize<'de> for SecretKey {
+/// A `data` list item's key names ([`LIST_ITEM_NAMES`], those that are
+/// strings), if it is a map; `None` for anything else. Every other field
+/// is skipped unread.
+#[derive(Debug)]
+struct ListItem(Option<Vec<(&'static str, String)>>);
+
+impl<'de> Deserialize<'de> for ListItem {
     fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
         impl<'de> Visitor<'de> for V {
-            type Value = SecretKey;
+            type Value = ListItem;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a list item")
             }
-            fn visit_unit<E>(self) -> Result<SecretKey, E> {
-                Ok(SecretKey(None))
+            fn visit_unit<E>(self) -> Result<ListItem, E> {
+                Ok(ListItem(None))
             }
-            fn visit_none<E>(self) -> Result<SecretKey, E> {
-                Ok(SecretKey(None))
+            fn visit_none<E>(self) -> Result<ListItem, E> {
+                Ok(ListItem(None))
             }
-            scalars_answer!(SecretKey, SecretKey(None));
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<SecretKey, A::Error> {
+            scalars_answer!(ListItem, ListItem(None));
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ListItem, A::Error> {
                 while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(SecretKey(None))
+                Ok(ListItem(None))
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<SecretKey, A::Error> {
-                let mut found = None;
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ListItem, A::Error> {
+                let mut found = Vec::new();
                 while let Some(key) = map.next_key::<String>()? {
-                    if key == "secretKey" {
-                        // A name, not a value; anything but a string is none.
-                        found = match map.next_value_seed(NodeSeed(false))? {
-                            Node::String(s) => Some(s),
-                            _ => None,
-                        };
-                    } else {
-                        let _: IgnoredAny = map.next_value()?;
+                    match LIST_ITEM_NAMES.iter().find(|n| **n == key) {
+                        Some(name) => {
+                            if found.iter().any(|(n, _)| n == name) {
+                                return Err(de::Error::custom(format!("duplicate key `{key}`")));
+                            }
+                            // A name, not a value; anything but a string is none.
+                            if let Node::String(s) = map.next_value_seed(NodeSeed(false))? {
+                                found.push((*name, s));
+                            }
+                        }
+                        None => {
+                            let _: IgnoredAny = map.next_value()?;
+                        }
                     }
                 }
-                Ok(SecretKey(found))
+                Ok(ListItem(Some(found)))
             }
         }
         d.deserialize_any(V)
@@ -683,7 +708,7 @@ mod tests {
         assert_eq!(
             data.get(DATA_LIST),
             Some(&Node::Seq(vec![
-                Node::String("password".into()),
+                Node::Map(vec![("secretKey".into(), Node::String("password".into()))]),
                 Node::Null
             ]))
         );

@@ -1339,3 +1339,57 @@ fn helm_dry_run_output_is_unusable_input_saying_what_to_give_instead() {
     // Manifests alone load.
     assert!(run(NOTHING, &manifests).is_safe());
 }
+
+#[test]
+fn the_secret_a_secret_provider_class_syncs_holds_the_keys_its_data_names() {
+    // The Secrets Store CSI driver syncs `spec.secretObjects` into Secrets.
+    // Before, a SecretProviderClass was passed over: a new one was
+    // missing-object for the Deployment reading its Secret, and one that
+    // dropped a key from `data` passed, the live Secret still having it.
+    let spc = |items: &str| {
+        format!(
+            "apiVersion: secrets-store.csi.x-k8s.io/v1\nkind: SecretProviderClass\nmetadata:\n  \
+             name: vault-api\nspec:\n  provider: vault\n  parameters:\n    objects: |\n      \
+             - objectName: api-token\n        secretPath: secret/data/api\n  secretObjects:\n    \
+             - secretName: api\n      type: Opaque\n      data:\n{items}"
+        )
+    };
+    let both = "        - objectName: api-token\n          key: token\n        \
+                - objectName: api-url\n          key: url\n";
+    let url_only = "        - objectName: api-url\n          key: url\n";
+    let web = deployment("web", READS_TOKEN);
+    assert!(run(NOTHING, &docs(&[&spc(both), &web])).is_safe());
+    let live = docs(&[&spc(both), &secret("api", &["token", "url"]), &web]);
+    let report = run(&live, &spc(url_only));
+    assert_eq!(
+        codes(&report),
+        vec![("missing-key".into(), Some("token".into()))],
+        "{}",
+        report.to_text()
+    );
+    assert!(
+        report.to_text().contains("Secret/default/api"),
+        "{}",
+        report.to_text()
+    );
+    // An item without a key, or data that is no list: unusable input.
+    for bad in [
+        "        - objectName: api-token\n",
+        "        api-token: token\n",
+    ] {
+        let text = spc(bad);
+        let err = load_str(&text, "spc.yaml", &LoadOptions::default()).unwrap_err();
+        assert!(
+            err.to_string().contains("spec.secretObjects[0].data"),
+            "{err}"
+        );
+    }
+    // The provider's parameters and object names are never kept: names
+    // of the Secret's keys are all that is read.
+    let m = load(&spc(both));
+    let debug = format!("{m:?}");
+    assert!(
+        !debug.contains("secret/data/api") && !debug.contains("api-token"),
+        "{debug}"
+    );
+}
