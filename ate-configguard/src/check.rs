@@ -28,7 +28,8 @@ pub enum Deletion {
     /// that can only fail more), except the ones the
     /// control plane keeps in every namespace whatever is applied
     /// ([`CONTROL_PLANE_OBJECTS`]): live state lists them and every pod
-    /// mounts one, but no deploy removes them.
+    /// mounts one, but no deploy removes them, and the ones annotated to
+    /// be left alone by Helm or Argo CD ([`ConfigObject::kept_on_prune`]).
     Prune,
 }
 
@@ -336,17 +337,20 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
             .current
             .workloads
             .iter()
+            .filter(|w| w.kept_on_prune.is_none())
             .map(|w| &w.id)
             .filter(|id| {
                 !kept.contains(id)
                     && (touched.is_empty() || touched.contains(id.namespace.as_str()))
             })
             .collect();
-        proposed.retain(|id, _| {
+        proposed.retain(|id, object| {
             proposed_in.contains_key(*id)
                 // Nothing applied gives no scope: then everything goes.
                 || !(touched.is_empty() || touched.contains(id.namespace.as_str()))
                 || is_control_plane_object(id)
+                // An annotation tells Helm or Argo CD to leave it.
+                || object.kept_on_prune.is_some()
         });
     }
     for id in &input.delete {

@@ -445,6 +445,7 @@ fn load_doc(
                 hook: None,
                 sync_wave: None,
                 made_by: None,
+                kept_on_prune: None,
             });
         }
         "Pod" => {
@@ -708,6 +709,7 @@ fn load_doc(
                     hook: None,
                     sync_wave: None,
                     template_from: Some(from),
+                    kept_on_prune: None,
                 });
             } else if specs.is_empty() {
                 // No pod template (an Argo Workflow's `templates[].container`):
@@ -779,10 +781,12 @@ fn load_doc(
     for w in &mut out.workloads[workloads_before..] {
         w.hook.clone_from(&order.hook);
         w.sync_wave = order.sync_wave;
+        w.kept_on_prune.clone_from(&order.kept_on_prune);
     }
     for o in &mut out.objects[objects_before..] {
         o.hook.clone_from(&order.hook);
         o.sync_wave = order.sync_wave;
+        o.kept_on_prune.clone_from(&order.kept_on_prune);
     }
     Ok(())
 }
@@ -846,6 +850,9 @@ struct Order {
     /// The Argo CD sync wave of a resource that is no hook (or a `Sync`
     /// hook).
     sync_wave: Option<i64>,
+    /// The annotation that keeps it from a prune (see
+    /// [`ConfigObject::kept_on_prune`]).
+    kept_on_prune: Option<String>,
 }
 
 /// Helm's hook types (lower case, as Helm reads them): when an install or
@@ -911,6 +918,15 @@ fn order_from<'a>(
     fn csv(v: &str) -> impl Iterator<Item = &str> {
         v.split(',').map(str::trim).filter(|t| !t.is_empty())
     }
+    // Helm reads its resource policy trimmed and in any case; Argo CD its
+    // sync options as a comma-separated list, each as written.
+    let helm_keeps = annotation("helm.sh/resource-policy")?
+        .filter(|v| v.trim().eq_ignore_ascii_case("keep"))
+        .map(|v| format!("helm.sh/resource-policy={v}"));
+    let argo_keeps = annotation("argocd.argoproj.io/sync-options")?
+        .filter(|v| csv(v).any(|o| o == "Prune=false" || o == "Prune=confirm"))
+        .map(|v| format!("argocd.argoproj.io/sync-options={v}"));
+    let kept_on_prune = helm_keeps.or(argo_keeps);
     let (helm, argo) = (
         annotation("helm.sh/hook")?,
         annotation("argocd.argoproj.io/hook")?,
@@ -963,6 +979,7 @@ fn order_from<'a>(
             return Ok(Order {
                 hook: None,
                 sync_wave: number("argocd.argoproj.io/sync-wave")?,
+                kept_on_prune,
             });
         }
     };
@@ -992,6 +1009,7 @@ fn order_from<'a>(
             deleted_after,
         }),
         sync_wave,
+        kept_on_prune,
     })
 }
 
@@ -1008,6 +1026,7 @@ fn made_secret(
 ) -> ConfigObject {
     ConfigObject {
         made_by: Some(format!("{kind}/{namespace}/{name}")),
+        kept_on_prune: None,
         id: ObjectId {
             kind: ConfigKind::Secret,
             namespace,
@@ -1387,6 +1406,7 @@ fn workload(
         hook: None,
         sync_wave: None,
         template_from: None,
+        kept_on_prune: None,
     })
 }
 
@@ -1890,6 +1910,7 @@ fn typed_object(
         hook: order.hook,
         sync_wave: order.sync_wave,
         made_by: None,
+        kept_on_prune: order.kept_on_prune,
     })
 }
 

@@ -47,7 +47,9 @@ enum Command {
         inventory: Option<PathBuf>,
         /// Every current object absent from the proposed input is deleted, in
         /// the namespaces the proposed input touches (as `kubectl apply
-        /// --prune`), except kube-root-ca.crt, which the control plane keeps.
+        /// --prune`), except kube-root-ca.crt, which the control plane keeps,
+        /// and one annotated `helm.sh/resource-policy: keep` or (Argo CD)
+        /// `argocd.argoproj.io/sync-options: Prune=false`.
         #[arg(long, conflicts_with = "delete")]
         prune: bool,
         /// An object the proposed state deletes: KIND/NAMESPACE/NAME.

@@ -89,6 +89,13 @@ pub struct ConfigObject {
     /// key names that object gives. A real Secret of the same name in the same input replaces it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub made_by: Option<String>,
+    /// The annotation that keeps it when [`Deletion::Prune`](crate::Deletion::Prune)
+    /// would delete it, as the tools that prune do: Helm's
+    /// `helm.sh/resource-policy: keep`, Argo CD's
+    /// `argocd.argoproj.io/sync-options: Prune=false` (or `Prune=confirm`,
+    /// which waits for a person). Deleting it by name still deletes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept_on_prune: Option<String>,
 }
 
 /// A Helm or Argo CD hook (`helm.sh/hook`, `argocd.argoproj.io/hook`): a
@@ -260,6 +267,13 @@ pub struct Workload {
     /// it cannot judge. Its own `references` are not read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template_from: Option<WorkloadId>,
+    /// The annotation that keeps it when [`Deletion::Prune`](crate::Deletion::Prune)
+    /// would delete it, as the tools that prune do: Helm's
+    /// `helm.sh/resource-policy: keep`, Argo CD's
+    /// `argocd.argoproj.io/sync-options: Prune=false` (or `Prune=confirm`,
+    /// which waits for a person). Its pods then serve on, and are checked as any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept_on_prune: Option<String>,
 }
 
 fn default_service_account() -> String {

@@ -384,15 +384,18 @@ impl<'de> Deserialize<'de> for ListItem {
 
 /// The annotations whose values are read (Helm's and Argo CD's hooks:
 /// when they are created, in what order, whether they are deleted again;
-/// Argo CD's sync waves): names of tools' settings, never configuration.
+/// Argo CD's sync waves and sync options, Helm's resource policy: whether a
+/// prune leaves the object): names of tools' settings, never configuration.
 /// Every other annotation's value is dropped unread.
-pub(crate) const KEPT_ANNOTATIONS: [&str; 6] = [
+pub(crate) const KEPT_ANNOTATIONS: [&str; 8] = [
     "helm.sh/hook",
     "helm.sh/hook-weight",
     "helm.sh/hook-delete-policy",
+    "helm.sh/resource-policy",
     "argocd.argoproj.io/hook",
     "argocd.argoproj.io/sync-wave",
     "argocd.argoproj.io/hook-delete-policy",
+    "argocd.argoproj.io/sync-options",
 ];
 
 /// An `annotations` map: every name, and the values of the
@@ -726,7 +729,9 @@ metadata:
     \
             helm.sh/hook-weight: \"-1\"\n    note: hunter2\n    \
             helm.sh/hook-delete-policy: hook-succeeded\n    \
-            argocd.argoproj.io/hook-delete-policy: HookSucceeded\n";
+            argocd.argoproj.io/hook-delete-policy: HookSucceeded\n    \
+            helm.sh/resource-policy: keep\n    \
+            argocd.argoproj.io/sync-options: Prune=false\n";
         let docs = documents(job, "x.yaml").unwrap();
         let annotations = docs[0].get("metadata").unwrap().get("annotations").unwrap();
         let value = |k| annotations.get(k).and_then(Node::as_str);
@@ -736,6 +741,11 @@ metadata:
         assert_eq!(
             value("argocd.argoproj.io/hook-delete-policy"),
             Some("HookSucceeded")
+        );
+        assert_eq!(value("helm.sh/resource-policy"), Some("keep"));
+        assert_eq!(
+            value("argocd.argoproj.io/sync-options"),
+            Some("Prune=false")
         );
         assert_eq!(annotations.get("note"), Some(&Node::Null));
         assert!(!format!("{docs:?}").contains("hunter2"));

@@ -168,7 +168,14 @@ pub fn naive_safe(input: &CheckInput) -> bool {
             let nothing = input.proposed.objects.is_empty()
                 && input.proposed.workloads.is_empty()
                 && input.proposed.service_accounts.is_empty();
-            !in_proposed(id) && (nothing || touched(&id.namespace))
+            // ... but not one whose annotation tells Helm or Argo CD to
+            // leave it.
+            let kept = input
+                .current
+                .objects
+                .iter()
+                .any(|o| o.id == *id && o.kept_on_prune.is_some());
+            !in_proposed(id) && (nothing || touched(&id.namespace)) && !kept
         }
         Deletion::Listed => input.delete.contains(id),
     };
@@ -262,19 +269,23 @@ fn object() -> impl Strategy<Value = ConfigObject> {
         proptest::bool::weighted(0.1),
         hook(),
         sync_wave(),
+        proptest::bool::weighted(0.15),
     )
-        .prop_map(|(kind, n, keys, immutable, hook, sync_wave)| ConfigObject {
-            id: ObjectId {
-                kind,
-                namespace: "default".into(),
-                name: format!("obj{n}"),
+        .prop_map(
+            |(kind, n, keys, immutable, hook, sync_wave, kept)| ConfigObject {
+                id: ObjectId {
+                    kind,
+                    namespace: "default".into(),
+                    name: format!("obj{n}"),
+                },
+                keys: keys.into_iter().map(|k| format!("K{k}")).collect(),
+                immutable,
+                hook,
+                sync_wave,
+                made_by: None,
+                kept_on_prune: kept.then(|| "helm.sh/resource-policy=keep".into()),
             },
-            keys: keys.into_iter().map(|k| format!("K{k}")).collect(),
-            immutable,
-            hook,
-            sync_wave,
-            made_by: None,
-        })
+        )
 }
 
 fn objects() -> impl Strategy<Value = Vec<ConfigObject>> {
@@ -330,6 +341,7 @@ fn workloads(prefix: &'static str) -> impl Strategy<Value = Vec<Workload>> {
                 hook,
                 sync_wave,
                 template_from: None,
+                kept_on_prune: None,
             })
             .collect()
     })
@@ -357,6 +369,7 @@ fn rollout_of(n: Option<usize>, templates: &[&Workload]) -> Option<Workload> {
         hook: None,
         sync_wave: None,
         template_from: Some(template.id.clone()),
+        kept_on_prune: None,
     })
 }
 
@@ -467,6 +480,7 @@ pub fn order_transition() -> impl Strategy<Value = CheckInput> {
                     dormant: None,
                     service_account: "default".into(),
                     template_from: None,
+                    kept_on_prune: None,
                     sync_wave: match &hook {
                         Some(h) if h.phase != HookPhase::WithChange => None,
                         _ => wave,

@@ -750,6 +750,75 @@ fn prune_deletes_only_in_the_namespaces_the_proposed_input_touches() {
     );
 }
 
+#[test]
+fn prune_leaves_what_helm_or_argo_cd_is_told_to_keep() {
+    // `helm.sh/resource-policy: keep` and Argo CD's `Prune=false` (or
+    // `Prune=confirm`) leave an object the new release or sync no longer
+    // holds. Before, `--prune` counted it as deleted: a failure for every
+    // workload still reading it, though it stays.
+    let annotated = |annotations: &str| {
+        cm("app-config", &["REDIS_DB_HOST"]).replacen(
+            "metadata:\n",
+            &format!("metadata:\n  annotations: {annotations}\n"),
+            1,
+        )
+    };
+    let proposed = cm("other", &["B"]);
+    for annotations in [
+        "{helm.sh/resource-policy: keep}",
+        "{helm.sh/resource-policy: \" Keep \"}",
+        "{argocd.argoproj.io/sync-options: Prune=false}",
+        "{argocd.argoproj.io/sync-options: \"ServerSideApply=true, Prune=confirm\"}",
+    ] {
+        let current = docs(&[&annotated(annotations), &deployment("pusher", ENVFROM_APP)]);
+        let report = run_with(&current, &proposed, Deletion::Prune, &[]);
+        assert!(report.is_safe(), "{annotations}: {}", report.to_text());
+        // Deleting it by name still deletes it.
+        let report = run_with(
+            &current,
+            &proposed,
+            Deletion::Listed,
+            &["ConfigMap/default/app-config"],
+        );
+        assert_eq!(
+            codes(&report),
+            vec![("missing-object".into(), None)],
+            "{annotations}"
+        );
+    }
+    // Any other value prunes it, as before.
+    for annotations in [
+        "{helm.sh/resource-policy: delete}",
+        "{argocd.argoproj.io/sync-options: \"Prune=true,Replace=true\"}",
+        "{other.example/keep: \"true\"}",
+    ] {
+        let current = docs(&[&annotated(annotations), &deployment("pusher", ENVFROM_APP)]);
+        let report = run_with(&current, &proposed, Deletion::Prune, &[]);
+        assert_eq!(
+            codes(&report),
+            vec![("missing-object".into(), None)],
+            "{annotations}"
+        );
+    }
+    // A kept workload is not pruned: its findings do not say it is.
+    let kept_job = deployment("pusher", ENVFROM_APP).replacen(
+        "metadata:\n",
+        "metadata:\n  annotations: {helm.sh/resource-policy: keep}\n",
+        1,
+    );
+    let current = docs(&[&cm("app-config", &["REDIS_DB_HOST"]), &kept_job]);
+    let report = run_with(&current, &cm("app-config", &[]), Deletion::Prune, &[]);
+    assert_eq!(
+        codes(&report),
+        vec![("bulk-key-removed".into(), Some("REDIS_DB_HOST".into()))]
+    );
+    assert!(
+        !report.failures[0].message.contains("prunes this workload"),
+        "{}",
+        report.to_text()
+    );
+}
+
 /// A Job reading `cfg`'s key `key`, with `annotations` (a flow map).
 fn hook_job(name: &str, key: &str, optional: bool, annotations: &str) -> String {
     format!(
