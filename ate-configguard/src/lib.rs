@@ -38,7 +38,10 @@
 //! - [`load_paths`] / [`load_str`] → [`Manifests`]: names only. A
 //!   `SealedSecret`, an `ExternalSecret`, a cert-manager `Certificate` or
 //!   a `SecretProviderClass` stands for the Secret its controller makes
-//!   ([`ConfigObject::made_by`]).
+//!   ([`ConfigObject::made_by`]). A document without a namespace is read
+//!   in [`LoadOptions::default_namespace`]; [`unplaced_namespace`] tells
+//!   when that misses the other state (rendered manifests against a live
+//!   state of another namespace), unless the user chose it.
 //! - Typed objects a service already holds (read with `kube`, say):
 //!   [`ConfigObject::from_config_map`], [`ConfigObject::from_secret`] and
 //!   [`Workload::from_pod_spec`] build the same names-only [`Manifests`].
@@ -117,7 +120,7 @@ pub use check::{
     CONTROL_PLANE_OBJECTS, CheckInput, Deletion, Report, check, inventory, parse_object_id,
 };
 pub use drift::{Source, drift};
-pub use load::{LoadOptions, load_paths, load_str, pod_references};
+pub use load::{LoadOptions, load_paths, load_str, pod_references, unplaced_namespace};
 pub use model::{
     ConfigKind, ConfigObject, Finding, Hook, HookPhase, Inventory, Manifests, ObjectId, Reference,
     ServiceAccount, Severity, Side, Workload, WorkloadId,

@@ -405,7 +405,18 @@ fn load_doc(
     // A custom resource matches none of the known kinds' arms.
     let known_kind = if custom_kind { "" } else { kind.as_str() };
     let order = order(&doc, at)?;
-    let (workloads_before, objects_before) = (out.workloads.len(), out.objects.len());
+    let before = (
+        out.workloads.len(),
+        out.objects.len(),
+        out.service_accounts.len(),
+    );
+    let (workloads_before, objects_before) = (before.0, before.1);
+    // Cluster-scoped: it names the namespaces of what it stands for.
+    let placed = kind == "ClusterExternalSecret"
+        || !matches!(
+            doc.get("metadata").and_then(|m| m.get("namespace")),
+            None | Some(Node::Null)
+        );
     match known_kind {
         "ConfigMap" | "Secret" => {
             let (namespace, name) = meta_names(&doc, at, options)?;
@@ -777,6 +788,14 @@ fn load_doc(
                 ));
             }
         }
+    }
+    let after = (
+        out.workloads.len(),
+        out.objects.len(),
+        out.service_accounts.len(),
+    );
+    if !placed && after != before {
+        out.unplaced += 1;
     }
     for w in &mut out.workloads[workloads_before..] {
         w.hook.clone_from(&order.hook);
@@ -1463,6 +1482,109 @@ fn dormant(kind: &str, doc: &Node) -> Option<String> {
         }
         _ => None,
     }
+}
+
+/// Whether one state's documents without a `metadata.namespace`, read in
+/// `namespace`, miss the other state: it holds nothing in `namespace` and
+/// something elsewhere, or it holds an object or workload of that state
+/// (a kind and a name) only in other namespaces. That is `helm template` output (which leaves the
+/// namespace to `helm install -n prod`) checked against `kubectl get -n
+/// prod -o yaml` without saying `prod`: the two states never meet, so a key
+/// the change removes is never seen, and the check passes. Call it with
+/// the namespace you loaded both states with, unless the user chose it;
+/// `None` when the states meet, or when no document went without one.
+///
+/// ```
+/// use ate_configguard::{LoadOptions, load_str, unplaced_namespace};
+///
+/// let live = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app, namespace: prod}\ndata: {A: x}\n";
+/// let rendered = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app}\ndata: {B: x}\n";
+/// let options = LoadOptions::default();
+/// let (current, proposed) = (load_str(live, "live", &options)?, load_str(rendered, "rendered", &options)?);
+/// let err = unplaced_namespace(&current, &proposed, &options.default_namespace).unwrap();
+/// assert!(err.to_string().contains("--namespace prod"));
+/// # Ok::<(), ate_configguard::InputError>(())
+/// ```
+pub fn unplaced_namespace(
+    current: &Manifests,
+    proposed: &Manifests,
+    namespace: &str,
+) -> Option<InputError> {
+    fn namespaces(m: &Manifests) -> BTreeSet<&str> {
+        let objects = m.objects.iter().map(|o| o.id.namespace.as_str());
+        let workloads = m.workloads.iter().map(|w| w.id.namespace.as_str());
+        let accounts = m.service_accounts.iter().map(|a| a.namespace.as_str());
+        objects.chain(workloads).chain(accounts).collect()
+    }
+    let sides = [
+        ("proposed", proposed, "current", current),
+        ("current", current, "proposed", proposed),
+    ];
+    // Kind and name of what a state holds, by namespace.
+    fn names(m: &Manifests) -> BTreeSet<(&str, String, &str)> {
+        let objects = m.objects.iter().map(|o| {
+            let id = &o.id;
+            (id.namespace.as_str(), id.kind.to_string(), id.name.as_str())
+        });
+        let workloads = m.workloads.iter().map(|w| {
+            let id = &w.id;
+            (id.namespace.as_str(), id.kind.clone(), id.name.as_str())
+        });
+        objects.chain(workloads).collect()
+    }
+    for (side, state, other_side, other) in sides {
+        let theirs = namespaces(other);
+        if state.unplaced == 0 || theirs.is_empty() {
+            continue;
+        }
+        let fix = |elsewhere: &str| {
+            format!(
+                "so the two states would not meet: give the namespace they are applied to, \
+                 as --namespace {elsewhere}"
+            )
+        };
+        if !theirs.contains(namespace) {
+            let list = theirs.iter().copied().collect::<Vec<_>>().join(", ");
+            let first = theirs.first().copied().unwrap_or(namespace);
+            return Some(InputError::Invalid {
+                at: format!("{side} state"),
+                message: format!(
+                    "{} document(s) without a metadata.namespace were read in namespace \
+                     {namespace}, where the {other_side} state holds nothing (it holds \
+                     {list}), {}",
+                    state.unplaced,
+                    fix(first)
+                ),
+            });
+        }
+        // The other state reaches into `namespace` too (`kubectl get -A`),
+        // but what this one holds there it holds only elsewhere.
+        let other_names = names(other);
+        for (ns, kind, name) in names(state) {
+            if ns != namespace || other_names.contains(&(ns, kind.clone(), name)) {
+                continue;
+            }
+            let elsewhere: Vec<&str> = other_names
+                .iter()
+                .filter(|(_, k, n)| *k == kind && *n == name)
+                .map(|(ns, _, _)| *ns)
+                .collect();
+            if let Some(first) = elsewhere.first() {
+                return Some(InputError::Invalid {
+                    at: format!("{side} state"),
+                    message: format!(
+                        "{} document(s) without a metadata.namespace were read in namespace \
+                         {namespace}; {kind} {name} is there, but the {other_side} state holds \
+                         it only in {}, {}",
+                        state.unplaced,
+                        elsewhere.join(", "),
+                        fix(first)
+                    ),
+                });
+            }
+        }
+    }
+    None
 }
 
 fn nonempty<'a>(what: &str, s: &'a str) -> Result<&'a str, String> {

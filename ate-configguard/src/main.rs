@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use ate_configguard::{
     CheckInput, Deletion, InputError, Inventory, LoadOptions, Manifests, Report, Source, check,
-    drift, inventory, load_paths, load_str, parse_object_id,
+    drift, inventory, load_paths, load_str, parse_object_id, unplaced_namespace,
 };
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -55,9 +55,12 @@ enum Command {
         /// An object the proposed state deletes: KIND/NAMESPACE/NAME.
         #[arg(long, num_args = 1..)]
         delete: Vec<String>,
-        /// Namespace for manifests without one.
-        #[arg(long, default_value = "default")]
-        namespace: String,
+        /// Namespace for manifests without one [default: default]. Left out,
+        /// manifests without one that would land where the other state holds
+        /// nothing (`helm template` output against `kubectl get -n prod`)
+        /// are unusable input: name the namespace they are applied to.
+        #[arg(long)]
+        namespace: Option<String>,
         /// An unknown kind whose pod templates should be read: of any group
         /// (Rollout) or of one (Rollout.argoproj.io).
         #[arg(long = "allow-kind", num_args = 1..)]
@@ -197,8 +200,9 @@ fn run(cli: Cli) -> Result<ExitCode, InputError> {
             allow_kind,
             format,
         } => {
+            let chosen = namespace.is_some();
             let options = LoadOptions {
-                default_namespace: namespace,
+                default_namespace: namespace.unwrap_or_else(|| "default".into()),
                 allow_kinds: allow_kind.into_iter().collect(),
             };
             let inventory = match inv {
@@ -214,9 +218,18 @@ fn run(cli: Cli) -> Result<ExitCode, InputError> {
                     })?)
                 }
             };
+            let (current, proposed) = (
+                load(&current, &options, &mut stdin)?,
+                load(&proposed, &options, &mut stdin)?,
+            );
+            if !chosen
+                && let Some(e) = unplaced_namespace(&current, &proposed, &options.default_namespace)
+            {
+                return Err(e);
+            }
             let input = CheckInput {
-                current: load(&current, &options, &mut stdin)?,
-                proposed: load(&proposed, &options, &mut stdin)?,
+                current,
+                proposed,
                 inventory,
                 deletion: if prune {
                     Deletion::Prune

@@ -403,6 +403,11 @@ pub struct Manifests {
     pub notes: Vec<Finding>,
     /// ServiceAccounts and the pull secrets they add to their pods.
     pub service_accounts: Vec<ServiceAccount>,
+    /// How many documents that gave an object, a workload or a
+    /// ServiceAccount had no `metadata.namespace`, and so were read in
+    /// [`LoadOptions::default_namespace`](crate::LoadOptions::default_namespace)
+    /// (see [`unplaced_namespace`](crate::unplaced_namespace)).
+    pub unplaced: usize,
 }
 
 impl Manifests {
@@ -414,10 +419,12 @@ impl Manifests {
             workloads,
             notes,
             service_accounts,
+            unplaced,
         } = other;
         self.objects.extend(objects);
         self.workloads.extend(workloads);
         self.notes.extend(notes);
         self.service_accounts.extend(service_accounts);
+        self.unplaced += unplaced;
     }
 }

@@ -420,12 +420,14 @@ pub fn transition() -> impl Strategy<Value = CheckInput> {
                         workloads: cur_w,
                         notes: Vec::new(),
                         service_accounts: Vec::new(),
+                        unplaced: 0,
                     },
                     proposed: Manifests {
                         objects: prop_objs,
                         workloads: prop_w,
                         notes: Vec::new(),
                         service_accounts: Vec::new(),
+                        unplaced: 0,
                     },
                     inventory: None,
                     deletion: if prune {
@@ -492,6 +494,7 @@ pub fn order_transition() -> impl Strategy<Value = CheckInput> {
                     workloads,
                     notes: Vec::new(),
                     service_accounts: Vec::new(),
+                    unplaced: 0,
                 };
                 CheckInput {
                     current: state(cur_objs, Vec::new()),

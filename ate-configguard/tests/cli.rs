@@ -532,3 +532,88 @@ fn a_configmap_mounted_directory_is_read_once_through_its_links() {
         .unwrap();
     assert_eq!(twice.status.code(), Some(0), "{}", all_output(&twice));
 }
+
+#[test]
+fn manifests_without_a_namespace_that_miss_the_other_state_are_unusable_input() {
+    // `helm template` leaves the namespace out (`helm install -n prod`
+    // supplies it); `kubectl get -n prod -o yaml` writes it. Read in
+    // `default`, the rendered objects never met the live ones, and the
+    // removed key passed as safe (exit 0).
+    let dir = tempfile::tempdir().unwrap();
+    let live = write(
+        dir.path(),
+        "live.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: { name: cfg, namespace: prod }\ndata: { DB_HOST: x, REDIS: y }\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: { name: web, namespace: prod }\nspec:\n  template:\n    spec:\n      containers:\n        - name: app\n          image: app\n          envFrom: [ { configMapRef: { name: cfg } } ]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: { name: reader }\n",
+    );
+    let rendered = write(
+        dir.path(),
+        "rendered.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: { name: cfg }\ndata: { DB_HOST: x }\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: { name: reader }\n",
+    );
+    let run = |extra: &[&str]| {
+        let mut args = vec!["check", "--current", &live, "--proposed", &rendered];
+        args.extend_from_slice(extra);
+        bin().args(&args).output().unwrap()
+    };
+    let missed = run(&[]);
+    assert_eq!(missed.status.code(), Some(2), "{}", all_output(&missed));
+    assert!(
+        all_output(&missed).contains(
+            "proposed state: 1 document(s) without a metadata.namespace were read in namespace \
+             default, where the current state holds nothing (it holds prod)"
+        ) && all_output(&missed).contains("--namespace prod"),
+        "{}",
+        all_output(&missed)
+    );
+    // Live state read with `-A` reaches `default` too; the rendered
+    // ConfigMap is there, but live only in prod.
+    let all = write(
+        dir.path(),
+        "all.yaml",
+        &format!(
+            "{}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{ name: kube-root-ca.crt, namespace: default }}\ndata: {{ ca.crt: x }}\n",
+            std::fs::read_to_string(&live).unwrap()
+        ),
+    );
+    let missed = bin()
+        .args(["check", "--current", &all, "--proposed", &rendered])
+        .output()
+        .unwrap();
+    assert_eq!(missed.status.code(), Some(2), "{}", all_output(&missed));
+    assert!(
+        all_output(&missed).contains(
+            "ConfigMap cfg is there, but the current state holds it only in prod, so the two \
+             states would not meet: give the namespace they are applied to, as --namespace prod"
+        ),
+        "{}",
+        all_output(&missed)
+    );
+    // Named, the states meet and the removed key fails.
+    let named = run(&["--namespace", "prod"]);
+    assert_eq!(named.status.code(), Some(1), "{}", all_output(&named));
+    assert!(
+        all_output(&named).contains("REDIS"),
+        "{}",
+        all_output(&named)
+    );
+    // Chosen on purpose, even `default` is taken as it is.
+    let chosen = run(&["--namespace", "default"]);
+    assert_eq!(chosen.status.code(), Some(0), "{}", all_output(&chosen));
+    // Both states without namespaces (two renders) meet in `default`; a
+    // cluster-scoped object has none to give, and does not count.
+    let same = bin()
+        .args(["check", "--current", &rendered, "--proposed", &rendered])
+        .output()
+        .unwrap();
+    assert_eq!(same.status.code(), Some(0), "{}", all_output(&same));
+    let cluster_only = write(
+        dir.path(),
+        "cluster.yaml",
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: { name: reader }\n",
+    );
+    let scoped = bin()
+        .args(["check", "--current", &live, "--proposed", &cluster_only])
+        .output()
+        .unwrap();
+    assert_eq!(scoped.status.code(), Some(0), "{}", all_output(&scoped));
+}
