@@ -40,6 +40,9 @@ pub enum Command {
         #[arg(long, default_value_t = 15)]
         sleep: u64,
     },
+    /// Print the settings' compiled-in defaults as JSON (variable to value),
+    /// for `ate-configguard drift --defaults` against the ConfigMap.
+    Defaults,
 }
 
 /// Parses the arguments and either runs `drain` or builds the config and
@@ -57,6 +60,18 @@ pub fn main(
         // answer, sleep while the load balancer converges (exit 1 if the
         // POST failed, after sleeping anyway).
         return ate_readiness::DrainRequest::new(port).run_hook(Duration::from_secs(sleep));
+    }
+    if let Some(Command::Defaults) = args.command {
+        return match serde_json::to_string_pretty(&crate::config::defaults()) {
+            Ok(json) => {
+                println!("{json}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(1)
+            }
+        };
     }
     init_tracing();
     let data_dir = args

@@ -87,6 +87,43 @@ pub fn limit_table() -> LimitTable {
         .limit(REQUESTS, "ATE_REQUEST_BUCKET_PER_MIN", nz(600))
 }
 
+/// `ATE_DRAIN_TIMEOUT_SECS` and its default.
+const DRAIN_TIMEOUT_SECS: (&str, u32) = ("ATE_DRAIN_TIMEOUT_SECS", 20);
+/// `ATE_RECONCILE_INTERVAL_MS` and its default (0: off).
+const RECONCILE_INTERVAL_MS: (&str, u32) = ("ATE_RECONCILE_INTERVAL_MS", 500);
+/// `ATE_MAX_CALLERS` and its default.
+const MAX_CALLERS: (&str, u32) = ("ATE_MAX_CALLERS", 100_000);
+/// `ATE_LEDGER_POSTGRES_CONNECTIONS` and its default.
+const POSTGRES_CONNECTIONS: (&str, u32) = ("ATE_LEDGER_POSTGRES_CONNECTIONS", 4);
+/// `ATE_LEDGER_LEASE_SECS` and its default.
+const LEASE_SECS: (&str, u32) = ("ATE_LEDGER_LEASE_SECS", 30);
+/// `ATE_ADMISSION_POLICY` and its default.
+const ADMISSION_POLICY: (&str, &str) = ("ATE_ADMISSION_POLICY", "lame-duck");
+
+/// Every setting a ConfigMap holds (`examples/k8s/config.yaml`), with the
+/// default compiled in here, as the environment spells it: the limits
+/// table, the numbers and the admission policy (not the secrets, and not
+/// `ATE_WORKER_ID`, which is each pod's own). `ate-configguard drift`
+/// checks that the ConfigMap says the same (the binaries print it with
+/// their `defaults` subcommand).
+pub fn defaults() -> std::collections::BTreeMap<String, String> {
+    let limits = limit_table();
+    let limits = limits
+        .specs()
+        .iter()
+        .filter_map(|s| Some((s.env.clone()?, s.limit.to_string())));
+    let numbers = [
+        DRAIN_TIMEOUT_SECS,
+        RECONCILE_INTERVAL_MS,
+        MAX_CALLERS,
+        POSTGRES_CONNECTIONS,
+        LEASE_SECS,
+    ]
+    .map(|(var, value)| (var.to_owned(), value.to_string()));
+    let policy = (ADMISSION_POLICY.0.to_owned(), ADMISSION_POLICY.1.to_owned());
+    limits.chain(numbers).chain([policy]).collect()
+}
+
 fn env_number(var: &str, default: u32, allow_zero: bool) -> Result<u32, ConfigError> {
     match std::env::var(var) {
         Err(std::env::VarError::NotPresent) => Ok(default),
@@ -115,14 +152,17 @@ fn env_text(var: &str, unset_hint: &str) -> Result<Option<String>, ConfigError> 
 
 /// `ATE_ADMISSION_POLICY`: `lame-duck` (unset: the default) or `strict`.
 fn admission_policy() -> Result<AdmissionPolicy, ConfigError> {
-    const VAR: &str = "ATE_ADMISSION_POLICY";
-    match env_text(VAR, "for lame-duck")?.as_deref() {
-        None | Some("lame-duck") => Ok(AdmissionPolicy::LameDuck),
-        Some("strict") => Ok(AdmissionPolicy::Strict {
+    let (var, default) = ADMISSION_POLICY;
+    match env_text(var, "for lame-duck")?
+        .as_deref()
+        .unwrap_or(default)
+    {
+        "lame-duck" => Ok(AdmissionPolicy::LameDuck),
+        "strict" => Ok(AdmissionPolicy::Strict {
             retry_after_secs: STRICT_RETRY_AFTER_SECS,
         }),
-        Some(other) => Err(ConfigError::Other(format!(
-            "invalid value {other:?} for {VAR}: must be lame-duck or strict"
+        other => Err(ConfigError::Other(format!(
+            "invalid value {other:?} for {var}: must be lame-duck or strict"
         ))),
     }
 }
@@ -138,17 +178,18 @@ impl Config {
         let limits = limit_table();
         // Resolve now so a bad value stops the service at startup.
         limits.resolve_env()?;
-        let drain = env_number("ATE_DRAIN_TIMEOUT_SECS", 20, true)?;
-        let reconcile = env_number("ATE_RECONCILE_INTERVAL_MS", 500, true)?;
-        let max_callers = env_number("ATE_MAX_CALLERS", 100_000, false)?;
+        let number = |(var, default): (&str, u32), allow_zero| env_number(var, default, allow_zero);
+        let drain = number(DRAIN_TIMEOUT_SECS, true)?;
+        let reconcile = number(RECONCILE_INTERVAL_MS, true)?;
+        let max_callers = number(MAX_CALLERS, false)?;
         let admission = admission_policy()?;
         let control_token = env_text("ATE_CONTROL_TOKEN", "to disable control-plane writes")?;
-        let ledger_postgres_connections = env_number("ATE_LEDGER_POSTGRES_CONNECTIONS", 4, false)?;
+        let ledger_postgres_connections = number(POSTGRES_CONNECTIONS, false)?;
         let ledger_postgres_url = env_text(
             "ATE_LEDGER_POSTGRES_URL",
             "to keep the ledger in the data dir",
         )?;
-        let ledger_lease = env_number("ATE_LEDGER_LEASE_SECS", 30, false)?;
+        let ledger_lease = number(LEASE_SECS, false)?;
         // Pods all run as PID 1: the pod's name tells replicas apart.
         let worker_id = env_text("ATE_WORKER_ID", "for HOSTNAME/pid-PID")?.unwrap_or_else(|| {
             format!(

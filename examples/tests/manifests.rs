@@ -65,9 +65,58 @@ fn probes_are_split_and_the_grace_period_covers_the_drain() {
     let sleep: i64 = cmd[cmd.iter().position(|a| a == "--sleep").unwrap() + 1]
         .parse()
         .unwrap();
-    let wait: i64 = 20; // ATE_DRAIN_TIMEOUT_SECS in the ConfigMap
-    assert!(text.contains("ATE_DRAIN_TIMEOUT_SECS: \"20\""));
+    // The in-flight wait's bound, as the ConfigMap sets it (which the test
+    // below holds to the compiled-in default).
+    let config = std::fs::read_to_string(manifest().with_file_name("config.yaml")).unwrap();
+    let wait: i64 = serde_saphyr_value(&config)["data"]["ATE_DRAIN_TIMEOUT_SECS"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
     assert!(pod.termination_grace_period_seconds.unwrap() > sleep + wait);
+}
+
+#[test]
+fn the_config_map_says_what_the_service_compiles_in() {
+    // `ate-configguard drift`, as the file's header runs it: every setting
+    // the service reads is in the ConfigMap, at its compiled-in default,
+    // and the ConfigMap holds nothing else. A default changed in the code
+    // alone (or a key misspelt in the manifest) fails here.
+    let path = manifest().with_file_name("config.yaml");
+    let base = std::fs::read_to_string(&path).unwrap();
+    let defaults = serde_json::to_string(&ate_examples::config::defaults()).unwrap();
+    let report = ate_configguard::drift(
+        ate_configguard::Source {
+            text: &defaults,
+            name: "axum-service defaults",
+        },
+        ate_configguard::Source {
+            text: &base,
+            name: "config.yaml",
+        },
+        &[],
+        &Default::default(),
+    )
+    .unwrap();
+    assert!(report.is_safe(), "{}", report.to_drift_text());
+    assert_eq!(report.references_checked, 9, "{}", report.to_drift_text());
+    // And the binaries print the same defaults.
+    for bin in [
+        env!("CARGO_BIN_EXE_axum-service"),
+        env!("CARGO_BIN_EXE_actix-service"),
+    ] {
+        let out = std::process::Command::new(bin)
+            .arg("defaults")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{bin}");
+        let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            printed,
+            serde_json::to_value(ate_examples::config::defaults()).unwrap(),
+            "{bin}"
+        );
+    }
 }
 
 fn serde_saphyr_value(doc: &str) -> serde_json::Value {
