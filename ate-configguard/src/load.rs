@@ -1486,13 +1486,14 @@ fn dormant(kind: &str, doc: &Node) -> Option<String> {
 
 /// Whether one state's documents without a `metadata.namespace`, read in
 /// `namespace`, miss the other state: it holds nothing in `namespace` and
-/// something elsewhere, or it holds an object or workload of that state
-/// (a kind and a name) only in other namespaces. That is `helm template` output (which leaves the
-/// namespace to `helm install -n prod`) checked against `kubectl get -n
-/// prod -o yaml` without saying `prod`: the two states never meet, so a key
-/// the change removes is never seen, and the check passes. Call it with
-/// the namespace you loaded both states with, unless the user chose it;
-/// `None` when the states meet, or when no document went without one.
+/// something elsewhere, or it holds an object or workload of that state (a
+/// kind and a name) only in other namespaces. That is `helm template`
+/// output (which leaves the namespace to `helm install -n prod`) checked
+/// against `kubectl get -n prod -o yaml` without saying `prod`: the two
+/// states never meet, so a key the change removes is never seen, and the
+/// check passes. Call it with the namespace you loaded both states with,
+/// unless the user chose it; `None` when the states meet, or when no
+/// document went without one.
 ///
 /// ```
 /// use ate_configguard::{LoadOptions, load_str, unplaced_namespace};
@@ -1516,10 +1517,6 @@ pub fn unplaced_namespace(
         let accounts = m.service_accounts.iter().map(|a| a.namespace.as_str());
         objects.chain(workloads).chain(accounts).collect()
     }
-    let sides = [
-        ("proposed", proposed, "current", current),
-        ("current", current, "proposed", proposed),
-    ];
     // Kind and name of what a state holds, by namespace.
     fn names(m: &Manifests) -> BTreeSet<(&str, String, &str)> {
         let objects = m.objects.iter().map(|o| {
@@ -1532,6 +1529,10 @@ pub fn unplaced_namespace(
         });
         objects.chain(workloads).collect()
     }
+    let sides = [
+        ("proposed", proposed, "current", current),
+        ("current", current, "proposed", proposed),
+    ];
     for (side, state, other_side, other) in sides {
         let theirs = namespaces(other);
         if state.unplaced == 0 || theirs.is_empty() {
