@@ -28,8 +28,11 @@ pub enum Deletion {
     /// that can only fail more), except the ones the
     /// control plane keeps in every namespace whatever is applied
     /// ([`CONTROL_PLANE_OBJECTS`]): live state lists them and every pod
-    /// mounts one, but no deploy removes them, and the ones annotated to
-    /// be left alone by Helm or Argo CD ([`ConfigObject::kept_on_prune`]).
+    /// mounts one, but no deploy removes them, the ones annotated to be
+    /// left alone by Helm or Argo CD ([`ConfigObject::kept_on_prune`]), and
+    /// hooks (made by a hook annotation: neither tool counts a hook as a
+    /// resource of the release or application, so neither prunes one; it
+    /// goes only by its delete policy).
     Prune,
 }
 
@@ -337,7 +340,7 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
             .current
             .workloads
             .iter()
-            .filter(|w| w.kept_on_prune.is_none())
+            .filter(|w| w.kept_on_prune.is_none() && w.hook.is_none())
             .map(|w| &w.id)
             .filter(|id| {
                 !kept.contains(id)
@@ -349,8 +352,10 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
                 // Nothing applied gives no scope: then everything goes.
                 || !(touched.is_empty() || touched.contains(id.namespace.as_str()))
                 || is_control_plane_object(id)
-                // An annotation tells Helm or Argo CD to leave it.
+                // An annotation tells Helm or Argo CD to leave it, or it
+                // was made as a hook, which neither prunes.
                 || object.kept_on_prune.is_some()
+                || object.hook.is_some()
         });
     }
     for id in &input.delete {

@@ -48,8 +48,8 @@ enum Command {
         /// Every current object absent from the proposed input is deleted, in
         /// the namespaces the proposed input touches (as `kubectl apply
         /// --prune`), except kube-root-ca.crt, which the control plane keeps,
-        /// and one annotated `helm.sh/resource-policy: keep` or (Argo CD)
-        /// `argocd.argoproj.io/sync-options: Prune=false`.
+        /// one annotated `helm.sh/resource-policy: keep` or (Argo CD)
+        /// `argocd.argoproj.io/sync-options: Prune=false`, and hooks.
         #[arg(long, conflicts_with = "delete")]
         prune: bool,
         /// An object the proposed state deletes: KIND/NAMESPACE/NAME.

@@ -169,12 +169,12 @@ pub fn naive_safe(input: &CheckInput) -> bool {
                 && input.proposed.workloads.is_empty()
                 && input.proposed.service_accounts.is_empty();
             // ... but not one whose annotation tells Helm or Argo CD to
-            // leave it.
+            // leave it, nor a hook (neither tool prunes one).
             let kept = input
                 .current
                 .objects
                 .iter()
-                .any(|o| o.id == *id && o.kept_on_prune.is_some());
+                .any(|o| o.id == *id && (o.kept_on_prune.is_some() || o.hook.is_some()));
             !in_proposed(id) && (nothing || touched(&id.namespace)) && !kept
         }
         Deletion::Listed => input.delete.contains(id),

@@ -751,7 +751,7 @@ fn prune_deletes_only_in_the_namespaces_the_proposed_input_touches() {
 }
 
 #[test]
-fn prune_leaves_what_helm_or_argo_cd_is_told_to_keep() {
+fn prune_leaves_what_helm_or_argo_cd_is_told_to_keep_and_hooks() {
     // `helm.sh/resource-policy: keep` and Argo CD's `Prune=false` (or
     // `Prune=confirm`) leave an object the new release or sync no longer
     // holds. Before, `--prune` counted it as deleted: a failure for every
@@ -785,6 +785,17 @@ fn prune_leaves_what_helm_or_argo_cd_is_told_to_keep() {
             vec![("missing-object".into(), None)],
             "{annotations}"
         );
+    }
+    // A hook is not pruned either: neither Helm nor Argo CD counts one as
+    // a resource of the release or application (gitops-engine skips hooks
+    // when it plans prune tasks); only its delete policy removes it.
+    for annotations in [
+        "{helm.sh/hook: pre-install}",
+        "{argocd.argoproj.io/hook: PreSync}",
+    ] {
+        let current = docs(&[&annotated(annotations), &deployment("pusher", ENVFROM_APP)]);
+        let report = run_with(&current, &proposed, Deletion::Prune, &[]);
+        assert!(report.is_safe(), "{annotations}: {}", report.to_text());
     }
     // Any other value prunes it, as before.
     for annotations in [
