@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::InputError;
 use crate::model::{
-    ConfigKind, ConfigObject, Finding, Hook, HookPhase, Inventory, Manifests, ObjectId, Reference,
-    ServiceAccount, Severity, Side, Workload, WorkloadId,
+    ConfigKind, ConfigObject, Finding, Hook, HookPhase, Inventory, Manifests, ObjectId,
+    PULL_SECRET_KEYS, Reference, ServiceAccount, Severity, Side, Workload, WorkloadId,
 };
 
 /// Which current objects the proposed state deletes.
@@ -820,6 +820,20 @@ fn check_reference(
             finding("missing-key", Some(key), msg);
         }
         Some(_) => {}
+        // A pull secret that loses the key the kubelet reads is skipped
+        // without a word, and the image is pulled without credentials. (One
+        // that never had it is as it was.)
+        None if r.is_pull_secret() && !object.keys.iter().any(|k| pull_key(k)) => {
+            if let Some(had) = current.and_then(|c| c.keys.iter().find(|k| pull_key(k))) {
+                finding(
+                    "missing-key",
+                    Some(had),
+                    "the proposed state removes the key the kubelet reads from an image pull \
+                     secret: it would skip the secret and pull without credentials"
+                        .into(),
+                );
+            }
+        }
         None if r.bulk => {
             let mut before: BTreeSet<&String> =
                 current.map(|c| c.keys.iter().collect()).unwrap_or_default();
@@ -838,6 +852,11 @@ fn check_reference(
         }
         None => {}
     }
+}
+
+/// Whether `key` is one the kubelet reads a pull secret's credentials from.
+fn pull_key(key: &str) -> bool {
+    PULL_SECRET_KEYS.contains(&key)
 }
 
 /// A names-only inventory of `manifests`' config objects.

@@ -122,8 +122,8 @@ pub use check::{
 pub use drift::{Source, drift};
 pub use load::{LoadOptions, load_paths, load_str, pod_references, unplaced_namespace};
 pub use model::{
-    ConfigKind, ConfigObject, Finding, Hook, HookPhase, Inventory, Manifests, ObjectId, Reference,
-    ServiceAccount, Severity, Side, Workload, WorkloadId,
+    ConfigKind, ConfigObject, Finding, Hook, HookPhase, Inventory, Manifests, ObjectId,
+    PULL_SECRET_KEYS, Reference, ServiceAccount, Severity, Side, Workload, WorkloadId,
 };
 
 /// Input the guard cannot use: the CLI exits 2. Messages name files,

@@ -211,7 +211,25 @@ pub struct Reference {
     pub optional: bool,
 }
 
+/// The keys the kubelet reads an image pull secret's credentials from:
+/// `.dockerconfigjson` (type `kubernetes.io/dockerconfigjson`) or the legacy
+/// `.dockercfg` (type `kubernetes.io/dockercfg`). A pull secret without
+/// either is skipped without a word, and the image is pulled without
+/// credentials.
+pub const PULL_SECRET_KEYS: [&str; 2] = [".dockerconfigjson", ".dockercfg"];
+
 impl Reference {
+    /// Whether it names an image pull secret (`imagePullSecrets`, the
+    /// pod's or its ServiceAccount's), whose [`PULL_SECRET_KEYS`] the
+    /// kubelet reads.
+    pub fn is_pull_secret(&self) -> bool {
+        self.kind == ConfigKind::Secret
+            && self.key.is_none()
+            && !self.bulk
+            && (self.site.starts_with("imagePullSecrets[")
+                || self.site.ends_with(".imagePullSecrets"))
+    }
+
     /// Whether `object` holds what it reads: the key, or (for a whole
     /// object) anything.
     pub fn resolves_in(&self, object: &ConfigObject) -> bool {

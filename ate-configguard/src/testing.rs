@@ -19,7 +19,8 @@ use std::collections::BTreeSet;
 use proptest::prelude::*;
 
 use crate::model::{
-    ConfigKind, ConfigObject, Hook, HookPhase, Manifests, ObjectId, Reference, Workload, WorkloadId,
+    ConfigKind, ConfigObject, Hook, HookPhase, Manifests, ObjectId, PULL_SECRET_KEYS, Reference,
+    Workload, WorkloadId,
 };
 use crate::{CheckInput, Deletion};
 
@@ -201,6 +202,15 @@ pub fn naive_safe(input: &CheckInput) -> bool {
             }
             let id = id_of(w, r);
             let Some(obj) = lookup(&id) else { return false };
+            // A pull secret must keep the key the kubelet reads, if it had
+            // one.
+            let pull_key = |o: &ConfigObject| PULL_SECRET_KEYS.iter().any(|k| o.keys.contains(*k));
+            if r.is_pull_secret()
+                && find(&input.current.objects, &id).is_some_and(|c| pull_key(&c))
+                && !pull_key(&obj)
+            {
+                return false;
+            }
             if let Some(key) = &r.key
                 && !obj.keys.contains(key)
             {
@@ -278,7 +288,7 @@ fn object() -> impl Strategy<Value = ConfigObject> {
                     namespace: "default".into(),
                     name: format!("obj{n}"),
                 },
-                keys: keys.into_iter().map(|k| format!("K{k}")).collect(),
+                keys: keys.into_iter().map(key_name).collect(),
                 immutable,
                 hook,
                 sync_wave,
@@ -297,8 +307,18 @@ fn objects() -> impl Strategy<Value = Vec<ConfigObject>> {
     })
 }
 
+/// Key `k` of the five the strategies use; the last is the key the kubelet
+/// reads from an image pull secret.
+fn key_name(k: u8) -> String {
+    if k == 4 {
+        PULL_SECRET_KEYS[0].into()
+    } else {
+        format!("K{k}")
+    }
+}
+
 fn reference() -> impl Strategy<Value = Reference> {
-    (
+    let read = (
         kind(),
         0u8..3,
         proptest::option::weighted(0.6, 0u8..5),
@@ -314,9 +334,20 @@ fn reference() -> impl Strategy<Value = Reference> {
             kind,
             name: format!("obj{n}"),
             bulk: key.is_none(),
-            key: key.map(|k| format!("K{k}")),
+            key: key.map(key_name),
             optional,
-        })
+        });
+    // Now and then an image pull secret (a whole Secret, not loaded).
+    let pull = (0u8..3).prop_map(|n| Reference {
+        container: None,
+        site: "imagePullSecrets[0]".into(),
+        kind: ConfigKind::Secret,
+        name: format!("obj{n}"),
+        key: None,
+        bulk: false,
+        optional: false,
+    });
+    prop_oneof![9 => read, 1 => pull]
 }
 
 fn workloads(prefix: &'static str) -> impl Strategy<Value = Vec<Workload>> {

@@ -1473,3 +1473,51 @@ fn the_secret_a_secret_provider_class_syncs_holds_the_keys_its_data_names() {
         "{debug}"
     );
 }
+
+#[test]
+fn a_pull_secret_must_keep_the_key_the_kubelet_reads() {
+    // The kubelet reads `.dockerconfigjson` (or the legacy `.dockercfg`)
+    // from an image pull secret and skips one without it, without a word:
+    // the image is then pulled without credentials. Before, a pull secret
+    // rewritten without the key (an ExternalSecret missing its
+    // dockerconfigjson template, say) passed, as its name was still there.
+    let pulls = "      imagePullSecrets: [ {name: regcred} ]\n      containers:\n        - name: app\n          image: registry.example/app:1\n";
+    let web = deployment("web", pulls);
+    for key in [".dockerconfigjson", ".dockercfg"] {
+        let current = docs(&[&secret("regcred", &[key]), &web]);
+        let report = run(&current, &secret("regcred", &["token"]));
+        assert_eq!(
+            codes(&report),
+            vec![("missing-key".into(), Some(key.into()))],
+            "{key}: {}",
+            report.to_text()
+        );
+        assert!(
+            report.failures[0]
+                .message
+                .contains("pull without credentials"),
+            "{}",
+            report.to_text()
+        );
+        // Keeping it (or moving to the other) is fine.
+        assert!(run(&current, &secret("regcred", &[key, "token"])).is_safe());
+        assert!(run(&current, &secret("regcred", &[".dockerconfigjson"])).is_safe());
+    }
+    // Through the ServiceAccount as well.
+    let account = "apiVersion: v1\nkind: ServiceAccount\nmetadata: { name: default }\nimagePullSecrets: [ {name: regcred} ]\n";
+    let plain = deployment(
+        "web",
+        "      containers:\n        - name: app\n          image: registry.example/app:1\n",
+    );
+    let current = docs(&[&secret("regcred", &[".dockerconfigjson"]), account, &plain]);
+    let report = run(&current, &secret("regcred", &["token"]));
+    assert_eq!(
+        codes(&report),
+        vec![("missing-key".into(), Some(".dockerconfigjson".into()))],
+        "{}",
+        report.to_text()
+    );
+    // A pull secret that never had the key is as it was: not this change's.
+    let current = docs(&[&secret("regcred", &["token"]), &web]);
+    assert!(run(&current, &secret("regcred", &["other"])).is_safe());
+}
