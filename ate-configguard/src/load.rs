@@ -622,30 +622,14 @@ fn load_doc(
                 let secret = object.name_at("secretName").ok_or_else(|| {
                     bad(at, format!("spec.secretObjects[{i}] without a secretName"))
                 })?;
-                let mut keys = BTreeSet::new();
-                let items = match object.get("data") {
+                let mut keys = match object.get("data") {
                     // Absent, null or empty (read as a map without names).
-                    None | Some(Node::Null) => &[][..],
-                    Some(Node::Seq(names)) if names.is_empty() => &[][..],
-                    Some(data) => match data.get(DATA_LIST) {
-                        Some(Node::Seq(items)) => items,
-                        _ => {
-                            return Err(bad(
-                                at,
-                                format!("spec.secretObjects[{i}].data is not a list"),
-                            ));
-                        }
-                    },
+                    None | Some(Node::Null) => BTreeSet::new(),
+                    Some(Node::Seq(names)) if names.is_empty() => BTreeSet::new(),
+                    Some(list) => {
+                        data_list_names(list, "key", &format!("spec.secretObjects[{i}].data"), at)?
+                    }
                 };
-                for (j, item) in items.iter().enumerate() {
-                    let key = item.name_at("key").ok_or_else(|| {
-                        bad(
-                            at,
-                            format!("spec.secretObjects[{i}].data[{j}] without a key"),
-                        )
-                    })?;
-                    keys.insert(key.to_owned());
-                }
                 add_control_plane_keys(object.get("type").and_then(Node::as_str), &mut keys);
                 out.objects.push(made_secret(
                     &kind,
@@ -808,6 +792,30 @@ fn load_doc(
         o.kept_on_prune.clone_from(&order.kept_on_prune);
     }
     Ok(())
+}
+
+/// The key names the items of a `data` list (read as [`DATA_LIST`]) give in
+/// `field`: an ExternalSecret's `secretKey`, a SecretProviderClass's `key`.
+/// A list that is none, or an item without the field, is unusable input,
+/// named by `what`.
+fn data_list_names(
+    list: &Node,
+    field: &str,
+    what: &str,
+    at: &str,
+) -> Result<BTreeSet<String>, InputError> {
+    let Some(Node::Seq(items)) = list.get(DATA_LIST) else {
+        return Err(bad(at, format!("{what} is not a list")));
+    };
+    items
+        .iter()
+        .enumerate()
+        .map(|(j, item)| {
+            item.name_at(field)
+                .map(str::to_owned)
+                .ok_or_else(|| bad(at, format!("{what}[{j}] without a {field}")))
+        })
+        .collect()
 }
 
 /// The workload whose pod template an allow-listed kind runs instead of
@@ -1093,17 +1101,14 @@ fn external_secret(
     if templated.is_none() || field(template, "mergePolicy") == Some("Merge") {
         match spec.get("data") {
             None | Some(Node::Null) => {}
-            Some(list) => match list.get(DATA_LIST) {
-                Some(Node::Seq(items)) => {
-                    for item in items {
-                        let key = item.name_at("secretKey").ok_or_else(|| {
-                            bad(at, "an ExternalSecret spec.data item without a secretKey")
-                        })?;
-                        keys.insert(key.to_owned());
-                    }
-                }
-                _ => return Err(bad(at, "an ExternalSecret's spec.data is not a list")),
-            },
+            Some(list) => {
+                keys.extend(data_list_names(
+                    list,
+                    "secretKey",
+                    "ExternalSecret spec.data",
+                    at,
+                )?);
+            }
         }
     }
     let immutable = matches!(
