@@ -54,10 +54,12 @@
 //! printed, logged or put in an error. So are the values of every
 //! annotation (`kubectl apply` keeps a copy of the whole object, values
 //! included, in `kubectl.kubernetes.io/last-applied-configuration`) but the
-//! six that say when a hook runs and whether it stays (`helm.sh/hook`,
-//! `helm.sh/hook-weight`, `helm.sh/hook-delete-policy`,
-//! `argocd.argoproj.io/hook`, `argocd.argoproj.io/sync-wave`,
-//! `argocd.argoproj.io/hook-delete-policy`).
+//! eight that tell how Helm and Argo CD handle the object: when a hook
+//! runs and whether it stays (`helm.sh/hook`, `helm.sh/hook-weight`,
+//! `helm.sh/hook-delete-policy`, `argocd.argoproj.io/hook`,
+//! `argocd.argoproj.io/sync-wave`, `argocd.argoproj.io/hook-delete-policy`),
+//! and whether a prune leaves it (`helm.sh/resource-policy`,
+//! `argocd.argoproj.io/sync-options`).
 //!
 //! # Example
 //!
