@@ -786,15 +786,31 @@ fn check_reference(
         }
         return;
     };
-    if let Some(cur) = current
-        && cur.immutable
-        && cur.keys != object.keys
-    {
-        finding(
-            "immutable-changed",
-            None,
-            "the object is immutable but the proposed state changes its keys".into(),
-        );
+    // What the API server refuses to change in place: the apply fails for
+    // this object, which keeps what it had, and what the change meant to
+    // bring to it never comes. (Not for a hook: Helm and Argo CD delete
+    // one and make it again, by default.)
+    if let Some(cur) = current.filter(|_| object.hook.is_none()) {
+        if cur.immutable && cur.keys != object.keys {
+            finding(
+                "immutable-changed",
+                None,
+                "the object is immutable but the proposed state changes its keys".into(),
+            );
+        }
+        if let (Some(was), Some(new)) = (&cur.secret_type, &object.secret_type)
+            && was != new
+        {
+            finding(
+                "immutable-changed",
+                None,
+                format!(
+                    "the proposed state changes this Secret's type from {was} to {new}, which \
+                     the API server refuses: the apply fails for it, and it keeps its old keys \
+                     (delete it in an earlier step, or give it a new name)"
+                ),
+            );
+        }
     }
     match &r.key {
         Some(key) if !object.keys.contains(key) => {

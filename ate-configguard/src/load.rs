@@ -436,6 +436,13 @@ fn load_doc(
             if kind == "Secret" && doc.get("binaryData").is_some() {
                 return Err(bad(at, "a Secret has no binaryData field"));
             }
+            let secret_type = match doc.get("type") {
+                None | Some(Node::Null) => None,
+                Some(Node::String(t)) if kind == "Secret" => (!t.is_empty()).then(|| t.clone()),
+                Some(_) if kind == "Secret" => return Err(bad(at, "type is not a string")),
+                // Not a ConfigMap field: the API server drops it.
+                Some(_) => None,
+            };
             let immutable = match doc.get("immutable") {
                 None | Some(Node::Null) => false,
                 Some(Node::Bool(b)) => *b,
@@ -453,6 +460,7 @@ fn load_doc(
                 },
                 keys,
                 immutable,
+                secret_type,
                 hook: None,
                 sync_wave: None,
                 made_by: None,
@@ -1061,6 +1069,7 @@ fn made_secret(
         },
         keys,
         immutable,
+        secret_type: None,
         hook: None,
         sync_wave: None,
     }
@@ -1116,14 +1125,11 @@ fn external_secret(
         Some(Node::Bool(true))
     );
     let target_name = target.and_then(|t| t.name_at("name")).map(str::to_owned);
-    Ok(Some(made_secret(
-        kind,
-        namespace,
-        name,
-        target_name,
-        keys,
-        immutable,
-    )))
+    let mut made = made_secret(kind, namespace, name, target_name, keys, immutable);
+    // The operator sets the template's type, if it gives one, on the
+    // Secret it makes or updates; else the Secret keeps the type it has.
+    made.secret_type = field(template, "type").map(str::to_owned);
+    Ok(Some(made))
 }
 
 /// Drops each Secret a controller makes ([`made_secret`]) that the input
@@ -1970,12 +1976,13 @@ impl ConfigObject {
             default_namespace,
             keys,
             cm.immutable,
+            None,
         )
     }
 
     /// A Secret's key names (`data` and `stringData`, and for a
-    /// service-account token Secret the keys the control plane writes);
-    /// its values are not read. `default_namespace` is used if it names
+    /// service-account token Secret the keys the control plane writes) and
+    /// its `type`; its values are not read. `default_namespace` is used if it names
     /// none.
     ///
     /// # Errors
@@ -1996,6 +2003,7 @@ impl ConfigObject {
             default_namespace,
             keys,
             secret.immutable,
+            secret.type_.clone().filter(|t| !t.is_empty()),
         )
     }
 }
@@ -2006,6 +2014,7 @@ fn typed_object(
     default_namespace: &str,
     keys: BTreeSet<String>,
     immutable: Option<bool>,
+    secret_type: Option<String>,
 ) -> Result<ConfigObject, InputError> {
     let name = meta
         .name
@@ -2035,6 +2044,7 @@ fn typed_object(
         },
         keys,
         immutable: immutable.unwrap_or(false),
+        secret_type,
         hook: order.hook,
         sync_wave: order.sync_wave,
         made_by: None,

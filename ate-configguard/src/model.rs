@@ -71,6 +71,15 @@ pub struct ConfigObject {
     /// `immutable: true`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub immutable: bool,
+    /// A Secret's `type`, where the input gives it: a live Secret always
+    /// does (`Opaque` if it was made without one), a manifest may, and so
+    /// may an ExternalSecret (`spec.target.template.type`). `None` for a
+    /// ConfigMap, and for a Secret whose type the input leaves out: applied,
+    /// such a manifest leaves the type the Secret has (and so does the
+    /// External Secrets Operator). The API server refuses to change a
+    /// Secret's type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_type: Option<String>,
     /// A Helm or Argo CD hook, if it is one: created before, with or after
     /// the rest of the change, or not by it at all, and perhaps deleted
     /// again once its hooks succeed.
@@ -337,7 +346,8 @@ pub struct Finding {
     /// Failure or warning.
     pub severity: Severity,
     /// A stable code: `missing-object`, `missing-key`, `reclassified`,
-    /// `bulk-key-removed`, `immutable-changed`, `outside-pod-spec`,
+    /// `bulk-key-removed`, `immutable-changed` (the keys of an immutable
+    /// object, or a Secret's type), `outside-pod-spec`,
     /// `applied-after-hook`, `later-sync-wave`, `created-by-post-hook`.
     pub code: String,
     /// The workload, if any.

@@ -220,7 +220,14 @@ pub fn naive_safe(input: &CheckInput) -> bool {
                 if r.bulk && !cur.keys.iter().all(|k| obj.keys.contains(k)) {
                     return false;
                 }
-                if cur.immutable && cur.keys != obj.keys {
+                // The API server refuses these changes (but a hook is made
+                // again).
+                if obj.hook.is_none()
+                    && ((cur.immutable && cur.keys != obj.keys)
+                        || cur.secret_type.is_some()
+                            && obj.secret_type.is_some()
+                            && cur.secret_type != obj.secret_type)
+                {
                     return false;
                 }
             }
@@ -280,9 +287,11 @@ fn object() -> impl Strategy<Value = ConfigObject> {
         hook(),
         sync_wave(),
         proptest::bool::weighted(0.15),
+        // A Secret's type, now and then, when the input gives it.
+        proptest::option::weighted(0.6, prop_oneof![Just("Opaque"), Just("kubernetes.io/tls")]),
     )
         .prop_map(
-            |(kind, n, keys, immutable, hook, sync_wave, kept)| ConfigObject {
+            |(kind, n, keys, immutable, hook, sync_wave, kept, secret_type)| ConfigObject {
                 id: ObjectId {
                     kind,
                     namespace: "default".into(),
@@ -290,6 +299,9 @@ fn object() -> impl Strategy<Value = ConfigObject> {
                 },
                 keys: keys.into_iter().map(key_name).collect(),
                 immutable,
+                secret_type: secret_type
+                    .filter(|_| kind == ConfigKind::Secret)
+                    .map(str::to_owned),
                 hook,
                 sync_wave,
                 made_by: None,

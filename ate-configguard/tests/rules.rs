@@ -1521,3 +1521,115 @@ fn a_pull_secret_must_keep_the_key_the_kubelet_reads() {
     let current = docs(&[&secret("regcred", &["token"]), &web]);
     assert!(run(&current, &secret("regcred", &["other"])).is_safe());
 }
+
+/// `secret` with a `type`.
+fn typed_secret(name: &str, secret_type: &str, keys: &[&str]) -> String {
+    format!("{}type: {secret_type}\n", secret(name, keys))
+}
+
+#[test]
+fn changing_a_secrets_type_fails_as_the_api_server_refuses_it() {
+    // The API server refuses to change a Secret's type in place: the apply
+    // fails for it, the Secret keeps its old keys, and a workload that
+    // reads the key the change meant to add finds none. Before, the key
+    // counted as there.
+    let reads_new = "      containers:\n        - name: app\n          image: app:1\n          env:\n            - name: CERT\n              valueFrom:\n                secretKeyRef: {name: tls, key: tls.crt}\n";
+    let current = docs(&[&typed_secret("tls", "Opaque", &["cert"])]);
+    let proposed = docs(&[
+        &typed_secret("tls", "kubernetes.io/tls", &["cert", "tls.crt", "tls.key"]),
+        &deployment("web", reads_new),
+    ]);
+    let report = run(&current, &proposed);
+    assert_eq!(
+        codes(&report),
+        vec![("immutable-changed".into(), None)],
+        "{}",
+        report.to_text()
+    );
+    let message = &report.failures[0].message;
+    assert!(
+        message.contains("from Opaque to kubernetes.io/tls") && message.contains("refuses"),
+        "{message}"
+    );
+    // A manifest that leaves the type out keeps the Secret's, as `kubectl
+    // apply` and the External Secrets Operator do; so does the same type.
+    let keeps = docs(&[
+        &secret("tls", &["cert", "tls.crt", "tls.key"]),
+        &deployment("web", reads_new),
+    ]);
+    assert!(run(&current, &keeps).is_safe());
+    let same = proposed.replace("kubernetes.io/tls", "Opaque");
+    assert!(run(&current, &same).is_safe());
+    // So does an input that does not say what the type was (a render
+    // without one).
+    let untold = docs(&[&secret("tls", &["cert"])]);
+    assert!(run(&untold, &proposed).is_safe());
+}
+
+#[test]
+fn a_pull_secret_an_external_secret_makes_opaque_fails() {
+    // Moving a pull secret to an ExternalSecret whose template says
+    // `type: Opaque`: the operator's update is refused (and a Secret made
+    // again that way is one the kubelet skips, pulling without
+    // credentials).
+    let pulls = "      imagePullSecrets: [ {name: regcred} ]\n      containers:\n        - name: app\n          image: registry.example/app:1\n";
+    let current = docs(&[
+        &typed_secret(
+            "regcred",
+            "kubernetes.io/dockerconfigjson",
+            &[".dockerconfigjson"],
+        ),
+        &deployment("web", pulls),
+    ]);
+    let external = |template: &str| {
+        format!(
+            "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {{name: regcred}}\nspec:\n  secretStoreRef: {{name: vault, kind: ClusterSecretStore}}\n  target:\n    template: {{{template}}}\n  data:\n  - secretKey: .dockerconfigjson\n    remoteRef: {{key: registry}}\n"
+        )
+    };
+    let report = run(&current, &external("type: Opaque"));
+    assert_eq!(
+        codes(&report),
+        vec![("immutable-changed".into(), None)],
+        "{}",
+        report.to_text()
+    );
+    assert!(run(&current, &external("type: kubernetes.io/dockerconfigjson")).is_safe());
+    // Without a type, the operator keeps the Secret's.
+    assert!(run(&current, &external("engineVersion: v2")).is_safe());
+}
+
+#[test]
+fn a_hook_secret_may_change_its_type_or_its_immutable_keys() {
+    // Helm and Argo CD delete a hook and make it again (their default
+    // delete policy, before-hook-creation), so what the API server
+    // refuses to change in place is no failure for one.
+    let hook = "metadata:\n  annotations: {helm.sh/hook: pre-upgrade}\n";
+    let as_hook = |doc: String| doc.replacen("metadata:\n", hook, 1);
+    let reads = "      containers:\n        - name: app\n          image: app:1\n          env:\n            - name: T\n              valueFrom:\n                secretKeyRef: {name: s, key: t}\n";
+    let current = docs(&[
+        &as_hook(typed_secret("s", "Opaque", &["t"])),
+        &deployment("web", reads),
+    ]);
+    let proposed = as_hook(typed_secret("s", "kubernetes.io/basic-auth", &["t"]));
+    assert!(run(&current, &proposed).is_safe());
+    let immutable = |keys: &[&str]| format!("{}immutable: true\n", secret("s", keys));
+    let current = docs(&[&as_hook(immutable(&["t"])), &deployment("web", reads)]);
+    assert!(run(&current, &as_hook(immutable(&["t", "u"]))).is_safe());
+    // Not a hook: both fail.
+    let current = docs(&[&immutable(&["t"]), &deployment("web", reads)]);
+    assert_eq!(
+        codes(&run(&current, &immutable(&["t", "u"]))),
+        vec![("immutable-changed".into(), None)]
+    );
+}
+
+#[test]
+fn a_secrets_type_must_be_a_string() {
+    let bad = "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\ntype: [Opaque]\n";
+    let err = load_err(bad).to_string();
+    assert!(err.contains("type is not a string"), "{err}");
+    // A ConfigMap has no type: one given is dropped, as the API server
+    // drops it.
+    let cm_typed = format!("{}type: Opaque\n", cm("c", &["k"]));
+    assert_eq!(load(&cm_typed).objects[0].secret_type, None);
+}

@@ -104,6 +104,11 @@ fn typed_objects_read_as_their_manifests_do() {
     let read = load_str(MANIFESTS, "m.yaml", &LoadOptions::default()).unwrap();
     let typed = typed();
     assert_eq!(typed.objects, read.objects);
+    // The type too, which the API server will not change in place.
+    assert_eq!(
+        typed.objects[2].secret_type.as_deref(),
+        Some("kubernetes.io/service-account-token")
+    );
     assert_eq!(typed.workloads, read.workloads);
     // Names only: no value is kept.
     let debug = format!("{typed:?}");
