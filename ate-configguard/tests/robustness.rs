@@ -4,7 +4,8 @@
 use std::collections::BTreeSet;
 
 use ate_configguard::{
-    CheckInput, Deletion, LoadOptions, Source, check, drift, load_str, unplaced_namespace,
+    CheckInput, Deletion, Inventory, LoadOptions, Source, check, drift, load_str, parse_object_id,
+    unplaced_namespace,
 };
 use proptest::prelude::*;
 
@@ -430,14 +431,34 @@ proptest! {
     fn mutated_drift_inputs_are_a_report_or_an_input_error_never_a_panic(
         base in mutated(),
         overlay in mutated(),
+        defaults_edits in prop::collection::vec(edit(), 0..3),
     ) {
-        let defaults = "{\"ATE_A\": \"1\", \"ATE_B\": \"two\"}";
+        let defaults = apply("{\"ATE_A\": \"1\", \"ATE_B\": \"two\"}", &defaults_edits);
         let _ = drift(
-            Source { text: defaults, name: "defaults.json" },
+            Source { text: &defaults, name: "defaults.json" },
             Source { text: &base, name: "base.yaml" },
             &[Source { text: &overlay, name: "overlay.yaml" }],
             &BTreeSet::new(),
         );
+    }
+}
+
+proptest! {
+    /// What `--delete` and `--inventory` read from the command line and a
+    /// file: an error or a value, never a panic.
+    #[test]
+    fn any_object_id_or_inventory_text_is_read_or_refused_never_a_panic(
+        id in "[A-Za-z/ .:-]{0,24}",
+        edits in prop::collection::vec(edit(), 0..4),
+    ) {
+        if let Ok(parsed) = parse_object_id(&id) {
+            prop_assert!(!parsed.namespace.is_empty() && !parsed.name.is_empty());
+        }
+        let inventory = apply(
+            r#"{"version": 1, "objects": [{"kind": "Secret", "namespace": "prod", "name": "s", "keys": ["a"], "secret_type": "Opaque"}]}"#,
+            &edits,
+        );
+        let _ = serde_json::from_str::<Inventory>(&inventory);
     }
 }
 
