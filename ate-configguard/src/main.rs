@@ -69,7 +69,7 @@ enum Command {
         #[arg(long, value_enum, default_value = "text")]
         format: Format,
     },
-    /// Print the names-only inventory (kind, namespace, name, key names).
+    /// Print the names-only inventory (kind, namespace, name, key names, a Secret's type).
     Inventory {
         /// Files or directories of manifests (`-`: standard input).
         #[arg(required = true)]
