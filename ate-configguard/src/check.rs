@@ -839,17 +839,59 @@ fn check_reference(
         // A pull secret that loses the key the kubelet reads is skipped
         // without a word, and the image is pulled without credentials. (One
         // that never had it is as it was.)
-        None if r.is_pull_secret() && !object.keys.iter().any(|k| pull_key(k)) => {
-            if let Some(had) = current.and_then(|c| c.keys.iter().find(|k| pull_key(k))) {
-                finding(
-                    "missing-key",
-                    Some(had),
-                    "the proposed state removes the key the kubelet reads from an image pull \
-                     secret: it would skip the secret and pull without credentials"
-                        .into(),
-                );
+        None if r.is_pull_secret() => match current {
+            Some(current) => {
+                if !object.keys.iter().any(|k| pull_key(k))
+                    && let Some(had) = current.keys.iter().find(|k| pull_key(k))
+                {
+                    finding(
+                        "missing-key",
+                        Some(had),
+                        "the proposed state removes the key the kubelet reads from an image \
+                         pull secret: it would skip the secret and pull without credentials"
+                            .into(),
+                    );
+                }
             }
-        }
+            // A new one must be one the kubelet reads: the key, in a
+            // Secret of its type (the API server makes a Secret without a
+            // type `Opaque`, and so do the controllers that make them).
+            None => {
+                let secret_type = object.secret_type.as_deref().unwrap_or("Opaque");
+                if !PULL_SECRET_TYPES
+                    .iter()
+                    .any(|(key, t)| object.keys.contains(*key) && secret_type == *t)
+                {
+                    let (key, message) = match PULL_SECRET_TYPES
+                        .iter()
+                        .find(|(key, _)| object.keys.contains(*key))
+                    {
+                        Some((key, t)) => (
+                            *key,
+                            format!(
+                                "the kubelet reads {key} only from a Secret of type {t}, and \
+                                 this new image pull secret is {secret_type}: it would skip it \
+                                 and pull without credentials"
+                            ),
+                        ),
+                        None => (
+                            PULL_SECRET_KEYS[0],
+                            "this new image pull secret has neither .dockerconfigjson nor \
+                             .dockercfg: the kubelet would skip it and pull without credentials"
+                                .to_owned(),
+                        ),
+                    };
+                    finding(
+                        "missing-key",
+                        Some(key),
+                        format!(
+                            "{message} (if it exists already, give the live Secret in the \
+                             current state)"
+                        ),
+                    );
+                }
+            }
+        },
         None if r.bulk => {
             let mut before: BTreeSet<&String> =
                 current.map(|c| c.keys.iter().collect()).unwrap_or_default();
@@ -869,6 +911,13 @@ fn check_reference(
         None => {}
     }
 }
+
+/// Each key the kubelet reads a pull secret's credentials from, with the
+/// Secret type it reads it from (no other).
+const PULL_SECRET_TYPES: [(&str, &str); 2] = [
+    (".dockerconfigjson", "kubernetes.io/dockerconfigjson"),
+    (".dockercfg", "kubernetes.io/dockercfg"),
+];
 
 /// Whether `key` is one the kubelet reads a pull secret's credentials from.
 fn pull_key(key: &str) -> bool {

@@ -203,13 +203,20 @@ pub fn naive_safe(input: &CheckInput) -> bool {
             let id = id_of(w, r);
             let Some(obj) = lookup(&id) else { return false };
             // A pull secret must keep the key the kubelet reads, if it had
-            // one.
+            // one; a new one must have it, in a Secret of its type (a
+            // Secret without one is `Opaque`).
             let pull_key = |o: &ConfigObject| PULL_SECRET_KEYS.iter().any(|k| o.keys.contains(*k));
-            if r.is_pull_secret()
-                && find(&input.current.objects, &id).is_some_and(|c| pull_key(&c))
-                && !pull_key(&obj)
-            {
-                return false;
+            let readable = |o: &ConfigObject| {
+                let t = o.secret_type.as_deref().unwrap_or("Opaque");
+                (o.keys.contains(".dockerconfigjson") && t == "kubernetes.io/dockerconfigjson")
+                    || (o.keys.contains(".dockercfg") && t == "kubernetes.io/dockercfg")
+            };
+            if r.is_pull_secret() {
+                match find(&input.current.objects, &id) {
+                    Some(c) if pull_key(&c) && !pull_key(&obj) => return false,
+                    None if !readable(&obj) => return false,
+                    _ => {}
+                }
             }
             if let Some(key) = &r.key
                 && !obj.keys.contains(key)
@@ -288,7 +295,14 @@ fn object() -> impl Strategy<Value = ConfigObject> {
         sync_wave(),
         proptest::bool::weighted(0.15),
         // A Secret's type, now and then, when the input gives it.
-        proptest::option::weighted(0.6, prop_oneof![Just("Opaque"), Just("kubernetes.io/tls")]),
+        proptest::option::weighted(
+            0.6,
+            prop_oneof![
+                Just("Opaque"),
+                Just("kubernetes.io/tls"),
+                Just("kubernetes.io/dockerconfigjson")
+            ],
+        ),
     )
         .prop_map(
             |(kind, n, keys, immutable, hook, sync_wave, kept, secret_type)| ConfigObject {

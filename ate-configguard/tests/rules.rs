@@ -1633,3 +1633,85 @@ fn a_secrets_type_must_be_a_string() {
     let cm_typed = format!("{}type: Opaque\n", cm("c", &["k"]));
     assert_eq!(load(&cm_typed).objects[0].secret_type, None);
 }
+
+#[test]
+fn a_new_pull_secret_must_be_one_the_kubelet_reads() {
+    // A workload moved to a new pull secret: the kubelet reads
+    // `.dockerconfigjson` only from a Secret of type
+    // `kubernetes.io/dockerconfigjson` (`.dockercfg` from
+    // `kubernetes.io/dockercfg`), skips any other without a word, and pulls
+    // without credentials. A manifest without its type, or an
+    // ExternalSecret without a dockerconfigjson template, makes an `Opaque`
+    // one. Before, any new pull secret passed.
+    let pulls = |name: &str| {
+        format!(
+            "      imagePullSecrets: [ {{name: {name}}} ]\n      containers:\n        - name: app\n          image: registry.example/app:1\n"
+        )
+    };
+    let current = docs(&[
+        &typed_secret(
+            "regcred",
+            "kubernetes.io/dockerconfigjson",
+            &[".dockerconfigjson"],
+        ),
+        &deployment("web", &pulls("regcred")),
+    ]);
+    let moved = |secret: &str| docs(&[secret, &deployment("web", &pulls("regcred-v2"))]);
+    let fails = |secret: &str, needle: &str| {
+        let report = run(&current, &moved(secret));
+        assert_eq!(
+            codes(&report),
+            vec![("missing-key".into(), Some(".dockerconfigjson".into()))],
+            "{}",
+            report.to_text()
+        );
+        let message = &report.failures[0].message;
+        assert!(
+            message.contains(needle) && message.contains("pull without credentials"),
+            "{message}"
+        );
+    };
+    fails(
+        &secret("regcred-v2", &[".dockerconfigjson"]),
+        "only from a Secret of type kubernetes.io/dockerconfigjson, and this new image pull secret is Opaque",
+    );
+    fails(
+        &typed_secret(
+            "regcred-v2",
+            "kubernetes.io/dockercfg",
+            &[".dockerconfigjson"],
+        ),
+        "is kubernetes.io/dockercfg",
+    );
+    fails(
+        &typed_secret("regcred-v2", "kubernetes.io/dockerconfigjson", &["token"]),
+        "has neither .dockerconfigjson nor .dockercfg",
+    );
+    for (key, t) in [
+        (".dockerconfigjson", "kubernetes.io/dockerconfigjson"),
+        (".dockercfg", "kubernetes.io/dockercfg"),
+    ] {
+        let report = run(&current, &moved(&typed_secret("regcred-v2", t, &[key])));
+        assert!(report.is_safe(), "{key}: {}", report.to_text());
+    }
+    // An ExternalSecret makes it Opaque unless its template says otherwise.
+    let external = |template: &str| {
+        format!(
+            "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {{name: regcred-v2}}\nspec:\n  secretStoreRef: {{name: vault, kind: ClusterSecretStore}}\n  target:\n    template: {{{template}}}\n  data:\n  - secretKey: .dockerconfigjson\n    remoteRef: {{key: registry}}\n"
+        )
+    };
+    fails(&external("engineVersion: v2"), "is Opaque");
+    assert!(
+        run(
+            &current,
+            &moved(&external("type: kubernetes.io/dockerconfigjson"))
+        )
+        .is_safe()
+    );
+    // An old one that the kubelet already skipped is as it was.
+    let skipped = docs(&[
+        &secret("regcred", &[".dockerconfigjson"]),
+        &deployment("web", &pulls("regcred")),
+    ]);
+    assert!(run(&skipped, &secret("regcred", &[".dockerconfigjson"])).is_safe());
+}
