@@ -575,8 +575,19 @@ fn load_doc(
                 template.and_then(|t| t.get("immutable")),
                 Some(Node::Bool(true))
             );
-            out.objects
-                .push(made_secret(&kind, namespace, name, None, keys, immutable));
+            let mut made = made_secret(&kind, namespace, name, None, keys, immutable);
+            // The controller sets the template's type on the Secret it
+            // makes or updates, an absent one too (the API server reads
+            // that as `Opaque`).
+            made.secret_type = Some(
+                template
+                    .and_then(|t| t.get("type"))
+                    .and_then(Node::as_str)
+                    .filter(|t| !t.is_empty())
+                    .unwrap_or("Opaque")
+                    .to_owned(),
+            );
+            out.objects.push(made);
         }
         "Certificate" if group == "cert-manager.io" => {
             let (namespace, name) = meta_names(&doc, at, options)?;
@@ -638,15 +649,18 @@ fn load_doc(
                         data_list_names(list, "key", &format!("spec.secretObjects[{i}].data"), at)?
                     }
                 };
-                add_control_plane_keys(object.get("type").and_then(Node::as_str), &mut keys);
-                out.objects.push(made_secret(
+                let secret_type = object.get("type").and_then(Node::as_str);
+                add_control_plane_keys(secret_type, &mut keys);
+                let mut made = made_secret(
                     &kind,
                     namespace.clone(),
                     name.clone(),
                     Some(secret.to_owned()),
                     keys,
                     false,
-                ));
+                );
+                made.secret_type = secret_type.filter(|t| !t.is_empty()).map(str::to_owned);
+                out.objects.push(made);
             }
         }
         // An ExternalSecret for each namespace it lists (`spec.namespaces`),

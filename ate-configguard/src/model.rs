@@ -73,11 +73,15 @@ pub struct ConfigObject {
     pub immutable: bool,
     /// A Secret's `type`, where the input gives it: a live Secret always
     /// does (`Opaque` if it was made without one), a manifest may, and so
-    /// may an ExternalSecret (`spec.target.template.type`). `None` for a
-    /// ConfigMap, and for a Secret whose type the input leaves out: applied,
-    /// such a manifest leaves the type the Secret has (and so does the
-    /// External Secrets Operator). The API server refuses to change a
-    /// Secret's type.
+    /// may an ExternalSecret (`spec.target.template.type`) or a
+    /// SecretProviderClass (`spec.secretObjects[].type`); a SealedSecret's
+    /// is its template's, `Opaque` if that gives none (its controller sets
+    /// it). `None` for a ConfigMap, and for a Secret whose type the input
+    /// leaves out: applied, such a manifest leaves the type the Secret has
+    /// (and so does the External Secrets Operator), and a new one is
+    /// `Opaque`. The API server refuses to change a Secret's type (the
+    /// Secrets Store CSI driver sets a SecretProviderClass's only on the
+    /// Secrets it creates).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_type: Option<String>,
     /// A Helm or Argo CD hook, if it is one: created before, with or after

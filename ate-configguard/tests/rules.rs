@@ -1715,3 +1715,48 @@ fn a_new_pull_secret_must_be_one_the_kubelet_reads() {
     ]);
     assert!(run(&skipped, &secret("regcred", &[".dockerconfigjson"])).is_safe());
 }
+
+#[test]
+fn a_sealed_secret_or_a_secret_provider_class_gives_the_type_it_sets() {
+    // `kubeseal` keeps a docker-registry Secret's type in the template; the
+    // controller sets it (Opaque when the template gives none) on the Secret
+    // it makes or updates. A SecretProviderClass names its Secrets' type.
+    let pulls = "      imagePullSecrets: [ {name: regcred} ]\n      containers:\n        - name: app\n          image: registry.example/app:1\n";
+    let sealed = |template: &str| {
+        format!(
+            "apiVersion: bitnami.com/v1alpha1\nkind: SealedSecret\nmetadata: {{name: regcred}}\nspec:\n  encryptedData: {{.dockerconfigjson: AgB}}\n  template: {{{template}}}\n"
+        )
+    };
+    let web = deployment("web", pulls);
+    let new = |secret: &str| run(NOTHING, &docs(&[secret, &web]));
+    assert!(
+        new(&sealed("type: kubernetes.io/dockerconfigjson")).is_safe(),
+        "{}",
+        new(&sealed("type: kubernetes.io/dockerconfigjson")).to_text()
+    );
+    assert!(!new(&sealed("metadata: {}")).is_safe());
+    // Over a live pull secret, a template without the type makes it Opaque:
+    // refused.
+    let live = docs(&[
+        &typed_secret(
+            "regcred",
+            "kubernetes.io/dockerconfigjson",
+            &[".dockerconfigjson"],
+        ),
+        &web,
+    ]);
+    assert_eq!(
+        codes(&run(&live, &sealed("metadata: {}"))),
+        vec![("immutable-changed".into(), None)]
+    );
+    let provider = |secret_type: &str| {
+        format!(
+            "apiVersion: secrets-store.csi.x-k8s.io/v1\nkind: SecretProviderClass\nmetadata: {{name: registry}}\nspec:\n  provider: vault\n  secretObjects:\n  - secretName: regcred\n    type: {secret_type}\n    data: [{{objectName: cfg, key: .dockerconfigjson}}]\n"
+        )
+    };
+    assert!(new(&provider("kubernetes.io/dockerconfigjson")).is_safe());
+    assert!(!new(&provider("Opaque")).is_safe());
+    // The driver sets that type only on a Secret it creates: over a live
+    // one, another type is no refused change (it is not made at all).
+    assert!(run(&live, &provider("Opaque")).is_safe());
+}
