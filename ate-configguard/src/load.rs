@@ -1142,7 +1142,9 @@ fn external_secret(
     let mut made = made_secret(kind, namespace, name, target_name, keys, immutable);
     // The operator sets the template's type, if it gives one, on the
     // Secret it makes or updates; else the Secret keeps the type it has.
-    made.secret_type = field(template, "type").map(str::to_owned);
+    made.secret_type = field(template, "type")
+        .filter(|t| !t.is_empty())
+        .map(str::to_owned);
     Ok(Some(made))
 }
 
@@ -1996,8 +1998,8 @@ impl ConfigObject {
 
     /// A Secret's key names (`data` and `stringData`, and for a
     /// service-account token Secret the keys the control plane writes) and
-    /// its `type`; its values are not read. `default_namespace` is used if it names
-    /// none.
+    /// its `type`; its values are not read. `default_namespace` is used if
+    /// it names none.
     ///
     /// # Errors
     ///
