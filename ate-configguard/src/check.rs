@@ -394,6 +394,14 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
 
     let current_accounts = accounts(&input.current.service_accounts, "current state")?;
     let proposed_accounts = accounts(&input.proposed.service_accounts, "proposed state")?;
+    // One workload twice in one state (two files that define it): which
+    // one is applied, or which a Rollout runs, depends on their order.
+    for (workloads, at) in [
+        (&input.current.workloads, "current state"),
+        (&input.proposed.workloads, "proposed state"),
+    ] {
+        unique(workloads, |w| &w.id, |_, w| w.id.to_string(), at)?;
+    }
     let mut findings: BTreeSet<Finding> = BTreeSet::new();
     let mut references = 0;
     let current_workloads = run_templates(&input.current.workloads, &[], "current state")?;

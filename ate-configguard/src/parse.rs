@@ -489,30 +489,47 @@ pub(crate) fn documents_with_values(text: &str, source: &str) -> Result<Vec<Node
 
 fn parse_documents<W: Wrapped>(text: &str, source: &str) -> Result<Vec<Node>, InputError> {
     let trimmed = text.trim_start();
-    if source.ends_with(".json") || trimmed.starts_with('{') || trimmed.starts_with('[') {
-        // One JSON document, or a stream of them one after another (what
-        // `jq -c '.items[]'` prints), read with one deserializer so that
-        // an error's line is the file's.
-        let mut de = serde_json::Deserializer::from_str(text);
-        let mut out = Vec::new();
-        loop {
-            let node = W::deserialize(&mut de)
-                .map(W::node)
-                .map_err(|e| InputError::Parse {
-                    file: source.into(),
-                    location: format!("line {} column {}", e.line(), e.column()),
-                    message: redact(&e.to_string()),
-                })?;
-            match node {
-                // A bare JSON array of objects is a document list.
-                Node::Seq(items) => out.extend(items),
-                other => out.push(other),
-            }
-            if de.end().is_ok() {
-                return Ok(out);
-            }
+    if source.ends_with(".json") {
+        return json_documents::<W>(text, source);
+    }
+    if trimmed.starts_with('{') || trimmed.starts_with('[') {
+        // JSON by its look; but YAML holds JSON too, and a stream may go
+        // on in YAML after a `---` (a JSON document first, then YAML
+        // ones): read as YAML what JSON cannot read, and name the JSON
+        // error if YAML cannot either.
+        return json_documents::<W>(text, source)
+            .or_else(|json| yaml_documents::<W>(text, source).map_err(|_| json));
+    }
+    yaml_documents::<W>(text, source)
+}
+
+/// One JSON document, or a stream of them one after another (what `jq -c
+/// '.items[]'` prints), read with one deserializer so that an error's
+/// line is the file's.
+fn json_documents<W: Wrapped>(text: &str, source: &str) -> Result<Vec<Node>, InputError> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let mut out = Vec::new();
+    loop {
+        let node = W::deserialize(&mut de)
+            .map(W::node)
+            .map_err(|e| InputError::Parse {
+                file: source.into(),
+                location: format!("line {} column {}", e.line(), e.column()),
+                message: redact(&e.to_string()),
+            })?;
+        match node {
+            // A bare JSON array of objects is a document list.
+            Node::Seq(items) => out.extend(items),
+            other => out.push(other),
+        }
+        if de.end().is_ok() {
+            return Ok(out);
         }
     }
+}
+
+/// A multi-document YAML stream.
+fn yaml_documents<W: Wrapped>(text: &str, source: &str) -> Result<Vec<Node>, InputError> {
     let chunks = split_stream(
         text,
         std::thread::available_parallelism().map_or(1, |n| n.get().min(8)),

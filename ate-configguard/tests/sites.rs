@@ -277,6 +277,39 @@ fn a_stream_of_json_documents_is_read_as_a_yaml_stream_is() {
 }
 
 #[test]
+fn a_stream_that_opens_with_a_json_document_and_goes_on_in_yaml_is_read() {
+    // YAML holds JSON: `cat a.json; echo ---; cat b.yaml` is one YAML
+    // stream. It was read as YAML the other way round, but refused (exit
+    // 2) when the JSON document came first.
+    let json = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"A":"1"}}"#;
+    let yaml = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\ndata: {B: x}\n";
+    let names = |text: &str| -> Vec<String> {
+        let mut names: Vec<String> = load(text)
+            .objects
+            .iter()
+            .map(|o| o.id.to_string())
+            .collect();
+        names.sort();
+        names
+    };
+    let both = ["ConfigMap/default/a", "ConfigMap/default/b"];
+    assert_eq!(names(&format!("{json}\n---\n{yaml}")), both);
+    assert_eq!(names(&format!("{yaml}---\n{json}\n")), both);
+    // What neither reads names the JSON error, as before.
+    let err = load_err(&format!("{json}\n---\n{{broken")).to_string();
+    assert!(err.contains("line 2"), "{err}");
+    // A `.json` file is JSON alone.
+    assert!(
+        ate_configguard::load_str(
+            &format!("{json}\n---\n{yaml}"),
+            "x.json",
+            &Default::default()
+        )
+        .is_err()
+    );
+}
+
+#[test]
 fn large_multi_document_files_load() {
     // Regression: the YAML parser's default budget refused more than 1,024
     // documents, which a rendered cluster easily exceeds.

@@ -114,6 +114,41 @@ fn unparsable_input_duplicates_and_missing_kind_are_input_errors() {
 }
 
 #[test]
+fn one_workload_twice_in_one_state_is_an_input_error() {
+    // Two files that define one Deployment: `kubectl apply` applies the
+    // last, and an Argo Rollout that runs its template took the first, so
+    // the answer hung on the order of the files. Objects were refused
+    // already.
+    let reads = |key: &str| {
+        deployment(
+            "web",
+            &format!(
+                "      containers:\n        - name: app\n          image: app:1\n          env:\n            - name: K\n              valueFrom:\n                configMapKeyRef: {{name: cfg, key: {key}}}\n"
+            ),
+        )
+    };
+    let twice = docs(&[&cm("cfg", &["A", "B"]), &reads("A"), &reads("B")]);
+    for (current, proposed, side) in [
+        (twice.as_str(), NOTHING, "current state"),
+        (NOTHING, twice.as_str(), "proposed state"),
+    ] {
+        let err = check(&CheckInput {
+            current: load(current),
+            proposed: load(proposed),
+            inventory: None,
+            deletion: Deletion::Listed,
+            delete: Vec::new(),
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains(side) && err.contains("Deployment/default/web appears twice"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
 fn text_with_no_document_is_an_input_error_and_an_empty_list_is_not() {
     for empty in [
         "",
