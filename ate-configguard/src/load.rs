@@ -16,7 +16,7 @@ use crate::model::{
     ConfigKind, ConfigObject, Finding, Hook, HookPhase, Manifests, ObjectId, Reference,
     ServiceAccount, Severity, Workload, WorkloadId,
 };
-use crate::parse::{DATA_LIST, Node, documents};
+use crate::parse::{DATA_LIST, NOT_A_STRING, Node, documents};
 
 /// How to read manifests.
 #[derive(Debug, Clone)]
@@ -297,10 +297,42 @@ fn key_names(doc: &Node, field: &str, at: &str) -> Result<BTreeSet<String>, Inpu
             .iter()
             .map(|k| match k {
                 Node::String(s) if !s.is_empty() => Ok(s.clone()),
+                Node::Map(_) => match k.get(NOT_A_STRING) {
+                    Some(Node::Seq(pair)) => {
+                        let (key, kind) = match pair.as_slice() {
+                            [Node::String(key), Node::String(kind)] => (key, kind),
+                            _ => {
+                                return Err(bad(
+                                    at,
+                                    format!("{field} holds a value that is no string"),
+                                ));
+                            }
+                        };
+                        Err(bad(at, not_a_string(field, key, kind)))
+                    }
+                    _ => Err(bad(at, format!("{field} has an empty or non-string key"))),
+                },
                 _ => Err(bad(at, format!("{field} has an empty or non-string key"))),
             })
             .collect(),
         Some(_) => Err(bad(at, format!("{field} is not a map"))),
+    }
+}
+
+/// Why a `data`-like value that is no string is unusable input (its value
+/// is never named, only what it is).
+fn not_a_string(field: &str, key: &str, kind: &str) -> String {
+    if kind == "null" {
+        format!(
+            "{field}.{key} has no value (null): `kubectl apply` and `helm upgrade` delete such a \
+             key from the object they update (a create keeps it, empty); give it a string, \
+             \"\" for an empty one (a Helm value that rendered to nothing does this)"
+        )
+    } else {
+        format!(
+            "{field}.{key} is {kind}, not a string: the API server refuses the object, so it \
+             keeps what it had; quote the value"
+        )
     }
 }
 

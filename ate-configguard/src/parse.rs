@@ -178,9 +178,18 @@ impl<'de> Visitor<'de> for NodeVisitor {
             } else if !self.keep_values && VALUE_FIELDS.contains(&key.as_str()) {
                 // Nested data fields (a List item, a template) drop values too.
                 match map.next_value::<DataField>()? {
-                    DataField::Names(names) => {
-                        Node::Seq(names.into_iter().map(Node::String).collect())
-                    }
+                    DataField::Names(names, not_strings) => Node::Seq(
+                        names
+                            .into_iter()
+                            .map(Node::String)
+                            .chain(not_strings.into_iter().map(|(key, kind)| {
+                                Node::Map(vec![(
+                                    NOT_A_STRING.to_owned(),
+                                    Node::Seq(vec![Node::String(key), Node::String(kind.into())]),
+                                )])
+                            }))
+                            .collect(),
+                    ),
                     // Not a map of keys: a map that says so (a ConfigMap's
                     // reader refuses it as "not a map"), the key names
                     // its items give kept for an ExternalSecret's or a
@@ -285,10 +294,66 @@ macro_rules! scalars_answer {
 /// item gives ([`ListItem`]); anything else, nothing.
 #[derive(Debug)]
 enum DataField {
-    Names(BTreeSet<String>),
+    /// The key names, and those whose value is no string, with what it
+    /// is instead ([`ValueKind`]).
+    Names(BTreeSet<String>, Vec<(String, &'static str)>),
     List(Vec<ListItem>),
     Other,
 }
+
+/// What a `data`-like map holds for a key, its value skipped unread: a
+/// string, or what it is instead (`null`, `a number`, ...). A ConfigMap's
+/// or a Secret's must be a string: the API server refuses a number or a
+/// boolean, and `kubectl apply` and `helm upgrade` delete a key whose value
+/// is null from the object they update.
+struct ValueKind(Option<&'static str>);
+
+impl<'de> Deserialize<'de> for ValueKind {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ValueKind;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a value")
+            }
+            fn visit_unit<E>(self) -> Result<ValueKind, E> {
+                Ok(ValueKind(Some("null")))
+            }
+            fn visit_none<E>(self) -> Result<ValueKind, E> {
+                Ok(ValueKind(Some("null")))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<ValueKind, E> {
+                Ok(ValueKind(Some("a boolean")))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<ValueKind, E> {
+                Ok(ValueKind(Some("a number")))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<ValueKind, E> {
+                Ok(ValueKind(Some("a number")))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<ValueKind, E> {
+                Ok(ValueKind(Some("a number")))
+            }
+            fn visit_str<E>(self, _: &str) -> Result<ValueKind, E> {
+                Ok(ValueKind(None))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ValueKind, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(ValueKind(Some("a list")))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ValueKind, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(ValueKind(Some("a map")))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// The key of the map that stands, in a [`DataField::Names`] read as a
+/// [`Node`], for a key whose value is no string: `{(not a string): [KEY,
+/// WHAT]}`.
+pub(crate) const NOT_A_STRING: &str = "(not a string)";
 
 impl<'de> Deserialize<'de> for DataField {
     fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -299,21 +364,25 @@ impl<'de> Deserialize<'de> for DataField {
                 f.write_str("a map of key names")
             }
             fn visit_unit<E>(self) -> Result<DataField, E> {
-                Ok(DataField::Names(BTreeSet::new()))
+                Ok(DataField::Names(BTreeSet::new(), Vec::new()))
             }
             fn visit_none<E>(self) -> Result<DataField, E> {
-                Ok(DataField::Names(BTreeSet::new()))
+                Ok(DataField::Names(BTreeSet::new(), Vec::new()))
             }
             scalars_answer!(DataField, DataField::Other);
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<DataField, A::Error> {
                 let mut keys = BTreeSet::new();
+                let mut not_strings = Vec::new();
                 while let Some(key) = map.next_key::<String>()? {
-                    let _: IgnoredAny = map.next_value()?;
+                    let ValueKind(kind) = map.next_value()?;
                     if !keys.insert(key.clone()) {
                         return Err(de::Error::custom(format!("duplicate key `{key}`")));
                     }
+                    if let Some(kind) = kind {
+                        not_strings.push((key, kind));
+                    }
                 }
-                Ok(DataField::Names(keys))
+                Ok(DataField::Names(keys, not_strings))
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<DataField, A::Error> {
                 let mut items = Vec::new();

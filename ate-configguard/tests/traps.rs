@@ -443,3 +443,56 @@ fn an_argo_rollout_that_runs_a_deployments_template_reads_what_it_reads() {
         assert!(load_str(&doc, "t.yaml", &opts).is_err(), "{bad}");
     }
 }
+
+#[test]
+fn a_config_value_that_is_no_string_is_an_input_error_naming_the_key_not_the_value() {
+    // `PORT: 8080` unquoted: the API server refuses the ConfigMap (its data
+    // holds strings), so it keeps its old keys while a Deployment applied
+    // beside it reads the new one. `A:` with nothing (a Helm value that
+    // rendered to nothing): `kubectl apply` and `helm upgrade` delete the
+    // key. Both passed, their key counted as there.
+    for (data, what) in [
+        ("{PORT: 8080}", "data.PORT is a number, not a string"),
+        ("{RATIO: 0.5}", "data.RATIO is a number"),
+        ("{DEBUG: true}", "data.DEBUG is a boolean"),
+        ("{A: }", "data.A has no value (null)"),
+        ("{A: null, B: x}", "data.A has no value (null)"),
+        ("{NESTED: {a: b}}", "data.NESTED is a map"),
+        ("{LIST: [1, 2]}", "data.LIST is a list"),
+    ] {
+        let doc = format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c}}\ndata: {data}\n");
+        let err = load_err(&doc).to_string();
+        assert!(err.contains(what), "{data}: {err}");
+        for value in ["8080", "0.5", "true", "[1", "{a"] {
+            assert!(!err.contains(value), "{data}: the value is named: {err}");
+        }
+    }
+    for (kind, field) in [
+        ("Secret", "stringData"),
+        ("Secret", "data"),
+        ("ConfigMap", "binaryData"),
+    ] {
+        let doc =
+            format!("apiVersion: v1\nkind: {kind}\nmetadata: {{name: c}}\n{field}: {{K: 1}}\n");
+        let err = load_err(&doc).to_string();
+        assert!(err.contains(&format!("{field}.K is a number")), "{err}");
+    }
+    // JSON too; and a SealedSecret's ciphertexts, an ExternalSecret's
+    // template.
+    let json = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"N":1}}"#;
+    assert!(load_err(json).to_string().contains("data.N is a number"));
+    let sealed = "apiVersion: bitnami.com/v1alpha1\nkind: SealedSecret\nmetadata: {name: s}\nspec:\n  encryptedData: {K: 12}\n";
+    assert!(
+        load_err(sealed)
+            .to_string()
+            .contains("encryptedData.K is a number")
+    );
+    // Quoted, as `kubectl get -o yaml` prints it, it is a string.
+    let quoted =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {PORT: \"8080\", E: \"\"}\n";
+    assert_eq!(load(quoted).objects[0].keys.len(), 2);
+    // Another kind's `data` may hold anything.
+    let other =
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\ndata: {n: 1, m: null}\n";
+    assert!(load_str(other, "t.yaml", &LoadOptions::default()).is_ok());
+}
