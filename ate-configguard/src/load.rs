@@ -325,7 +325,7 @@ fn not_a_string(field: &str, key: &str, kind: &str) -> String {
     if kind == "null" {
         format!(
             "{field}.{key} has no value (null): `kubectl apply` and `helm upgrade` delete such a \
-             key from the object they update (a create keeps it, empty); give it a string, \
+             key from the object they update; give it a string, \
              \"\" for an empty one (a Helm value that rendered to nothing does this)"
         )
     } else {
