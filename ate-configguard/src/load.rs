@@ -296,7 +296,7 @@ fn key_names(doc: &Node, field: &str, at: &str) -> Result<BTreeSet<String>, Inpu
         Some(Node::Seq(keys)) => keys
             .iter()
             .map(|k| match k {
-                Node::String(s) if !s.is_empty() => Ok(s.clone()),
+                Node::String(s) if !s.is_empty() => valid_key(s, field, at).map(|()| s.clone()),
                 Node::Map(_) => match k.get(NOT_A_STRING) {
                     Some(Node::Seq(pair)) => {
                         let (key, kind) = match pair.as_slice() {
@@ -317,6 +317,28 @@ fn key_names(doc: &Node, field: &str, at: &str) -> Result<BTreeSet<String>, Inpu
             .collect(),
         Some(_) => Err(bad(at, format!("{field} is not a map"))),
     }
+}
+
+/// A ConfigMap's or a Secret's key as the API server takes it: at most
+/// 253 characters of `a-z`, `A-Z`, `0-9`, `-`, `_` and `.`, not `.` and
+/// not starting with `..`. It refuses the whole object for another (a
+/// path such as `conf/app.yaml`, from a chart that keys files by their
+/// paths), which then keeps the keys it had.
+fn valid_key(key: &str, field: &str, at: &str) -> Result<(), InputError> {
+    let chars_ok = key
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if chars_ok && key.len() <= 253 && key != "." && !key.starts_with("..") {
+        return Ok(());
+    }
+    Err(bad(
+        at,
+        format!(
+            "{field} key {key:?} is no key the API server takes (at most 253 characters of \
+             a-z, A-Z, 0-9, '-', '_' and '.', not '.' nor starting with '..'): it refuses the \
+             object, which keeps the keys it had"
+        ),
+    ))
 }
 
 /// Why a `data`-like value that is no string is unusable input (its value
@@ -458,7 +480,19 @@ fn load_doc(
                 ("data", "stringData")
             };
             let mut keys = key_names(&doc, a, at)?;
-            keys.extend(key_names(&doc, b, at)?);
+            for key in key_names(&doc, b, at)? {
+                // A Secret's stringData overwrites its data; a ConfigMap's
+                // key in both is refused by the API server.
+                if !keys.insert(key.clone()) && kind == "ConfigMap" {
+                    return Err(bad(
+                        at,
+                        format!(
+                            "key {key:?} is in both data and binaryData: the API server \
+                             refuses the ConfigMap, which keeps the keys it had"
+                        ),
+                    ));
+                }
+            }
             if kind == "Secret" {
                 add_control_plane_keys(doc.get("type").and_then(Node::as_str), &mut keys);
             }
@@ -865,9 +899,11 @@ fn data_list_names(
         .iter()
         .enumerate()
         .map(|(j, item)| {
-            item.name_at(field)
-                .map(str::to_owned)
-                .ok_or_else(|| bad(at, format!("{what}[{j}] without a {field}")))
+            let name = item
+                .name_at(field)
+                .ok_or_else(|| bad(at, format!("{what}[{j}] without a {field}")))?;
+            valid_key(name, &format!("{what}[{j}].{field}"), at)?;
+            Ok(name.to_owned())
         })
         .collect()
 }

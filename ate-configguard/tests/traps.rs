@@ -496,3 +496,48 @@ fn a_config_value_that_is_no_string_is_an_input_error_naming_the_key_not_the_val
         "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\ndata: {n: 1, m: null}\n";
     assert!(load_str(other, "t.yaml", &LoadOptions::default()).is_ok());
 }
+
+#[test]
+fn a_key_the_api_server_refuses_is_an_input_error() {
+    // A chart that keys its files by path (`conf/app.yaml`): the API server
+    // refuses the whole ConfigMap, which keeps its old keys, while the
+    // Deployment applied beside it reads the new ones. It passed, every
+    // key counted as there.
+    let long = "k".repeat(254);
+    for key in ["conf/app.yaml", "a b", "..x", ".", "é", long.as_str()] {
+        let doc = format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c}}\ndata: {{\"{key}\": v}}\n"
+        );
+        let err = load_err(&doc).to_string();
+        assert!(
+            err.contains(&format!("data key {key:?} is no key the API server takes")),
+            "{key}: {err}"
+        );
+    }
+    let secret = "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData: {\"a/b\": v}\n";
+    assert!(
+        load_err(secret)
+            .to_string()
+            .contains("stringData key \"a/b\"")
+    );
+    let external = "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {name: e}\nspec:\n  data:\n  - secretKey: db/password\n    remoteRef: {key: db}\n";
+    let err = load_err(external).to_string();
+    assert!(
+        err.contains("spec.data[0].secretKey key \"db/password\""),
+        "{err}"
+    );
+    // One key in a ConfigMap's data and binaryData is refused too; a
+    // Secret's stringData overwrites its data.
+    let both = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {k: v}\nbinaryData: {k: AA==}\n";
+    assert!(
+        load_err(both)
+            .to_string()
+            .contains("in both data and binaryData")
+    );
+    let overwrite =
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\ndata: {k: dg==}\nstringData: {k: v}\n";
+    assert_eq!(load(overwrite).objects[0].keys.len(), 1);
+    // What it takes.
+    let fine = "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\ndata: {.dockerconfigjson: e30=, tls.crt: eA==, A_B-c.d9: eA==}\n";
+    assert_eq!(load(fine).objects[0].keys.len(), 3);
+}
