@@ -875,9 +875,52 @@ fn load_doc(
         w.kept_on_prune.clone_from(&order.kept_on_prune);
     }
     for o in &mut out.objects[objects_before..] {
+        typed_keys(o, at)?;
         o.hook.clone_from(&order.hook);
         o.sync_wave = order.sync_wave;
         o.kept_on_prune.clone_from(&order.kept_on_prune);
+    }
+    Ok(())
+}
+
+/// The keys the API server requires of a Secret of a type; it refuses one
+/// without them, and the Secret keeps what it had. (A
+/// `kubernetes.io/basic-auth` Secret needs `username` or `password`.)
+const TYPED_KEYS: [(&str, &[&str]); 4] = [
+    ("kubernetes.io/dockercfg", &[".dockercfg"]),
+    ("kubernetes.io/dockerconfigjson", &[".dockerconfigjson"]),
+    ("kubernetes.io/ssh-auth", &["ssh-privatekey"]),
+    ("kubernetes.io/tls", &["tls.crt", "tls.key"]),
+];
+
+/// Unusable input if `object` is a Secret of a type whose keys it lacks.
+fn typed_keys(object: &ConfigObject, at: &str) -> Result<(), InputError> {
+    let Some(secret_type) = object.secret_type.as_deref() else {
+        return Ok(());
+    };
+    let refused = |missing: &str| {
+        Err(bad(
+            at,
+            format!(
+                "{} is of type {secret_type} without {missing}: the API server refuses it, and \
+                 it keeps what it had",
+                object.id
+            ),
+        ))
+    };
+    if secret_type == "kubernetes.io/basic-auth"
+        && !object.keys.contains("username")
+        && !object.keys.contains("password")
+    {
+        return refused("username or password");
+    }
+    for (t, keys) in TYPED_KEYS {
+        if let Some(key) = keys
+            .iter()
+            .find(|k| t == secret_type && !object.keys.contains(**k))
+        {
+            return refused(key);
+        }
     }
     Ok(())
 }

@@ -1610,7 +1610,11 @@ fn a_hook_secret_may_change_its_type_or_its_immutable_keys() {
         &as_hook(typed_secret("s", "Opaque", &["t"])),
         &deployment("web", reads),
     ]);
-    let proposed = as_hook(typed_secret("s", "kubernetes.io/basic-auth", &["t"]));
+    let proposed = as_hook(typed_secret(
+        "s",
+        "kubernetes.io/basic-auth",
+        &["t", "username"],
+    ));
     assert!(run(&current, &proposed).is_safe());
     let immutable = |keys: &[&str]| format!("{}immutable: true\n", secret("s", keys));
     let current = docs(&[&as_hook(immutable(&["t"])), &deployment("web", reads)]);
@@ -1678,15 +1682,24 @@ fn a_new_pull_secret_must_be_one_the_kubelet_reads() {
     fails(
         &typed_secret(
             "regcred-v2",
-            "kubernetes.io/dockercfg",
-            &[".dockerconfigjson"],
+            "kubernetes.io/basic-auth",
+            &[".dockerconfigjson", "username"],
         ),
-        "is kubernetes.io/dockercfg",
+        "is kubernetes.io/basic-auth",
     );
     fails(
-        &typed_secret("regcred-v2", "kubernetes.io/dockerconfigjson", &["token"]),
+        &secret("regcred-v2", &["token"]),
         "has neither .dockerconfigjson nor .dockercfg",
     );
+    // A dockerconfigjson or dockercfg Secret without its key is refused by
+    // the API server: unusable input.
+    for (t, key) in [
+        ("kubernetes.io/dockerconfigjson", ".dockerconfigjson"),
+        ("kubernetes.io/dockercfg", ".dockercfg"),
+    ] {
+        let err = load_err(&moved(&typed_secret("regcred-v2", t, &["token"]))).to_string();
+        assert!(err.contains(&format!("of type {t} without {key}")), "{err}");
+    }
     for (key, t) in [
         (".dockerconfigjson", "kubernetes.io/dockerconfigjson"),
         (".dockercfg", "kubernetes.io/dockercfg"),

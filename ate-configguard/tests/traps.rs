@@ -541,3 +541,55 @@ fn a_key_the_api_server_refuses_is_an_input_error() {
     let fine = "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\ndata: {.dockerconfigjson: e30=, tls.crt: eA==, A_B-c.d9: eA==}\n";
     assert_eq!(load(fine).objects[0].keys.len(), 3);
 }
+
+#[test]
+fn a_secret_without_the_keys_its_type_requires_is_an_input_error() {
+    // The API server refuses a kubernetes.io/tls Secret without tls.key
+    // (and the like), and the Secret keeps what it had. It passed.
+    for (t, keys, missing) in [
+        ("kubernetes.io/tls", "{tls.crt: eA==}", "tls.key"),
+        (
+            "kubernetes.io/dockerconfigjson",
+            "{config.json: eA==}",
+            ".dockerconfigjson",
+        ),
+        ("kubernetes.io/dockercfg", "{}", ".dockercfg"),
+        ("kubernetes.io/ssh-auth", "{id: eA==}", "ssh-privatekey"),
+        (
+            "kubernetes.io/basic-auth",
+            "{user: eA==}",
+            "username or password",
+        ),
+    ] {
+        let doc = format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: s}}\ntype: {t}\ndata: {keys}\n"
+        );
+        let err = load_err(&doc).to_string();
+        assert!(
+            err.contains(&format!(
+                "Secret/default/s is of type {t} without {missing}"
+            )),
+            "{err}"
+        );
+    }
+    // With them (from data or stringData), or of another type, it loads.
+    for (t, keys) in [
+        (
+            "kubernetes.io/tls",
+            "data: {tls.crt: eA==}\nstringData: {tls.key: k}",
+        ),
+        ("kubernetes.io/basic-auth", "stringData: {password: p}"),
+        ("Opaque", "data: {}"),
+        ("example.com/custom", "data: {}"),
+    ] {
+        let doc =
+            format!("apiVersion: v1\nkind: Secret\nmetadata: {{name: s}}\ntype: {t}\n{keys}\n");
+        assert!(
+            load_str(&doc, "t.yaml", &LoadOptions::default()).is_ok(),
+            "{doc}"
+        );
+    }
+    // A Secret an ExternalSecret makes, of a type its template names.
+    let external = "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {name: e}\nspec:\n  target:\n    template: {type: kubernetes.io/tls}\n  data:\n  - secretKey: tls.crt\n    remoteRef: {key: cert}\n";
+    assert!(load_err(external).to_string().contains("without tls.key"));
+}
