@@ -177,7 +177,7 @@ fn directories_and_inventory_round_trip() {
     let proposed = write(
         dir.path(),
         "p.yaml",
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: { name: cfg }\ndata: { DB_HOST: x, REDIS: y }\n",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: { name: cfg }\ndata: { DB_HOST: x, REDIS: r }\n",
     );
     let out = bin()
         .args([
@@ -543,7 +543,7 @@ fn manifests_without_a_namespace_that_miss_the_other_state_are_unusable_input() 
     let live = write(
         dir.path(),
         "live.yaml",
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: { name: cfg, namespace: prod }\ndata: { DB_HOST: x, REDIS: y }\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: { name: web, namespace: prod }\nspec:\n  template:\n    spec:\n      containers:\n        - name: app\n          image: app\n          envFrom: [ { configMapRef: { name: cfg } } ]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: { name: reader }\n",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: { name: cfg, namespace: prod }\ndata: { DB_HOST: x, REDIS: r }\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: { name: web, namespace: prod }\nspec:\n  template:\n    spec:\n      containers:\n        - name: app\n          image: app\n          envFrom: [ { configMapRef: { name: cfg } } ]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: { name: reader }\n",
     );
     let rendered = write(
         dir.path(),

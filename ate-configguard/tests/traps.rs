@@ -455,6 +455,10 @@ fn a_config_value_that_is_no_string_is_an_input_error_naming_the_key_not_the_val
         ("{PORT: 8080}", "data.PORT is a number, not a string"),
         ("{RATIO: 0.5}", "data.RATIO is a number"),
         ("{DEBUG: true}", "data.DEBUG is a boolean"),
+        // As kubectl and Helm read YAML (1.1): `y`, `yes`, `on`, `no`, ...
+        ("{REDIS: y}", "data.REDIS is a boolean"),
+        ("{TLS: on}", "data.TLS is a boolean"),
+        ("{CACHE: no}", "data.CACHE is a boolean"),
         ("{A: }", "data.A has no value (null)"),
         ("{A: null, B: x}", "data.A has no value (null)"),
         ("{NESTED: {a: b}}", "data.NESTED is a map"),
