@@ -914,15 +914,14 @@ fn typed_keys(object: &ConfigObject, at: &str) -> Result<(), InputError> {
     {
         return refused("username or password");
     }
-    for (t, keys) in TYPED_KEYS {
-        if let Some(key) = keys
-            .iter()
-            .find(|k| t == secret_type && !object.keys.contains(**k))
-        {
-            return refused(key);
-        }
+    let mut required = TYPED_KEYS
+        .iter()
+        .filter(|(t, _)| *t == secret_type)
+        .flat_map(|(_, keys)| keys.iter());
+    match required.find(|k| !object.keys.contains(**k)) {
+        Some(key) => refused(key),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// The key names the items of a `data` list (read as [`DATA_LIST`]) give in

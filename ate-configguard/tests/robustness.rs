@@ -392,10 +392,26 @@ fn mutated() -> impl Strategy<Value = String> {
         .prop_map(|(s, e)| apply(SEEDS[s], &e))
 }
 
+/// 512 cases, or `PROPTEST_CASES`.
+fn config() -> ProptestConfig {
+    ProptestConfig::with_cases(
+        std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(512),
+    )
+}
+
+/// The seeds' Rollout is allowed.
+fn options() -> LoadOptions {
+    LoadOptions {
+        allow_kinds: ["Rollout".to_owned()].into(),
+        ..LoadOptions::default()
+    }
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(
-        std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(512)
-    ))]
+    #![proptest_config(config())]
 
     #[test]
     fn mutated_manifests_are_a_report_or_an_input_error_never_a_panic(
@@ -403,10 +419,7 @@ proptest! {
         proposed in mutated(),
         prune in any::<bool>(),
     ) {
-        let options = LoadOptions {
-            allow_kinds: ["Rollout".to_owned()].into(),
-            ..LoadOptions::default()
-        };
+        let options = options();
         let (Ok(current), Ok(proposed)) = (
             load_str(&current, "current.yaml", &options),
             load_str(&proposed, "proposed.yaml", &options),
@@ -466,10 +479,7 @@ proptest! {
 /// the check reads through.
 #[test]
 fn every_seed_loads() {
-    let options = LoadOptions {
-        allow_kinds: ["Rollout".to_owned()].into(),
-        ..LoadOptions::default()
-    };
+    let options = options();
     for (i, seed) in SEEDS.iter().enumerate() {
         if let Err(e) = load_str(seed, "seed.yaml", &options) {
             panic!("seed {i} does not load: {e}");
@@ -492,9 +502,7 @@ fn reversed(text: &str) -> String {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(
-        std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(512)
-    ))]
+    #![proptest_config(config())]
 
     /// Order is no input: a state read in another document order gives the
     /// same report.
@@ -504,10 +512,7 @@ proptest! {
         proposed in several(),
         prune in any::<bool>(),
     ) {
-        let options = LoadOptions {
-            allow_kinds: ["Rollout".to_owned()].into(),
-            ..LoadOptions::default()
-        };
+        let options = options();
         let run = |current: &str, proposed: &str| {
             let current = load_str(current, "current.yaml", &options).map_err(|e| e.to_string())?;
             let proposed = load_str(proposed, "proposed.yaml", &options).map_err(|e| e.to_string())?;
