@@ -808,7 +808,7 @@ fn check_reference(
         }
         if let (Some(was), Some(new)) = (&cur.secret_type, &object.secret_type)
             && was != new
-            && sets_type_in_place(object)
+            && object.sets_type_in_place()
         {
             finding(
                 "immutable-changed",
@@ -919,16 +919,6 @@ fn check_reference(
         }
         None => {}
     }
-}
-
-/// Whether applying `object` over a Secret that exists sets its type: not
-/// for one a SecretProviderClass makes, as the Secrets Store CSI driver
-/// only creates a Secret with that type and then patches its data.
-fn sets_type_in_place(object: &ConfigObject) -> bool {
-    !object
-        .made_by
-        .as_deref()
-        .is_some_and(|m| m.starts_with("SecretProviderClass/"))
 }
 
 /// Each key the kubelet reads a pull secret's credentials from, with the

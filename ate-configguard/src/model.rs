@@ -111,6 +111,19 @@ pub struct ConfigObject {
     pub kept_on_prune: Option<String>,
 }
 
+impl ConfigObject {
+    /// Whether applying it over a Secret that exists sets that Secret's
+    /// type: not for one a SecretProviderClass makes, as the Secrets Store
+    /// CSI driver only creates a Secret with that type and then patches its
+    /// data.
+    pub(crate) fn sets_type_in_place(&self) -> bool {
+        !self
+            .made_by
+            .as_deref()
+            .is_some_and(|m| m.starts_with("SecretProviderClass/"))
+    }
+}
+
 /// A Helm or Argo CD hook (`helm.sh/hook`, `argocd.argoproj.io/hook`): a
 /// resource that is not applied with the rest of the change, but created
 /// when its phase comes, in its own order, and perhaps deleted again.

@@ -234,11 +234,7 @@ pub fn naive_safe(input: &CheckInput) -> bool {
                         || cur.secret_type.is_some()
                             && obj.secret_type.is_some()
                             && cur.secret_type != obj.secret_type
-                            // The CSI driver sets it only on a Secret it creates.
-                            && !obj
-                                .made_by
-                                .as_deref()
-                                .is_some_and(|m| m.starts_with("SecretProviderClass/")))
+                            && obj.sets_type_in_place())
                 {
                     return false;
                 }
