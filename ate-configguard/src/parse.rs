@@ -706,6 +706,10 @@ fn parse_yaml<W: Wrapped>(
 ) -> Result<Vec<Node>, InputError> {
     let mut options = serde_saphyr::Options::default();
     options.with_snippet = false;
+    // `.inf` and `.nan` reach the visitors as floats (kubectl reads them so,
+    // and the API server refuses them): a data value then says "a number",
+    // as any other unquoted number does, instead of a parser policy error.
+    options.non_finite_float_policy = serde_saphyr::options::NonFiniteFloatPolicy::PassThrough;
     // The default budget (1,024 documents, 250k nodes) is meant for config
     // files; rendered manifests of a whole cluster are far larger. Alias
     // and depth limits stay at their defaults (alias bombs are still

@@ -459,6 +459,14 @@ fn a_config_value_that_is_no_string_is_an_input_error_naming_the_key_not_the_val
         ("{REDIS: y}", "data.REDIS is a boolean"),
         ("{TLS: on}", "data.TLS is a boolean"),
         ("{CACHE: no}", "data.CACHE is a boolean"),
+        // `.inf` and `.nan` are floats to kubectl too (and JSON has none).
+        ("{LIMIT: .inf}", "data.LIMIT is a number"),
+        ("{LOW: -.Inf}", "data.LOW is a number"),
+        ("{X: .NaN}", "data.X is a number"),
+        // Other YAML 1.1 numbers kubectl reads: hex, octal, underscores.
+        ("{MASK: 0x1F}", "data.MASK is a number"),
+        ("{MODE: 0644}", "data.MODE is a number"),
+        ("{BIG: 1_000}", "data.BIG is a number"),
         ("{A: }", "data.A has no value (null)"),
         ("{A: null, B: x}", "data.A has no value (null)"),
         ("{NESTED: {a: b}}", "data.NESTED is a map"),
