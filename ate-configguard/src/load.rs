@@ -494,7 +494,9 @@ fn load_doc(
                 }
             }
             if kind == "Secret" {
-                add_control_plane_keys(doc.get("type").and_then(Node::as_str), &mut keys);
+                let secret_type = doc.get("type").and_then(Node::as_str);
+                token_names_account(secret_type, doc.get("metadata"), "the Secret", at)?;
+                add_control_plane_keys(secret_type, &mut keys);
             }
             if kind == "ConfigMap" && doc.get("stringData").is_some() {
                 return Err(bad(at, "a ConfigMap has no stringData field"));
@@ -633,10 +635,14 @@ fn load_doc(
             if let Some(template) = template {
                 keys.extend(key_names(template, "data", at)?);
             }
-            add_control_plane_keys(
-                template.and_then(|t| t.get("type")).and_then(Node::as_str),
-                &mut keys,
-            );
+            let secret_type = template.and_then(|t| t.get("type")).and_then(Node::as_str);
+            token_names_account(
+                secret_type,
+                template.and_then(|t| t.get("metadata")),
+                "spec.template",
+                at,
+            )?;
+            add_control_plane_keys(secret_type, &mut keys);
             let immutable = matches!(
                 template.and_then(|t| t.get("immutable")),
                 Some(Node::Bool(true))
@@ -716,6 +722,12 @@ fn load_doc(
                     }
                 };
                 let secret_type = object.get("type").and_then(Node::as_str);
+                token_names_account(
+                    secret_type,
+                    Some(object),
+                    &format!("spec.secretObjects[{i}]"),
+                    at,
+                )?;
                 add_control_plane_keys(secret_type, &mut keys);
                 let mut made = made_secret(
                     &kind,
@@ -1411,11 +1423,44 @@ fn find_templates(node: &Node, out: &mut Vec<Node>) {
     }
 }
 
+/// The annotation a service-account token Secret names its account by.
+const SERVICE_ACCOUNT_NAME: &str = "kubernetes.io/service-account.name";
+
+/// Unusable input if a Secret of type `secret_type` is a service-account
+/// token Secret whose `annotations` (under `meta`) do not name its account:
+/// the API server refuses it, so the control plane never writes its keys.
+/// (Only the annotation's presence is read, not its value.)
+fn token_names_account(
+    secret_type: Option<&str>,
+    meta: Option<&Node>,
+    what: &str,
+    at: &str,
+) -> Result<(), InputError> {
+    let named = meta
+        .and_then(|m| m.get("annotations"))
+        .and_then(|a| a.get(SERVICE_ACCOUNT_NAME))
+        .is_some();
+    if secret_type == Some(SERVICE_ACCOUNT_TOKEN) && !named {
+        return Err(bad(
+            at,
+            format!(
+                "{what} is of type {SERVICE_ACCOUNT_TOKEN} without the {SERVICE_ACCOUNT_NAME} \
+                 annotation: the API server refuses it, so it never holds the keys the \
+                 control plane writes into one (token, ca.crt, namespace)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The type of a Secret holding a service account's token.
+const SERVICE_ACCOUNT_TOKEN: &str = "kubernetes.io/service-account-token";
+
 /// Adds to a Secret of type `secret_type` the keys the control plane
 /// writes into it: a service-account token Secret is declared with no data
 /// and holds `ca.crt`, `namespace` and `token` once it exists.
 fn add_control_plane_keys(secret_type: Option<&str>, keys: &mut BTreeSet<String>) {
-    if secret_type == Some("kubernetes.io/service-account-token") {
+    if secret_type == Some(SERVICE_ACCOUNT_TOKEN) {
         keys.extend(["ca.crt", "namespace", "token"].map(str::to_owned));
     }
 }

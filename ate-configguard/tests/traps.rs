@@ -605,3 +605,62 @@ fn a_secret_without_the_keys_its_type_requires_is_an_input_error() {
     let external = "apiVersion: external-secrets.io/v1\nkind: ExternalSecret\nmetadata: {name: e}\nspec:\n  target:\n    template: {type: kubernetes.io/tls}\n  data:\n  - secretKey: tls.crt\n    remoteRef: {key: cert}\n";
     assert!(load_err(external).to_string().contains("without tls.key"));
 }
+
+#[test]
+fn a_service_account_token_secret_that_names_no_account_is_an_input_error() {
+    // The API server refuses a kubernetes.io/service-account-token Secret
+    // without the kubernetes.io/service-account.name annotation, so the
+    // control plane never writes its token, ca.crt and namespace. The guard
+    // counted those keys as there, and a workload reading `token` passed.
+    let token = "type: kubernetes.io/service-account-token";
+    let annotated = "annotations: {kubernetes.io/service-account.name: robot}";
+    for (doc, what) in [
+        (
+            format!("apiVersion: v1\nkind: Secret\nmetadata: {{name: t}}\n{token}\n"),
+            "the Secret is of type",
+        ),
+        (
+            format!(
+                "apiVersion: v1\nkind: Secret\nmetadata: {{name: t, annotations: {{a: b}}}}\n{token}\n"
+            ),
+            "the Secret is of type",
+        ),
+        (
+            format!(
+                "apiVersion: bitnami.com/v1alpha1\nkind: SealedSecret\nmetadata: {{name: t}}\nspec:\n  encryptedData: {{}}\n  template:\n    {token}\n    metadata: {{name: t}}\n"
+            ),
+            "spec.template is of type",
+        ),
+        (
+            format!(
+                "apiVersion: secrets-store.csi.x-k8s.io/v1\nkind: SecretProviderClass\nmetadata: {{name: p}}\nspec:\n  provider: vault\n  secretObjects:\n  - secretName: t\n    {token}\n"
+            ),
+            "spec.secretObjects[0] is of type",
+        ),
+    ] {
+        let err = load_err(&doc).to_string();
+        assert!(
+            err.contains(what)
+                && err.contains("without the kubernetes.io/service-account.name annotation"),
+            "{doc}: {err}"
+        );
+    }
+    // Annotated, it loads, with the keys the control plane writes.
+    let doc =
+        format!("apiVersion: v1\nkind: Secret\nmetadata: {{name: t, {annotated}}}\n{token}\n");
+    let keys = &load(&doc).objects[0].keys;
+    assert!(
+        ["ca.crt", "namespace", "token"]
+            .iter()
+            .all(|k| keys.contains(*k)),
+        "{keys:?}"
+    );
+    let sealed = format!(
+        "apiVersion: bitnami.com/v1alpha1\nkind: SealedSecret\nmetadata: {{name: t}}\nspec:\n  encryptedData: {{}}\n  template:\n    {token}\n    metadata: {{name: t, {annotated}}}\n"
+    );
+    assert!(load(&sealed).objects[0].keys.contains("token"));
+    let spc = format!(
+        "apiVersion: secrets-store.csi.x-k8s.io/v1\nkind: SecretProviderClass\nmetadata: {{name: p}}\nspec:\n  provider: vault\n  secretObjects:\n  - secretName: t\n    {token}\n    {annotated}\n"
+    );
+    assert!(load(&spc).objects[0].keys.contains("token"));
+}
