@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 use crate::InputError;
 use crate::model::{
     ConfigKind, ConfigObject, Finding, Hook, HookPhase, Inventory, Manifests, ObjectId,
-    PULL_SECRET_KEYS, Reference, ServiceAccount, Severity, Side, Workload, WorkloadId,
+    PULL_SECRET_KEYS, PULL_SECRET_TYPES, Reference, ServiceAccount, Severity, Side, Workload,
+    WorkloadId,
 };
 
 /// Which current objects the proposed state deletes.
@@ -920,13 +921,6 @@ fn check_reference(
         None => {}
     }
 }
-
-/// Each key the kubelet reads a pull secret's credentials from, with the
-/// Secret type it reads it from (no other).
-const PULL_SECRET_TYPES: [(&str, &str); 2] = [
-    (".dockerconfigjson", "kubernetes.io/dockerconfigjson"),
-    (".dockercfg", "kubernetes.io/dockercfg"),
-];
 
 /// Whether `key` is one the kubelet reads a pull secret's credentials from.
 fn pull_key(key: &str) -> bool {

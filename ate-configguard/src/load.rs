@@ -13,8 +13,8 @@ use serde::de::DeserializeOwned;
 
 use crate::InputError;
 use crate::model::{
-    ConfigKind, ConfigObject, Finding, Hook, HookPhase, Manifests, ObjectId, Reference,
-    ServiceAccount, Severity, Workload, WorkloadId,
+    ConfigKind, ConfigObject, Finding, Hook, HookPhase, Manifests, ObjectId, PULL_SECRET_TYPES,
+    Reference, ServiceAccount, Severity, Workload, WorkloadId,
 };
 use crate::parse::{DATA_LIST, NOT_A_STRING, Node, documents};
 
@@ -895,12 +895,11 @@ fn load_doc(
     Ok(())
 }
 
-/// The keys the API server requires of a Secret of a type; it refuses one
-/// without them, and the Secret keeps what it had. (A
-/// `kubernetes.io/basic-auth` Secret needs `username` or `password`.)
-const TYPED_KEYS: [(&str, &[&str]); 4] = [
-    ("kubernetes.io/dockercfg", &[".dockercfg"]),
-    ("kubernetes.io/dockerconfigjson", &[".dockerconfigjson"]),
+/// The keys the API server requires of a Secret of a type other than a
+/// pull secret's ([`PULL_SECRET_TYPES`]); it refuses one without them, and
+/// the Secret keeps what it had. (A `kubernetes.io/basic-auth` Secret needs
+/// `username` or `password`.)
+const TYPED_KEYS: [(&str, &[&str]); 2] = [
     ("kubernetes.io/ssh-auth", &["ssh-privatekey"]),
     ("kubernetes.io/tls", &["tls.crt", "tls.key"]),
 ];
@@ -926,11 +925,17 @@ fn typed_keys(object: &ConfigObject, at: &str) -> Result<(), InputError> {
     {
         return refused("username or password");
     }
-    let mut required = TYPED_KEYS
+    let mut required = PULL_SECRET_TYPES
         .iter()
-        .filter(|(t, _)| *t == secret_type)
-        .flat_map(|(_, keys)| keys.iter());
-    match required.find(|k| !object.keys.contains(**k)) {
+        .filter(|(_, t)| *t == secret_type)
+        .map(|(key, _)| *key)
+        .chain(
+            TYPED_KEYS
+                .iter()
+                .filter(|(t, _)| *t == secret_type)
+                .flat_map(|(_, keys)| keys.iter().copied()),
+        );
+    match required.find(|k| !object.keys.contains(*k)) {
         Some(key) => refused(key),
         None => Ok(()),
     }

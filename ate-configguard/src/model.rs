@@ -242,7 +242,14 @@ pub struct Reference {
 /// `.dockercfg` (type `kubernetes.io/dockercfg`). A pull secret without
 /// either is skipped without a word, and the image is pulled without
 /// credentials.
-pub const PULL_SECRET_KEYS: [&str; 2] = [".dockerconfigjson", ".dockercfg"];
+pub const PULL_SECRET_KEYS: [&str; 2] = [PULL_SECRET_TYPES[0].0, PULL_SECRET_TYPES[1].0];
+
+/// Each of the [`PULL_SECRET_KEYS`] with the one Secret type the kubelet
+/// reads it from. The API server requires that key of a Secret of that type.
+pub(crate) const PULL_SECRET_TYPES: [(&str, &str); 2] = [
+    (".dockerconfigjson", "kubernetes.io/dockerconfigjson"),
+    (".dockercfg", "kubernetes.io/dockercfg"),
+];
 
 impl Reference {
     /// Whether it names an image pull secret (`imagePullSecrets`, the
