@@ -169,7 +169,7 @@ impl<'de> Visitor<'de> for NodeVisitor {
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Node, A::Error> {
         let mut out: Vec<(String, Node)> = Vec::new();
-        while let Some(key) = map.next_key::<String>()? {
+        while let Some(key) = map.next_key::<Key>()?.map(|k| k.0) {
             if out.iter().any(|(k, _)| *k == key) {
                 return Err(de::Error::custom(format!("duplicate key `{key}`")));
             }
@@ -264,6 +264,102 @@ impl Wrapped for Full {
     fn node(self) -> Node {
         self.0
     }
+}
+
+/// A map key, as kubectl reads it: YAML reads an unquoted `yes`, `on`,
+/// `true` or `5` key as a boolean or a number, and kubectl (sigs.k8s.io/yaml)
+/// turns it into the key the object then holds: `true`, `false`, the
+/// number's decimal digits, or a float as Go prints it (`%g`, of its
+/// 32-bit rounding). So `data: {on: x}` makes the key `true`, and a
+/// workload reading key `on` finds none. A null key is refused, as kubectl
+/// refuses it. (JSON keys are always strings.)
+struct Key(String);
+
+impl<'de> Deserialize<'de> for Key {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Key;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map key")
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Key, E> {
+                Ok(Key(v.to_owned()))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Key, E> {
+                Ok(Key(v))
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<Key, E> {
+                Ok(Key(v.to_string()))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Key, E> {
+                Ok(Key(v.to_string()))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Key, E> {
+                Ok(Key(v.to_string()))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Key, E> {
+                Ok(Key(go_float_key(v)))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Key, E> {
+                Err(E::custom("a map key that is null"))
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Key, E> {
+                Err(E::custom("a map key that is null"))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A float map key as sigs.k8s.io/yaml writes it: Go's
+/// `strconv.FormatFloat(v, 'g', -1, 32)`, with `.inf`, `-.inf` and `.nan`.
+fn go_float_key(v: f64) -> String {
+    if v.is_nan() {
+        return ".nan".into();
+    }
+    if v.is_infinite() {
+        return if v > 0.0 { ".inf" } else { "-.inf" }.into();
+    }
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "Go rounds the key to 32 bits, and so must this"
+    )]
+    let v = v as f32;
+    if v.is_infinite() {
+        // Beyond f32's range: Go prints +Inf, which the key then says.
+        return if v > 0.0 { ".inf" } else { "-.inf" }.into();
+    }
+    // Rust's `{:e}` gives the shortest digits that read back as the same
+    // f32, as Go's -1 precision does: `d.ddde<exp>`.
+    let e = format!("{:e}", v.abs());
+    let (mantissa, exp) = e.split_once('e').unwrap_or((&e, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    let sign = if v.is_sign_negative() { "-" } else { "" };
+    // Go's %g with shortest digits: %e when exp < -4 or exp >= 6.
+    if !(-4..6).contains(&exp) {
+        let (first, rest) = digits.split_at(1);
+        let point = if rest.is_empty() { "" } else { "." };
+        let esign = if exp < 0 { '-' } else { '+' };
+        return format!(
+            "{sign}{first}{point}{rest}e{esign}{:02}",
+            exp.unsigned_abs()
+        );
+    }
+    // %f with as many decimals as the digits need.
+    let dp = exp + 1; // digits before the point
+    let text = if dp <= 0 {
+        format!("0.{}{digits}", "0".repeat(dp.unsigned_abs() as usize))
+    } else {
+        let dp = dp as usize;
+        if digits.len() <= dp {
+            format!("{digits}{}", "0".repeat(dp - digits.len()))
+        } else {
+            format!("{}.{}", &digits[..dp], &digits[dp..])
+        }
+    };
+    format!("{sign}{text}")
 }
 
 /// The `visit_*` methods of a [`Visitor`] for every scalar (a bool, a
@@ -373,7 +469,7 @@ impl<'de> Deserialize<'de> for DataField {
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<DataField, A::Error> {
                 let mut keys = BTreeSet::new();
                 let mut not_strings = Vec::new();
-                while let Some(key) = map.next_key::<String>()? {
+                while let Some(key) = map.next_key::<Key>()?.map(|k| k.0) {
                     let ValueKind(kind) = map.next_value()?;
                     if !keys.insert(key.clone()) {
                         return Err(de::Error::custom(format!("duplicate key `{key}`")));
@@ -428,7 +524,7 @@ impl<'de> Deserialize<'de> for ListItem {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ListItem, A::Error> {
                 let mut found = Vec::new();
-                while let Some(key) = map.next_key::<String>()? {
+                while let Some(key) = map.next_key::<Key>()?.map(|k| k.0) {
                     match LIST_ITEM_NAMES.iter().find(|n| **n == key) {
                         Some(name) => {
                             if found.iter().any(|(n, _)| n == name) {
@@ -488,7 +584,7 @@ impl<'de> Deserialize<'de> for KeptAnnotations {
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<KeptAnnotations, A::Error> {
                 let mut seen = BTreeSet::new();
                 let mut kept = Vec::new();
-                while let Some(key) = map.next_key::<String>()? {
+                while let Some(key) = map.next_key::<Key>()?.map(|k| k.0) {
                     let value = if KEPT_ANNOTATIONS.contains(&key.as_str()) {
                         map.next_value_seed(NodeSeed(false))?
                     } else {
@@ -706,6 +802,9 @@ fn parse_yaml<W: Wrapped>(
 ) -> Result<Vec<Node>, InputError> {
     let mut options = serde_saphyr::Options::default();
     options.with_snippet = false;
+    // YAML 1.1, as kubectl reads it: `010` is eight (a key `010:` is the key
+    // `8`; `defaultMode: 0644` is 420).
+    options.legacy_octal_numbers = true;
     // `.inf` and `.nan` reach the visitors as floats (kubectl reads them so,
     // and the API server refuses them): a data value then says "a number",
     // as any other unquoted number does, instead of a parser policy error.
@@ -750,6 +849,36 @@ fn parse_yaml<W: Wrapped>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn float_keys_are_written_as_kubectl_writes_them() {
+        // Each pair: a key as written, and the key `kubectl annotate --local
+        // -o json` printed for it (kubectl 1.3x, sigs.k8s.io/yaml).
+        for (key, kubectl) in [
+            ("1.5", "1.5"),
+            ("0.1", "0.1"),
+            ("1.0", "1"),
+            ("1e3", "1000"),
+            (".5", "0.5"),
+            ("-1.5", "-1.5"),
+            ("0.0001", "0.0001"),
+            ("0.00001", "1e-05"),
+            ("1e-7", "1e-07"),
+            ("0.000123", "0.000123"),
+            ("123456.7", "123456.7"),
+            ("1e21", "1e+21"),
+            ("3.14159265358979", "3.1415927"),
+            ("-0.0", "-0"),
+            ("007.5", "7.5"),
+            (".inf", ".inf"),
+        ] {
+            let v: f64 = key.replace(".inf", "inf").parse().unwrap();
+            assert_eq!(go_float_key(v), kubectl, "{key}");
+        }
+        assert_eq!(go_float_key(f64::NAN), ".nan");
+        assert_eq!(go_float_key(f64::NEG_INFINITY), "-.inf");
+        assert_eq!(go_float_key(1e300), ".inf");
+    }
 
     #[test]
     fn data_values_are_dropped_while_parsing() {

@@ -607,6 +607,36 @@ fn a_secret_without_the_keys_its_type_requires_is_an_input_error() {
 }
 
 #[test]
+fn an_unquoted_key_that_yaml_reads_as_a_boolean_or_a_number_is_the_key_kubectl_makes_of_it() {
+    // kubectl reads `on:` as the boolean true and `010:` as the number 8,
+    // and the object then holds the keys `true` and `8`: a workload reading
+    // key `on` finds none. The guard counted the keys as written.
+    let doc = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata:\n  on: a\n  N: b\n  5: c\n  010: d\n  1.50: e\n  0x1F: f\n  \"yes\": g\n  'off': h\n";
+    let manifests = load(doc);
+    let keys: Vec<&str> = manifests.objects[0]
+        .keys
+        .iter()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        ["1.5", "31", "5", "8", "false", "off", "true", "yes"],
+        "as `kubectl annotate --local -o json` printed them"
+    );
+    // Two spellings of one key are one key twice.
+    let twice =
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData:\n  yes: a\n  true: b\n";
+    assert!(load_err(twice).to_string().contains("duplicate key `true`"));
+    // A null key is refused, as kubectl refuses it.
+    let null = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata:\n  ~: a\n";
+    assert!(load_str(null, "t.yaml", &LoadOptions::default()).is_err());
+    // JSON keys are strings as written.
+    let json = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"on":"a","010":"b"}}"#;
+    let keys = &load(json).objects[0].keys;
+    assert!(keys.contains("on") && keys.contains("010"), "{keys:?}");
+}
+
+#[test]
 fn a_service_account_token_secret_that_names_no_account_is_an_input_error() {
     // The API server refuses a kubernetes.io/service-account-token Secret
     // without the kubernetes.io/service-account.name annotation, so the
