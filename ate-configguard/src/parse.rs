@@ -169,9 +169,9 @@ impl<'de> Visitor<'de> for NodeVisitor {
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Node, A::Error> {
         let mut out: Vec<(String, Node)> = Vec::new();
-        while let Some(key) = map.next_key::<Key>()?.map(|k| k.0) {
+        while let Some(Key(key, read_as)) = map.next_key()? {
             if out.iter().any(|(k, _)| *k == key) {
-                return Err(de::Error::custom(format!("duplicate key `{key}`")));
+                return Err(duplicate(&key, read_as));
             }
             let value = if !self.keep_values && key == "annotations" {
                 Node::Map(map.next_value::<KeptAnnotations>()?.0)
@@ -273,7 +273,19 @@ impl Wrapped for Full {
 /// 32-bit rounding). So `data: {on: x}` makes the key `true`, and a
 /// workload reading key `on` finds none. A null key is refused, as kubectl
 /// refuses it. (JSON keys are always strings.)
-struct Key(String);
+struct Key(String, Option<&'static str>);
+
+/// The error for a key met twice in one map (`read_as`: what YAML read the
+/// second one as, if not a string).
+fn duplicate<E: de::Error>(key: &str, read_as: Option<&str>) -> E {
+    match read_as {
+        None => E::custom(format!("duplicate key `{key}`")),
+        Some(what) => E::custom(format!(
+            "duplicate key `{key}` (YAML reads this unquoted key as {what}, as kubectl does; \
+             quote it to keep it as written)"
+        )),
+    }
+}
 
 impl<'de> Deserialize<'de> for Key {
     fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -284,22 +296,22 @@ impl<'de> Deserialize<'de> for Key {
                 f.write_str("a map key")
             }
             fn visit_str<E>(self, v: &str) -> Result<Key, E> {
-                Ok(Key(v.to_owned()))
+                Ok(Key(v.to_owned(), None))
             }
             fn visit_string<E>(self, v: String) -> Result<Key, E> {
-                Ok(Key(v))
+                Ok(Key(v, None))
             }
             fn visit_bool<E>(self, v: bool) -> Result<Key, E> {
-                Ok(Key(v.to_string()))
+                Ok(Key(v.to_string(), Some("a boolean")))
             }
             fn visit_i64<E>(self, v: i64) -> Result<Key, E> {
-                Ok(Key(v.to_string()))
+                Ok(Key(v.to_string(), Some("a number")))
             }
             fn visit_u64<E>(self, v: u64) -> Result<Key, E> {
-                Ok(Key(v.to_string()))
+                Ok(Key(v.to_string(), Some("a number")))
             }
             fn visit_f64<E>(self, v: f64) -> Result<Key, E> {
-                Ok(Key(go_float_key(v)))
+                Ok(Key(go_float_key(v), Some("a number")))
             }
             fn visit_unit<E: de::Error>(self) -> Result<Key, E> {
                 Err(E::custom("a map key that is null"))
@@ -469,10 +481,10 @@ impl<'de> Deserialize<'de> for DataField {
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<DataField, A::Error> {
                 let mut keys = BTreeSet::new();
                 let mut not_strings = Vec::new();
-                while let Some(key) = map.next_key::<Key>()?.map(|k| k.0) {
+                while let Some(Key(key, read_as)) = map.next_key()? {
                     let ValueKind(kind) = map.next_value()?;
                     if !keys.insert(key.clone()) {
-                        return Err(de::Error::custom(format!("duplicate key `{key}`")));
+                        return Err(duplicate(&key, read_as));
                     }
                     if let Some(kind) = kind {
                         not_strings.push((key, kind));
@@ -524,11 +536,11 @@ impl<'de> Deserialize<'de> for ListItem {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ListItem, A::Error> {
                 let mut found = Vec::new();
-                while let Some(key) = map.next_key::<Key>()?.map(|k| k.0) {
+                while let Some(Key(key, read_as)) = map.next_key()? {
                     match LIST_ITEM_NAMES.iter().find(|n| **n == key) {
                         Some(name) => {
                             if found.iter().any(|(n, _)| n == name) {
-                                return Err(de::Error::custom(format!("duplicate key `{key}`")));
+                                return Err(duplicate(&key, read_as));
                             }
                             // A name, not a value; anything but a string is none.
                             if let Node::String(s) = map.next_value_seed(NodeSeed(false))? {
@@ -584,7 +596,7 @@ impl<'de> Deserialize<'de> for KeptAnnotations {
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<KeptAnnotations, A::Error> {
                 let mut seen = BTreeSet::new();
                 let mut kept = Vec::new();
-                while let Some(key) = map.next_key::<Key>()?.map(|k| k.0) {
+                while let Some(Key(key, read_as)) = map.next_key()? {
                     let value = if KEPT_ANNOTATIONS.contains(&key.as_str()) {
                         map.next_value_seed(NodeSeed(false))?
                     } else {
@@ -593,7 +605,7 @@ impl<'de> Deserialize<'de> for KeptAnnotations {
                     };
                     kept.push((key.clone(), value));
                     if !seen.insert(key.clone()) {
-                        return Err(de::Error::custom(format!("duplicate key `{key}`")));
+                        return Err(duplicate(&key, read_as));
                     }
                 }
                 Ok(KeptAnnotations(kept))

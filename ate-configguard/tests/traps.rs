@@ -626,7 +626,11 @@ fn an_unquoted_key_that_yaml_reads_as_a_boolean_or_a_number_is_the_key_kubectl_m
     // Two spellings of one key are one key twice.
     let twice =
         "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData:\n  yes: a\n  true: b\n";
-    assert!(load_err(twice).to_string().contains("duplicate key `true`"));
+    let err = load_err(twice).to_string();
+    assert!(
+        err.contains("duplicate key `true` (YAML reads this unquoted key as a boolean"),
+        "{err}"
+    );
     // A null key is refused, as kubectl refuses it.
     let null = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata:\n  ~: a\n";
     assert!(load_str(null, "t.yaml", &LoadOptions::default()).is_err());
