@@ -607,6 +607,72 @@ fn a_secret_without_the_keys_its_type_requires_is_an_input_error() {
 }
 
 #[test]
+fn an_unquoted_config_value_is_read_as_kubectl_reads_it() {
+    // What `kubectl annotate --local -f f.yaml x=y -o json` printed for
+    // `data: {K: <spelling>}`: a JSON string, number, boolean or null (or
+    // an error). Anything but a string is refused by the API server (or,
+    // null, deleted by `kubectl apply`), so it must be unusable input here.
+    let kubectl = [
+        ("0o17", "number"),
+        ("0b101", "number"),
+        ("+.5", "number"),
+        ("08", "number"),
+        ("010", "number"),
+        ("0777", "number"),
+        ("0x_1F", "number"),
+        ("1e3", "number"),
+        ("1E3", "number"),
+        (".5e3", "number"),
+        ("0.", "number"),
+        ("-0", "number"),
+        ("0x1f", "number"),
+        ("+0x1", "number"),
+        ("-0b1", "number"),
+        ("1.5E+3", "number"),
+        (".INF", "error"),
+        ("~", "null"),
+        ("Null", "null"),
+        ("True", "boolean"),
+        ("y", "boolean"),
+        ("Y", "boolean"),
+        ("yes", "boolean"),
+        ("On", "boolean"),
+        ("1:20", "string"),
+        ("2001-12-14", "string"),
+        ("=", "string"),
+        ("nULL", "string"),
+        (".iNf", "string"),
+        ("-.nan", "string"),
+        ("0o", "string"),
+        ("0x", "string"),
+        ("+", "string"),
+        (".", "string"),
+        ("1.2.3", "string"),
+        ("12e", "string"),
+        ("_0", "string"),
+    ];
+    for (spelling, kind) in kubectl {
+        let doc = format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c}}\ndata:\n  K: {spelling}\n"
+        );
+        let ours = load_str(&doc, "t.yaml", &LoadOptions::default());
+        match kind {
+            "string" => assert!(ours.is_ok(), "{spelling}: {ours:?}"),
+            _ => assert!(ours.is_err(), "{spelling} is {kind} to kubectl, and passed"),
+        }
+    }
+    // The spellings read otherwise (the README names them): numbers to
+    // kubectl, strings here; a string to kubectl, a boolean here.
+    for spelling in ["0X1F", "1__0", "1_0.5", "0_", "1_", "tRUE"] {
+        let doc = format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c}}\ndata:\n  K: {spelling}\n"
+        );
+        let ours = load_str(&doc, "t.yaml", &LoadOptions::default());
+        assert_eq!(ours.is_ok(), spelling != "tRUE", "{spelling}: {ours:?}");
+    }
+}
+
+#[test]
 fn an_unquoted_key_that_yaml_reads_as_a_boolean_or_a_number_is_the_key_kubectl_makes_of_it() {
     // kubectl reads `on:` as the boolean true and `010:` as the number 8,
     // and the object then holds the keys `true` and `8`: a workload reading
