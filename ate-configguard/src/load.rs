@@ -774,6 +774,29 @@ fn load_doc(
                 outside_pod_spec(out, &kind, &ns, &name, &site, object);
             }
         }
+        _ if PROXY_GROUPS.contains(&group) => {
+            let (ns, name) = meta_names(&doc, at, options)?;
+            for path in PROXY_SECRETS {
+                let found = path
+                    .split('.')
+                    .try_fold(&doc, |node, key| node.get(key))
+                    .and_then(Node::as_str)
+                    .filter(|n| !n.is_empty());
+                let Some(secret) = found else { continue };
+                // Contour takes `namespace/name` for a Secret another
+                // namespace delegates (TLSCertificateDelegation).
+                let (namespace, secret) = match secret.split_once('/') {
+                    Some((n, s)) if group == "projectcontour.io" => (n, s),
+                    _ => (ns.as_str(), secret),
+                };
+                let object = ObjectId {
+                    kind: ConfigKind::Secret,
+                    namespace: namespace.to_owned(),
+                    name: secret.to_owned(),
+                };
+                outside_pod_spec(out, &kind, &ns, &name, path, object);
+            }
+        }
         _ if options.allow_kinds.contains(&kind)
             || (!group.is_empty() && options.allow_kinds.contains(&format!("{kind}.{group}"))) =>
         {
@@ -1292,6 +1315,23 @@ fn settle(out: &mut Manifests) {
 /// The group of the Gateway API, whose objects name Secrets and
 /// ConfigMaps outside any pod spec.
 const GATEWAY_API: &str = "gateway.networking.k8s.io";
+
+/// The groups of Traefik's and Contour's custom resources, which name
+/// Secrets outside any pod spec ([`PROXY_SECRETS`]).
+const PROXY_GROUPS: [&str; 3] = ["traefik.io", "traefik.containo.us", "projectcontour.io"];
+
+/// Where those resources name a Secret: Traefik's `IngressRoute` and
+/// `IngressRouteTCP` (TLS), `TLSStore` (default certificate) and
+/// `Middleware` (basic and digest auth users), and Contour's `HTTPProxy`
+/// (TLS, client CA). Each path is under one kind only.
+const PROXY_SECRETS: [&str; 6] = [
+    "spec.tls.secretName",
+    "spec.defaultCertificate.secretName",
+    "spec.basicAuth.secret",
+    "spec.digestAuth.secret",
+    "spec.virtualhost.tls.secretName",
+    "spec.virtualhost.tls.clientValidation.caSecret",
+];
 
 /// Notes a reference that no pod reads (an Ingress's or a Gateway's TLS
 /// Secret): reported as a warning, not checked.

@@ -381,6 +381,64 @@ fn a_tls_secret_named_outside_a_pod_spec_warns_only_when_deleted_or_unknown() {
 }
 
 #[test]
+fn traefik_and_contour_secrets_are_reported_not_checked() {
+    // They were read as unknown kinds without pod templates: nothing said,
+    // even when the change deleted the certificate a route serves.
+    let proxies = "apiVersion: traefik.io/v1alpha1\nkind: IngressRoute\nmetadata: { name: web, namespace: edge }\nspec:\n  routes: [ { match: Host(`a.example.com`), kind: Rule, services: [ { name: web, port: 80 } ] } ]\n  tls: { secretName: web-tls }\n---\napiVersion: traefik.containo.us/v1alpha1\nkind: Middleware\nmetadata: { name: auth, namespace: edge }\nspec:\n  basicAuth: { secret: users }\n---\napiVersion: traefik.io/v1alpha1\nkind: TLSStore\nmetadata: { name: default, namespace: edge }\nspec:\n  defaultCertificate: { secretName: fallback-tls }\n---\napiVersion: projectcontour.io/v1\nkind: HTTPProxy\nmetadata: { name: api, namespace: edge }\nspec:\n  virtualhost:\n    fqdn: api.example.com\n    tls:\n      secretName: certs/wildcard\n      clientValidation: { caSecret: client-ca }\n  routes: [ { services: [ { name: api, port: 80 } ] } ]\n";
+    let report = run(proxies, NOTHING);
+    assert!(report.is_safe());
+    let mut named: Vec<(String, String)> = report
+        .warnings
+        .iter()
+        .map(|w| {
+            assert_eq!(w.code, "outside-pod-spec");
+            (
+                w.object.as_ref().expect("the object named").to_string(),
+                w.site.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
+    named.sort();
+    assert_eq!(
+        named,
+        [
+            ("Secret/certs/wildcard", "spec.virtualhost.tls.secretName"),
+            (
+                "Secret/edge/client-ca",
+                "spec.virtualhost.tls.clientValidation.caSecret"
+            ),
+            (
+                "Secret/edge/fallback-tls",
+                "spec.defaultCertificate.secretName"
+            ),
+            ("Secret/edge/users", "spec.basicAuth.secret"),
+            ("Secret/edge/web-tls", "spec.tls.secretName"),
+        ]
+        .map(|(o, s)| (o.to_owned(), s.to_owned()))
+    );
+    // Deleting one the route serves says so; keeping it says nothing.
+    let tls = secret("web-tls", &["tls.crt", "tls.key"])
+        .replace("name: web-tls", "name: web-tls\n  namespace: edge");
+    let route = proxies.split("---").next().unwrap();
+    let with_secret = format!("{route}---\n{tls}");
+    let kept = run(&with_secret, &with_secret);
+    assert!(
+        kept.is_safe() && kept.warnings.is_empty(),
+        "{:?}",
+        kept.warnings
+    );
+    let deleted = run_with(
+        &with_secret,
+        route,
+        Deletion::Listed,
+        &["Secret/edge/web-tls"],
+    );
+    assert!(deleted.is_safe());
+    assert_eq!(deleted.warnings.len(), 1, "{:?}", deleted.warnings);
+    assert!(deleted.warnings[0].message.contains("deletes this Secret"));
+}
+
+#[test]
 fn gateway_api_certificate_refs_are_reported_not_checked() {
     let gateway = "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: { name: gw, namespace: edge }\nspec:\n  gatewayClassName: istio\n  listeners:\n    - name: https\n      port: 443\n      protocol: HTTPS\n      tls:\n        certificateRefs:\n          - name: web-tls\n          - { kind: Secret, name: api-tls, namespace: certs }\n          - { group: example.com, kind: Vault, name: not-a-secret }\n  tls:\n    backend:\n      clientCertificateRef: { name: mesh-client }\n---\napiVersion: gateway.networking.k8s.io/v1alpha3\nkind: BackendTLSPolicy\nmetadata: { name: backend, namespace: edge }\nspec:\n  validation:\n    caCertificateRefs: [ { group: \"\", kind: ConfigMap, name: ca } ]\n    hostname: api.internal\n";
     let report = run(gateway, NOTHING);
