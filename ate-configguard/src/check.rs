@@ -843,6 +843,12 @@ fn check_reference(
                     )
                 });
             }
+            if let Some(canon) = yaml_boolean(key).filter(|c| object.keys.contains(*c)) {
+                msg.push_str(&format!(
+                    "; the object holds the key {canon}, which an unquoted `{key}:` in its \
+                     manifest makes (YAML reads it as a boolean): quote that key"
+                ));
+            }
             finding("missing-key", Some(key), msg);
         }
         Some(_) => {}
@@ -919,6 +925,21 @@ fn check_reference(
             }
         }
         None => {}
+    }
+}
+
+/// The key (`true` or `false`) kubectl makes of `word` written as an
+/// unquoted map key, if YAML 1.1 reads it as a boolean (`on`, `Yes`, `n`,
+/// ...), not as itself.
+fn yaml_boolean(word: &str) -> Option<&'static str> {
+    const TRUE: [&str; 4] = ["y", "yes", "on", "true"];
+    const FALSE: [&str; 4] = ["n", "no", "off", "false"];
+    let is = |words: &[&str]| words.iter().any(|w| w.eq_ignore_ascii_case(word));
+    match word {
+        "true" | "false" => None,
+        _ if is(&TRUE) => Some("true"),
+        _ if is(&FALSE) => Some("false"),
+        _ => None,
     }
 }
 

@@ -689,6 +689,20 @@ fn an_unquoted_key_that_yaml_reads_as_a_boolean_or_a_number_is_the_key_kubectl_m
         ["1.5", "31", "5", "8", "false", "off", "true", "yes"],
         "as `kubectl annotate --local -o json` printed them"
     );
+    // A workload reading key `on` finds none, and the finding says why.
+    let workload = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: app\n    image: x\n    env:\n    - name: FLAG\n      valueFrom: {configMapKeyRef: {name: c, key: \"on\"}}\n";
+    let state = format!("{doc}---\n{workload}");
+    let report = run(&state, &state);
+    assert_eq!(report.failures.len(), 2, "{report:?}");
+    for f in &report.failures {
+        assert_eq!(f.code, "missing-key");
+        assert!(
+            f.message
+                .contains("the object holds the key true, which an unquoted `on:`"),
+            "{}",
+            f.message
+        );
+    }
     // Two spellings of one key are one key twice.
     let twice =
         "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData:\n  yes: a\n  true: b\n";
