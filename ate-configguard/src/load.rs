@@ -493,11 +493,6 @@ fn load_doc(
                     ));
                 }
             }
-            if kind == "Secret" {
-                let secret_type = doc.get("type").and_then(Node::as_str);
-                token_names_account(secret_type, doc.get("metadata"), "the Secret", at)?;
-                add_control_plane_keys(secret_type, &mut keys);
-            }
             if kind == "ConfigMap" && doc.get("stringData").is_some() {
                 return Err(bad(at, "a ConfigMap has no stringData field"));
             }
@@ -511,6 +506,11 @@ fn load_doc(
                 // Not a ConfigMap field: the API server drops it.
                 Some(_) => None,
             };
+            if kind == "Secret" {
+                let secret_type = secret_type.as_deref();
+                token_names_account(secret_type, doc.get("metadata"), "the Secret", at)?;
+                add_control_plane_keys(secret_type, &mut keys);
+            }
             let immutable = match doc.get("immutable") {
                 None | Some(Node::Null) => false,
                 Some(Node::Bool(b)) => *b,
@@ -652,9 +652,7 @@ fn load_doc(
             // makes or updates, an absent one too (the API server reads
             // that as `Opaque`).
             made.secret_type = Some(
-                template
-                    .and_then(|t| t.get("type"))
-                    .and_then(Node::as_str)
+                secret_type
                     .filter(|t| !t.is_empty())
                     .unwrap_or("Opaque")
                     .to_owned(),

@@ -330,16 +330,13 @@ fn go_float_key(v: f64) -> String {
     if v.is_nan() {
         return ".nan".into();
     }
-    if v.is_infinite() {
-        return if v > 0.0 { ".inf" } else { "-.inf" }.into();
-    }
     #[expect(
         clippy::cast_possible_truncation,
         reason = "Go rounds the key to 32 bits, and so must this"
     )]
     let v = v as f32;
     if v.is_infinite() {
-        // Beyond f32's range: Go prints +Inf, which the key then says.
+        // Infinite, or beyond f32's range: Go prints +Inf or -Inf.
         return if v > 0.0 { ".inf" } else { "-.inf" }.into();
     }
     // Rust's `{:e}` gives the shortest digits that read back as the same
