@@ -651,11 +651,14 @@ fn an_unquoted_config_value_is_read_as_kubectl_reads_it() {
         ("12e", "string"),
         ("_0", "string"),
     ];
-    for (spelling, kind) in kubectl {
+    let read = |spelling: &str| {
         let doc = format!(
             "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c}}\ndata:\n  K: {spelling}\n"
         );
-        let ours = load_str(&doc, "t.yaml", &LoadOptions::default());
+        load_str(&doc, "t.yaml", &LoadOptions::default())
+    };
+    for (spelling, kind) in kubectl {
+        let ours = read(spelling);
         match kind {
             "string" => assert!(ours.is_ok(), "{spelling}: {ours:?}"),
             _ => assert!(ours.is_err(), "{spelling} is {kind} to kubectl, and passed"),
@@ -664,10 +667,7 @@ fn an_unquoted_config_value_is_read_as_kubectl_reads_it() {
     // The spellings read otherwise (the README names them): numbers to
     // kubectl, strings here; a string to kubectl, a boolean here.
     for spelling in ["0X1F", "1__0", "1_0.5", "0_", "1_", "tRUE"] {
-        let doc = format!(
-            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c}}\ndata:\n  K: {spelling}\n"
-        );
-        let ours = load_str(&doc, "t.yaml", &LoadOptions::default());
+        let ours = read(spelling);
         assert_eq!(ours.is_ok(), spelling != "tRUE", "{spelling}: {ours:?}");
     }
 }
