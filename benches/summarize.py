@@ -141,6 +141,17 @@ if lat:
     if cyc:
         lines.append(f"\nbegin → dispatch → close throughput: {cyc['memory']:,.0f} attempts/s in memory, {cyc['redb']:,.0f} attempts/s durable (3 commits of 2 fsyncs each).\n")
 
+ab = load_jsonl("direct_ab.jsonl")
+if ab:
+    lines.append("\n## ate-ratelimit: direct `check()`, interleaved with governor\n")
+    lines.append("The two direct rows above again, by `direct_ab`: batches of 200,000 checks, ate then governor, 300 times over, so a neighbour's burst on this shared VM lands on both. ns per check over the batches; the fastest tenth (p10) is what a quiet machine gives, and its ratio is the one to read. Goal: ≤ 1.0x.\n")
+    lines.append("| path | ate min / p10 / median | governor min / p10 / median | ratio (p10) | met |")
+    lines.append("|---|---|---|---|---|")
+    for r in ab:
+        a, g = r["ate"], r["governor"]
+        ratio = a[1] / g[1]
+        lines.append(f"| {r['path']} | {a[0]:.2f} / {a[1]:.2f} / {a[2]:.2f} ns | {g[0]:.2f} / {g[1]:.2f} / {g[2]:.2f} ns | {ratio:.2f}x | {'yes' if ratio <= 1.0 else 'no'} |")
+
 mem = load_jsonl("memory.jsonl")
 if mem:
     lines.append("\n## ate-ratelimit: memory per key (100k keys, counting allocator)\n")
@@ -244,13 +255,15 @@ intro = """# ate-benches
 Criterion benchmarks for every `ate` crate, each measured in the same group as
 the peer crate a user would otherwise pick (`governor`) or the physical floor
 (a bare atomic, an uncontended `parking_lot::Mutex`, a bare `fsync`), so every
-row is a ratio from one run. Plus two binaries: `http_overhead` (the same route
-bare and wired, on axum and actix-web, over loopback keep-alive) and `memory`
-(bytes per key with a counting allocator).
+row is a ratio from one run. Plus four binaries: `http_overhead` (the same
+route bare and wired, on axum and actix-web, over loopback keep-alive),
+`ledger_latency` (p50/p99 of one durable transition), `memory` (bytes per key
+with a counting allocator) and `direct_ab` (the direct limiter beside
+governor, interleaved in batches).
 
 ```sh
 bash benches/run.sh              # everything; rewrites BENCHMARKS.md and this file
-bash benches/run.sh ratelimit    # one group: readiness generation ratelimit configguard ledger http memory
+bash benches/run.sh ratelimit    # one group: readiness generation ratelimit configguard ledger http memory direct_ab
 cargo test -p ate-benches --benches   # smoke run (each bench once), as CI does
 ```
 
