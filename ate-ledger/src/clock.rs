@@ -30,9 +30,13 @@ impl ManualClock {
         Self(std::sync::Arc::new(parking_lot::Mutex::new(start)))
     }
 
-    /// Moves time forward.
+    /// Moves time forward, saturating at the last time chrono holds.
     pub fn advance(&self, by: std::time::Duration) {
-        *self.0.lock() += chrono::TimeDelta::from_std(by).unwrap_or(chrono::TimeDelta::MAX);
+        let by = chrono::TimeDelta::from_std(by).unwrap_or(chrono::TimeDelta::MAX);
+        let mut now = self.0.lock();
+        *now = now
+            .checked_add_signed(by)
+            .unwrap_or(DateTime::<Utc>::MAX_UTC);
     }
 }
 
@@ -47,5 +51,19 @@ impl Default for ManualClock {
 impl Clock for ManualClock {
     fn now(&self) -> DateTime<Utc> {
         *self.0.lock()
+    }
+}
+
+#[cfg(all(test, feature = "test-util"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_manual_clock_saturates_at_the_end_of_chrono_time() {
+        let clock = ManualClock::default();
+        clock.advance(std::time::Duration::MAX);
+        assert_eq!(clock.now(), DateTime::<Utc>::MAX_UTC);
+        clock.advance(std::time::Duration::from_secs(1));
+        assert_eq!(clock.now(), DateTime::<Utc>::MAX_UTC);
     }
 }

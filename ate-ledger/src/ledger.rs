@@ -11,9 +11,12 @@ use crate::{Error, Fingerprint, Key, Lease, Record, State, Store, Try, TryOutcom
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Config {
     /// How long a lease lasts before recovery may take the attempt over.
+    /// Default 30 s. `Duration::MAX` is a lease that never expires: its
+    /// `expires_at` is the last time chrono holds (year 262,142).
     pub lease_ttl: Duration,
     /// How long ended records are kept (and so replayed) before
-    /// [`Ledger::purge`] may delete them. Default 24 h.
+    /// [`Ledger::purge`] may delete them. Default 24 h. `Duration::MAX`
+    /// keeps them forever: `purge` then deletes nothing.
     pub retention: Duration,
 }
 
@@ -83,6 +86,13 @@ fn corrupt(key: &Key, detail: &str) -> Error {
 
 fn delta(d: Duration) -> TimeDelta {
     TimeDelta::from_std(d).unwrap_or(TimeDelta::MAX)
+}
+
+/// `at + d`, saturating at the last time chrono can hold (a `lease_ttl` of
+/// `Duration::MAX`, "never expire", must not panic).
+fn later(at: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
+    at.checked_add_signed(delta(d))
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
 /// The attempt ledger.
@@ -161,7 +171,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
         Lease {
             key: key.clone(),
             owner: owner.to_owned(),
-            expires_at: now + delta(self.config.lease_ttl),
+            expires_at: later(now, self.config.lease_ttl),
             token,
             try_id,
         }
@@ -345,7 +355,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     pub fn renew(&self, lease: &Lease) -> Result<Lease, Error> {
         self.update_owned(lease, |record, now| {
             let renewed = Lease {
-                expires_at: now + delta(self.config.lease_ttl),
+                expires_at: later(now, self.config.lease_ttl),
                 ..lease.clone()
             };
             record.lease = Some(renewed.clone());
@@ -687,7 +697,15 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     ///
     /// [`Error::Storage`] if the store cannot be reached.
     pub fn purge(&self) -> Result<usize, Error> {
-        let cutoff = self.clock.now() - delta(self.config.retention);
-        self.store.purge(cutoff)
+        // A retention reaching back before the first time chrono can hold
+        // ("keep forever"): nothing ended that long ago.
+        match self
+            .clock
+            .now()
+            .checked_sub_signed(delta(self.config.retention))
+        {
+            Some(cutoff) => self.store.purge(cutoff),
+            None => Ok(0),
+        }
     }
 }

@@ -504,6 +504,16 @@ impl Store for PgStore {
     /// without fsync). A row revived since it was picked is kept: the
     /// `DELETE` checks `NOT open` on the row as it is when it deletes.
     fn purge(&self, cutoff: DateTime<Utc>) -> Result<usize, Error> {
+        // `timestamptz` starts at 4714-11-24 BC (chrono's year -4713): no
+        // row ended before that, and such a cutoff (a retention of
+        // thousands of years, "keep forever") is out of the column's
+        // range, an error from the server.
+        let first = chrono::NaiveDate::from_ymd_opt(-4713, 11, 24)
+            .and_then(|d| d.and_hms_opt(0, 0, 0))
+            .map(|t| t.and_utc());
+        if first.is_some_and(|first| cutoff < first) {
+            return Ok(0);
+        }
         let mut purged = 0;
         loop {
             let n = self.with(move |c| {

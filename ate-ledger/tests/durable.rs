@@ -230,3 +230,33 @@ fn purge_on_redb_deletes_exactly_the_ended_records_past_retention_in_batches() {
     );
     assert_eq!(ledger.purge().unwrap(), 0);
 }
+
+#[test]
+fn a_lease_that_never_expires_is_stored_and_read_back_on_redb() {
+    use ate_ledger::Config;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.redb");
+    let key = Key::new("t", "forever");
+    let config = Config {
+        lease_ttl: std::time::Duration::MAX,
+        ..Config::default()
+    };
+    let expires_at = {
+        let ledger = Ledger::with_clock(
+            RedbStore::open(&path).unwrap(),
+            config,
+            ate_ledger::SystemClock,
+        );
+        let Begin::Started(lease) = ledger.begin(&key, &fp(), "w").unwrap() else {
+            panic!("new key")
+        };
+        lease.expires_at
+    };
+    assert_eq!(expires_at, chrono::DateTime::<chrono::Utc>::MAX_UTC);
+    // The last time chrono can hold (year 262,142) survives the record's
+    // encoding: the reopened store reads the attempt, not a corrupt record.
+    let ledger = Ledger::new(RedbStore::open(&path).unwrap());
+    let record = ledger.get(&key).unwrap().unwrap();
+    assert_eq!(record.lease.unwrap().expires_at, expires_at);
+    assert_eq!(record.state, State::InFlight);
+}

@@ -175,6 +175,33 @@ fn purge_deletes_every_row_past_retention_in_batches_and_keeps_the_rest() {
     assert_eq!(store.purge(cutoff).unwrap(), 0);
 }
 
+#[test]
+fn a_retention_reaching_back_before_postgres_time_purges_nothing_and_fails_nothing() {
+    let db = TestDatabase::new();
+    let url = db.url().to_owned();
+    let clock = ManualClock::new(Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap());
+    // 10,000 years: a cutoff chrono holds (8000 BC) but PostgreSQL's
+    // `timestamptz` does not (it starts in 4714 BC).
+    let config = Config {
+        retention: Duration::from_secs(10_000 * 365 * 24 * 3600),
+        ..Config::default()
+    };
+    let ledger = Ledger::with_clock(PgStore::connect(&url).unwrap(), config, clock.clone());
+    let key = Key::new("t", "done");
+    let Begin::Started(lease) = ledger.begin(&key, &fp(), "w").unwrap() else {
+        panic!("new key")
+    };
+    ledger
+        .close(&lease, Close::PreProvider("no credentials".into()))
+        .unwrap();
+    clock.advance(Duration::from_secs(30 * 24 * 3600));
+    assert_eq!(ledger.purge().unwrap(), 0);
+    assert!(ledger.get(&key).unwrap().is_some());
+    // And the store itself, given such a cutoff.
+    let cutoff = Utc.with_ymd_and_hms(-8000, 1, 1, 0, 0, 0).unwrap();
+    assert_eq!(ledger.store().purge(cutoff).unwrap(), 0);
+}
+
 fn clock_now(clock: &ManualClock) -> chrono::DateTime<Utc> {
     use ate_ledger::Clock;
     clock.now()

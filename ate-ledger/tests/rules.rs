@@ -674,3 +674,32 @@ fn a_close_again_the_same_way_answers_the_same_so_a_lost_answer_can_be_retried()
         Err(Error::StaleLease { .. })
     ));
 }
+
+#[test]
+fn a_lease_or_retention_past_the_end_of_time_saturates_instead_of_panicking() {
+    // "Never expire" and "keep forever" spelled the obvious way. chrono's
+    // `+` and `-` panic past year 262,143; the ledger saturates instead.
+    let clock = ManualClock::default();
+    let config = Config {
+        lease_ttl: Duration::MAX,
+        retention: Duration::MAX,
+    };
+    let ledger = Ledger::with_clock(MemoryStore::new(), config, clock.clone());
+    let lease = start(&ledger);
+    assert_eq!(lease.expires_at, chrono::DateTime::<chrono::Utc>::MAX_UTC);
+    let lease = ledger.renew(&lease).unwrap();
+    assert_eq!(lease.expires_at, chrono::DateTime::<chrono::Utc>::MAX_UTC);
+    // The lease never runs out: a second begin is refused while it lasts.
+    clock.advance(Duration::from_secs(100 * 365 * 24 * 3600));
+    assert!(matches!(
+        ledger.begin(&k(), &fp(), "w2"),
+        Err(Error::Conflict { .. })
+    ));
+    ledger
+        .close(&lease, Close::PreProvider("no credentials".into()))
+        .unwrap();
+    // Nothing ended is ever old enough to purge.
+    clock.advance(Duration::from_secs(1000 * 365 * 24 * 3600));
+    assert_eq!(ledger.purge().unwrap(), 0);
+    assert!(ledger.get(&k()).unwrap().is_some());
+}

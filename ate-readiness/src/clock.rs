@@ -35,9 +35,17 @@ impl ManualClock {
         }
     }
 
-    /// Moves the clock forward (or backward, for a negative delta).
+    /// Moves the clock forward (or backward, for a negative delta),
+    /// saturating at the last (or first) time chrono holds.
     pub fn advance(&self, by: chrono::TimeDelta) {
-        *self.now.lock() += by;
+        let mut now = self.now.lock();
+        *now = now
+            .checked_add_signed(by)
+            .unwrap_or(if by > chrono::TimeDelta::zero() {
+                DateTime::<Utc>::MAX_UTC
+            } else {
+                DateTime::<Utc>::MIN_UTC
+            });
     }
 
     /// Sets the clock.
@@ -57,5 +65,20 @@ impl Default for ManualClock {
 impl Clock for ManualClock {
     fn now(&self) -> DateTime<Utc> {
         *self.now.lock()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_manual_clock_saturates_at_the_ends_of_chrono_time() {
+        let clock = ManualClock::default();
+        clock.advance(chrono::TimeDelta::MAX);
+        assert_eq!(clock.now(), DateTime::<Utc>::MAX_UTC);
+        clock.set(DateTime::<Utc>::UNIX_EPOCH);
+        clock.advance(chrono::TimeDelta::MIN);
+        assert_eq!(clock.now(), DateTime::<Utc>::MIN_UTC);
     }
 }
