@@ -178,6 +178,11 @@ impl PgStore {
     /// Rows a purge deletes per statement.
     const PURGE_BATCH: i64 = 1_000;
 
+    /// The most connections one store opens, a thread each (PostgreSQL
+    /// serves 100 by default, for every client together). More is an
+    /// error, not an attempt to start millions of threads.
+    pub const MAX_CONNECTIONS: usize = 1_024;
+
     /// Connects without TLS (a Unix socket, or a network you trust) with a
     /// libpq-style connection string (`host=... user=... dbname=...`) or
     /// URL (`postgresql://user@host/db`), and creates the tables if
@@ -208,7 +213,8 @@ impl PgStore {
     ///
     /// [`Error::Storage`] naming what failed (a bad connection string, a
     /// server that cannot be reached or refuses the login, a failed TLS
-    /// handshake), and [`Error::UnknownSchema`] for tables of a newer
+    /// handshake, more than [`MAX_CONNECTIONS`](Self::MAX_CONNECTIONS)
+    /// connections), and [`Error::UnknownSchema`] for tables of a newer
     /// schema.
     pub fn connect_pooled(params: &str, connections: NonZeroUsize) -> Result<Self, Error> {
         Self::connect_pooled_tls(params, connections, NoTls)
@@ -251,7 +257,8 @@ impl PgStore {
     ///
     /// [`Error::Storage`] naming what failed (a bad connection string, a
     /// server that cannot be reached or refuses the login, a failed TLS
-    /// handshake), and [`Error::UnknownSchema`] for tables of a newer
+    /// handshake, more than [`MAX_CONNECTIONS`](Self::MAX_CONNECTIONS)
+    /// connections), and [`Error::UnknownSchema`] for tables of a newer
     /// schema.
     pub fn connect_pooled_tls<T>(
         params: &str,
@@ -264,6 +271,13 @@ impl PgStore {
         T::Stream: Send,
         <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
     {
+        if connections.get() > Self::MAX_CONNECTIONS {
+            return Err(Error::Storage(format!(
+                "{connections} postgres connections asked of one store: it opens at most {} \
+                 (a thread each)",
+                Self::MAX_CONNECTIONS
+            )));
+        }
         let config: Config = params.parse().map_err(|e| {
             Error::Storage(format!("postgres connection string: {}", with_causes(&e)))
         })?;

@@ -202,6 +202,21 @@ fn a_retention_reaching_back_before_postgres_time_purges_nothing_and_fails_nothi
     assert_eq!(ledger.store().purge(cutoff).unwrap(), 0);
 }
 
+#[test]
+fn more_connections_than_a_store_opens_is_an_error_naming_the_number() {
+    // Checked before anything is connected or allocated: no server needed.
+    let url = "host=/nonexistent user=nobody dbname=none";
+    let too_many = PgStore::MAX_CONNECTIONS + 1;
+    for n in [too_many, u32::MAX as usize, usize::MAX] {
+        let err = PgStore::connect_pooled(url, std::num::NonZeroUsize::new(n).unwrap())
+            .expect_err("a store of that many connections");
+        assert!(
+            matches!(&err, Error::Storage(m) if m.contains(&n.to_string()) && m.contains("at most 1024")),
+            "{err}"
+        );
+    }
+}
+
 fn clock_now(clock: &ManualClock) -> chrono::DateTime<Utc> {
     use ate_ledger::Clock;
     clock.now()

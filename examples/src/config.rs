@@ -185,6 +185,14 @@ impl Config {
         let admission = admission_policy()?;
         let control_token = env_text("ATE_CONTROL_TOKEN", "to disable control-plane writes")?;
         let ledger_postgres_connections = number(POSTGRES_CONNECTIONS, false)?;
+        let most = ate_ledger::PgStore::MAX_CONNECTIONS;
+        if usize::try_from(ledger_postgres_connections).unwrap_or(usize::MAX) > most {
+            return Err(ConfigError::Other(format!(
+                "invalid value \"{ledger_postgres_connections}\" for {}: at most {most} \
+                 (one thread and one database connection each)",
+                POSTGRES_CONNECTIONS.0
+            )));
+        }
         let ledger_postgres_url = env_text(
             "ATE_LEDGER_POSTGRES_URL",
             "to keep the ledger in the data dir",

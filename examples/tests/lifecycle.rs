@@ -379,6 +379,7 @@ async fn bad_configuration_stops_the_binary_at_start_naming_the_variable() {
             ("ATE_REQUEST_BUCKET_PER_MIN", " 600"),
             ("ATE_DRAIN_TIMEOUT_SECS", "-1"),
             ("ATE_LEDGER_POSTGRES_CONNECTIONS", "0"),
+            ("ATE_LEDGER_POSTGRES_CONNECTIONS", "4294967295"),
             ("ATE_LEDGER_LEASE_SECS", "0"),
             ("ATE_ADMISSION_POLICY", "Strict"),
         ] {
