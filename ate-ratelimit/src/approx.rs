@@ -38,14 +38,28 @@ impl BucketQuota {
     /// The most a denial can last beyond the exact rule's:
     /// `(B + 1) * w - W`, which is `w` plus the nanoseconds lost rounding
     /// `W / B` up (fewer than B).
+    ///
+    /// A window longer than `u64::MAX` nanoseconds (584 years) counts as
+    /// that long, here and in decisions.
     pub fn max_extra_denial(&self) -> Duration {
-        let span = self.width_nanos() * (u64::from(self.buckets.get()) + 1);
-        Duration::from_nanos(span).saturating_sub(self.window)
+        // In u128: (B + 1) * w passes u64::MAX for windows of centuries.
+        let span = u128::from(self.width_nanos()) * (u128::from(self.buckets.get()) + 1);
+        let extra = span - u128::from(self.window_nanos());
+        // At most (B + 1) * w < 2^81 ns: whole seconds fit a u64.
+        Duration::new(
+            u64::try_from(extra / 1_000_000_000).unwrap_or(u64::MAX),
+            (extra % 1_000_000_000) as u32,
+        )
+    }
+
+    fn window_nanos(&self) -> u64 {
+        u64::try_from(self.window.as_nanos()).unwrap_or(u64::MAX)
     }
 
     fn width_nanos(&self) -> u64 {
-        let w = u64::try_from(self.window.as_nanos()).unwrap_or(u64::MAX);
-        w.div_ceil(u64::from(self.buckets.get())).max(1)
+        self.window_nanos()
+            .div_ceil(u64::from(self.buckets.get()))
+            .max(1)
     }
 }
 
@@ -117,7 +131,7 @@ fn decide(
     for j in oldest..=index {
         remaining -= u64::from(b.counts[b.slot(j)]);
         if remaining < limit {
-            let at = (j + slots).saturating_mul(width);
+            let at = j.saturating_add(slots).saturating_mul(width);
             return Decision::Denied {
                 retry_after: Duration::from_nanos(at.saturating_sub(now.as_nanos())),
             };
@@ -280,7 +294,10 @@ impl<K: Hash + Eq + Clone, C: Clock> ApproxKeyedLimiter<K, C> {
         let index = now.as_nanos() / width;
         let slots = u64::from(self.quota.buckets.get()) + 1;
         for shard in self.shards.iter() {
-            shard.lock().retain(|_, b| b.newest + slots > index);
+            // Bucket j still counts at `index` iff index - j < slots.
+            shard
+                .lock()
+                .retain(|_, b| index.saturating_sub(b.newest) < slots);
         }
     }
 

@@ -130,3 +130,45 @@ fn seeding_counts_the_trail_whatever_the_policy_and_peek_records_nothing() {
         assert!(l.is_empty(), "{policy:?}");
     }
 }
+
+#[test]
+fn extreme_windows_and_times_neither_panic_nor_let_a_second_attempt_through() {
+    // Windows from zero to Duration::MAX (which counts as u64::MAX ns, 584
+    // years), bucket counts up to u16::MAX, times up to the timeline's end.
+    let windows = [
+        Duration::ZERO,
+        Duration::from_nanos(1),
+        Duration::from_secs(60),
+        Duration::from_secs(u64::MAX / 2),
+        Duration::MAX,
+    ];
+    let times = [0, 1, 60_000_000_000, u64::MAX / 2, u64::MAX - 1, u64::MAX];
+    for window in windows {
+        for b in [1, 2, 60, u16::MAX] {
+            let bq = BucketQuota::new(NonZeroU32::MIN, window, NonZeroU16::new(b).unwrap());
+            // (B + 1) * w - W, with W clamped to u64::MAX ns, in exact arithmetic.
+            let w = u128::from(u64::try_from(window.as_nanos()).unwrap_or(u64::MAX));
+            let width = w.div_ceil(u128::from(b)).max(1);
+            assert_eq!(
+                bq.max_extra_denial().as_nanos(),
+                width * (u128::from(b) + 1) - w,
+                "{window:?}, B = {b}"
+            );
+            for t in times {
+                let limiter =
+                    ApproxKeyedLimiter::with_clock(bq, Policy::CountDenied, ManualClock::default());
+                let at = Timestamp::from_nanos(t);
+                assert!(limiter.check_at(&1u8, at).is_allowed());
+                // N = 1: a second attempt at the same instant is denied,
+                // whatever the window (a zero window still counts the
+                // attempt's own bucket).
+                let second = limiter.check_at(&1u8, at);
+                assert!(!second.is_allowed(), "{window:?}, B = {b}, t = {t}");
+                // The key is still inside its window: not evicted.
+                limiter.retain_recent_at(at);
+                assert_eq!(limiter.len(), 1, "{window:?}, B = {b}, t = {t}");
+                assert!(!limiter.peek_at(&1u8, at).is_allowed());
+            }
+        }
+    }
+}
