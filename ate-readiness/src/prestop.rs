@@ -98,6 +98,17 @@ pub enum PreStopError {
         /// The body, as text (lossy UTF-8, at most 1 KiB).
         body: String,
     },
+    /// The path cannot be sent as an HTTP request target: it holds a
+    /// space, a control character or a non-ASCII one (a `\r\n` would
+    /// end the request line and start a header).
+    #[error(
+        "drain path {path:?} is not an HTTP request target: only visible ASCII, \
+         no spaces (percent-encode anything else)"
+    )]
+    InvalidPath {
+        /// The path as given.
+        path: String,
+    },
     /// What came back is not an HTTP/1.x response.
     #[error("drain endpoint {addr} answered something that is not HTTP/1.x: {start:?}")]
     NotHttp {
@@ -152,8 +163,15 @@ impl DrainRequest {
     /// - [`PreStopError::Io`] when the exchange fails once connected (a
     ///   timeout waiting for the answer, a reset);
     /// - [`PreStopError::Refused`] for an answer other than 2xx;
-    /// - [`PreStopError::NotHttp`] for an answer that is not HTTP/1.x.
+    /// - [`PreStopError::NotHttp`] for an answer that is not HTTP/1.x;
+    /// - [`PreStopError::InvalidPath`], before connecting, for a path with
+    ///   a space, a control or a non-ASCII character.
     pub fn send(&self) -> Result<DrainReply, PreStopError> {
+        if !self.path.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(PreStopError::InvalidPath {
+                path: self.path.clone(),
+            });
+        }
         let v4 = SocketAddr::from((Ipv4Addr::LOCALHOST, self.port));
         let v6 = SocketAddr::from((Ipv6Addr::LOCALHOST, self.port));
         let (addr, stream) = match TcpStream::connect_timeout(&v4, self.timeout) {

@@ -181,3 +181,26 @@ fn an_answer_is_read_to_its_length_even_if_the_server_keeps_the_connection() {
         start.elapsed()
     );
 }
+
+#[test]
+fn a_path_that_is_not_a_request_target_is_refused_before_anything_is_sent() {
+    // A listener that would accept: nothing may reach it.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    for path in ["/a b", "/x\r\nX-Injected: 1", "/dr\u{e4}in", "/tab\there"] {
+        match DrainRequest::new(port).path(path).send() {
+            Err(PreStopError::InvalidPath { path: p }) => {
+                assert!(p.ends_with(path.trim_start_matches('/')), "{p:?}");
+            }
+            other => panic!("{path:?}: {other:?}"),
+        }
+    }
+    assert!(listener.accept().is_err(), "a connection was made");
+    // A percent-encoded one is fine (the error is only that nothing answers).
+    let err = DrainRequest::new(port)
+        .path("/dr%C3%A4in?x=1")
+        .timeout(Duration::from_millis(100))
+        .send();
+    assert!(!matches!(err, Err(PreStopError::InvalidPath { .. })));
+}
