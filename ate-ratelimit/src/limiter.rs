@@ -327,6 +327,11 @@ pub struct KeyedBuilder {
 }
 
 impl KeyedBuilder {
+    /// The most lock shards a keyed limiter has: 65,536, far more than
+    /// threads contend for a table, and an empty shard costs its lock and
+    /// table header (about 48 bytes).
+    pub const MAX_SHARDS: usize = 1 << 16;
+
     /// Sets the policy (default [`Policy::CountDenied`]).
     pub fn policy(mut self, policy: Policy) -> Self {
         self.policy = policy;
@@ -342,8 +347,9 @@ impl KeyedBuilder {
         self
     }
 
-    /// Sets the number of lock shards (rounded up to a power of two).
-    /// Default: 4 x the available parallelism, at least 16.
+    /// Sets the number of lock shards (rounded up to a power of two, at
+    /// most [`MAX_SHARDS`](Self::MAX_SHARDS)). Default: 4 x the available
+    /// parallelism, at least 16.
     pub fn shards(mut self, shards: usize) -> Self {
         self.shards = Some(shards.max(1));
         self
@@ -369,7 +375,10 @@ impl KeyedBuilder {
             .unwrap_or_else(|| {
                 4 * std::thread::available_parallelism().map_or(4, std::num::NonZero::get)
             })
-            .max(if self.shards.is_some() { 1 } else { 16 })
+            .clamp(
+                if self.shards.is_some() { 1 } else { 16 },
+                KeyedBuilder::MAX_SHARDS,
+            )
             .next_power_of_two();
         KeyedLimiter {
             geometry: Geometry::new(self.quota.limit.get(), self.quota.window),

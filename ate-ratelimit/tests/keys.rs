@@ -6,8 +6,8 @@ use std::time::{Duration, SystemTime};
 mod common;
 
 use ate_ratelimit::{
-    ApproxKeyedLimiter, BucketQuota, Clock, Decision, KeyedLimiter, LimitSet, Limiter, ManualClock,
-    MonotonicClock, Policy, Quota, Timestamp,
+    ApproxKeyedLimiter, BucketQuota, Clock, Decision, KeyedBuilder, KeyedLimiter, LimitSet,
+    Limiter, ManualClock, MonotonicClock, Policy, Quota, Timestamp,
 };
 
 fn quota(n: u32, secs: u64) -> Quota {
@@ -355,4 +355,27 @@ fn an_id_of_another_set_panics_as_documented_even_in_range() {
         Decision::Allowed { remaining: 1 }
     );
     assert_eq!(set.id("a"), Some(ours));
+}
+
+#[test]
+fn a_shard_count_past_the_most_is_the_most_not_an_overflow() {
+    for (asked, got) in [
+        (0, 1),
+        (3, 4),
+        (KeyedBuilder::MAX_SHARDS, KeyedBuilder::MAX_SHARDS),
+        (KeyedBuilder::MAX_SHARDS + 1, KeyedBuilder::MAX_SHARDS),
+        (usize::MAX, KeyedBuilder::MAX_SHARDS),
+    ] {
+        let l = KeyedLimiter::builder(quota(1, 10))
+            .shards(asked)
+            .max_keys(usize::MAX)
+            .build_with_clock(ManualClock::default());
+        let debug = format!("{l:?}");
+        assert!(
+            debug.contains(&format!("shards: {got},")),
+            "{asked}: {debug}"
+        );
+        assert!(l.check(&1u32).is_allowed());
+        assert!(!l.check(&1u32).is_allowed());
+    }
 }
