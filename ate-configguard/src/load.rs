@@ -21,7 +21,9 @@ use crate::parse::{DATA_LIST, NOT_A_STRING, Node, documents};
 /// How to read manifests.
 #[derive(Debug, Clone)]
 pub struct LoadOptions {
-    /// Namespace for manifests that name none (default `default`).
+    /// Namespace for manifests that name none (default `default`). It
+    /// must be a namespace name (an RFC 1123 label); another is an input
+    /// error for the first manifest that names none.
     pub default_namespace: String,
     /// Kinds not built in whose pod templates (`template.spec`) are read
     /// anyway, or, for a kind without one (an Argo `Workflow`), every
@@ -278,8 +280,32 @@ fn meta_names(doc: &Node, at: &str, options: &LoadOptions) -> Result<(String, St
         .name_at("name")
         .ok_or_else(|| bad(at, "missing or empty metadata.name"))?;
     let namespace = match meta.get("namespace") {
-        None | Some(Node::Null) => options.default_namespace.clone(),
-        Some(Node::String(ns)) if !ns.is_empty() => ns.clone(),
+        None | Some(Node::Null) => {
+            let ns = &options.default_namespace;
+            if !is_namespace_name(ns) {
+                return Err(bad(
+                    at,
+                    format!(
+                        "{name} has no metadata.namespace, and the namespace given for such \
+                         manifests (--namespace, LoadOptions::default_namespace), {ns:?}, \
+                         {NOT_A_NAMESPACE}"
+                    ),
+                ));
+            }
+            ns.clone()
+        }
+        Some(Node::String(ns)) if !ns.is_empty() => {
+            if !is_namespace_name(ns) {
+                return Err(bad(
+                    at,
+                    format!(
+                        "{name}: metadata.namespace {ns:?} {NOT_A_NAMESPACE}: the API server \
+                         refuses the object"
+                    ),
+                ));
+            }
+            ns.clone()
+        }
         Some(_) => {
             return Err(bad(
                 at,
@@ -288,6 +314,40 @@ fn meta_names(doc: &Node, at: &str, options: &LoadOptions) -> Result<(String, St
         }
     };
     Ok((namespace, name.to_owned()))
+}
+
+/// What a namespace must be, for messages.
+pub(crate) const NOT_A_NAMESPACE: &str = "is no namespace name (at most 63 characters of a-z, \
+     0-9 and '-', starting and ending with a letter or digit)";
+
+/// A namespace's name as the API server takes it: an RFC 1123 label.
+pub(crate) fn is_namespace_name(ns: &str) -> bool {
+    ns.len() <= 63 && is_dns_label(ns)
+}
+
+/// `a-z`, `0-9` and `-`, not empty, starting and ending with a letter or
+/// digit (no length bound).
+fn is_dns_label(label: &str) -> bool {
+    let b = label.as_bytes();
+    matches!((b.first(), b.last()), (Some(f), Some(l)) if f.is_ascii_alphanumeric() && l.is_ascii_alphanumeric())
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+}
+
+/// A ConfigMap's or a Secret's name as the API server takes it: an RFC
+/// 1123 subdomain, at most 253 characters of `.`-separated labels.
+fn object_name_ok(kind: ConfigKind, name: &str, at: &str) -> Result<(), InputError> {
+    if name.len() <= 253 && name.split('.').all(is_dns_label) {
+        return Ok(());
+    }
+    Err(bad(
+        at,
+        format!(
+            "{kind} name {name:?} is no name the API server takes (at most 253 characters of \
+             a-z, 0-9, '-' and '.', each '.'-separated part starting and ending with a letter \
+             or digit): it refuses the object"
+        ),
+    ))
 }
 
 fn key_names(doc: &Node, field: &str, at: &str) -> Result<BTreeSet<String>, InputError> {
@@ -474,6 +534,12 @@ fn load_doc(
     match known_kind {
         "ConfigMap" | "Secret" => {
             let (namespace, name) = meta_names(&doc, at, options)?;
+            let config_kind = if kind == "ConfigMap" {
+                ConfigKind::ConfigMap
+            } else {
+                ConfigKind::Secret
+            };
+            object_name_ok(config_kind, &name, at)?;
             let (a, b) = if kind == "ConfigMap" {
                 ("data", "binaryData")
             } else {
@@ -518,11 +584,7 @@ fn load_doc(
             };
             out.objects.push(ConfigObject {
                 id: ObjectId {
-                    kind: if kind == "ConfigMap" {
-                        ConfigKind::ConfigMap
-                    } else {
-                        ConfigKind::Secret
-                    },
+                    kind: config_kind,
                     namespace,
                     name,
                 },
@@ -2236,6 +2298,18 @@ fn typed_object(
         .filter(|n| !n.is_empty())
         .ok_or_else(|| bad(&kind.to_string(), "metadata.name is missing"))?;
     let at = format!("{kind}/{name}");
+    object_name_ok(kind, &name, &at)?;
+    let namespace = meta
+        .namespace
+        .clone()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| default_namespace.to_owned());
+    if !is_namespace_name(&namespace) {
+        return Err(bad(
+            &at,
+            format!("namespace {namespace:?} {NOT_A_NAMESPACE}"),
+        ));
+    }
     let order = order_from(
         |a| {
             Ok(meta
@@ -2249,11 +2323,7 @@ fn typed_object(
     Ok(ConfigObject {
         id: ObjectId {
             kind,
-            namespace: meta
-                .namespace
-                .clone()
-                .filter(|n| !n.is_empty())
-                .unwrap_or_else(|| default_namespace.to_owned()),
+            namespace,
             name,
         },
         keys,

@@ -555,6 +555,96 @@ fn a_key_the_api_server_refuses_is_an_input_error() {
 }
 
 #[test]
+fn a_namespace_or_config_object_name_the_api_server_refuses_is_an_input_error() {
+    let cm =
+        |meta: &str| format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {meta}\ndata: {{k: v}}\n");
+    let long = "n".repeat(64);
+    for ns in [
+        "Prod",
+        "prod_1",
+        "-prod",
+        "prod-",
+        "a.b",
+        "pr od",
+        long.as_str(),
+    ] {
+        let err = load_err(&cm(&format!("{{name: app, namespace: \"{ns}\"}}"))).to_string();
+        assert!(
+            err.contains(&format!("metadata.namespace {ns:?} is no namespace name")),
+            "{ns}: {err}"
+        );
+    }
+    // The namespace given for manifests without one: an empty or bad one
+    // would put them where nothing else is, and a change to `prod/app`
+    // would pass unseen.
+    for ns in ["", "Prod", long.as_str()] {
+        let options = LoadOptions {
+            default_namespace: ns.into(),
+            ..LoadOptions::default()
+        };
+        let doc = format!(
+            "{}---\n{}",
+            cm("{name: app}"),
+            deployment("web", "      containers: [{name: c, image: x}]\n")
+        );
+        let err = load_str(&doc, "test.yaml", &options)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!(
+                "the namespace given for such manifests (--namespace, \
+                 LoadOptions::default_namespace), {ns:?}, is no namespace name"
+            )),
+            "{ns}: {err}"
+        );
+        // Unused, it is not an error: every manifest names its namespace.
+        let placed = cm("{name: app, namespace: prod}");
+        assert_eq!(
+            load_str(&placed, "test.yaml", &options)
+                .unwrap()
+                .objects
+                .len(),
+            1
+        );
+    }
+    let long_name = "a".repeat(254);
+    for name in [
+        "App",
+        "app_1",
+        "-app",
+        "app.",
+        "a..b",
+        "app/x",
+        long_name.as_str(),
+    ] {
+        for kind in ["ConfigMap", "Secret"] {
+            let doc = format!("apiVersion: v1\nkind: {kind}\nmetadata: {{name: \"{name}\"}}\n");
+            let err = load_err(&doc).to_string();
+            assert!(
+                err.contains(&format!(
+                    "{kind} name {name:?} is no name the API server takes"
+                )),
+                "{kind} {name}: {err}"
+            );
+        }
+    }
+    // What it takes: a subdomain's parts have no length bound of their own.
+    let fine = cm(&format!(
+        "{{name: a-1.b2.{}, namespace: {}}}",
+        "c".repeat(100),
+        "n".repeat(63)
+    ));
+    assert_eq!(load(&fine).objects.len(), 1);
+    // Typed objects too.
+    let mut typed = k8s_openapi::api::core::v1::ConfigMap::default();
+    typed.metadata.name = Some("Bad_Name".into());
+    assert!(ate_configguard::ConfigObject::from_config_map(&typed, "default").is_err());
+    typed.metadata.name = Some("good".into());
+    assert!(ate_configguard::ConfigObject::from_config_map(&typed, "").is_err());
+    assert!(ate_configguard::ConfigObject::from_config_map(&typed, "default").is_ok());
+}
+
+#[test]
 fn a_secret_without_the_keys_its_type_requires_is_an_input_error() {
     // The API server refuses a kubernetes.io/tls Secret without tls.key
     // (and the like), and the Secret keeps what it had. It passed.
