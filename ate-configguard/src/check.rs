@@ -151,8 +151,21 @@ pub fn parse_object_id(s: &str) -> Result<ObjectId, InputError> {
     if namespace.is_empty() || name.is_empty() {
         return Err(bad());
     }
+    let kind = ConfigKind::parse(kind).ok_or_else(bad)?;
+    // A mistyped namespace (`Prod`) names nothing the current state holds,
+    // so the deletion would pass unchecked.
+    if !crate::load::is_namespace_name(namespace) {
+        return Err(InputError::Invalid {
+            at: "--delete".into(),
+            message: format!(
+                "{s:?}: namespace {namespace:?} {}",
+                crate::load::NOT_A_NAMESPACE
+            ),
+        });
+    }
+    crate::load::object_name_ok(kind, name, "--delete")?;
     Ok(ObjectId {
-        kind: ConfigKind::parse(kind).ok_or_else(bad)?,
+        kind,
         namespace: (*namespace).to_owned(),
         name: (*name).to_owned(),
     })

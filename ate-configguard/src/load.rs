@@ -336,7 +336,7 @@ fn is_dns_label(label: &str) -> bool {
 
 /// A ConfigMap's or a Secret's name as the API server takes it: an RFC
 /// 1123 subdomain, at most 253 characters of `.`-separated labels.
-fn object_name_ok(kind: ConfigKind, name: &str, at: &str) -> Result<(), InputError> {
+pub(crate) fn object_name_ok(kind: ConfigKind, name: &str, at: &str) -> Result<(), InputError> {
     if name.len() <= 253 && name.split('.').all(is_dns_label) {
         return Ok(());
     }

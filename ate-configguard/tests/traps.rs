@@ -635,6 +635,16 @@ fn a_namespace_or_config_object_name_the_api_server_refuses_is_an_input_error() 
         "n".repeat(63)
     ));
     assert_eq!(load(&fine).objects.len(), 1);
+    // And what `--delete` names: a mistyped namespace names nothing the
+    // current state holds, so the deletion would pass unchecked.
+    for id in ["ConfigMap/Prod/app", "Secret/prod_1/app", "Secret/prod/App"] {
+        let err = parse_object_id(id).unwrap_err().to_string();
+        assert!(
+            err.contains("--delete") && err.contains("is no"),
+            "{id}: {err}"
+        );
+    }
+    assert!(parse_object_id("configmap/prod/app.v2").is_ok());
     // Typed objects too.
     let mut typed = k8s_openapi::api::core::v1::ConfigMap::default();
     typed.metadata.name = Some("Bad_Name".into());
