@@ -187,6 +187,18 @@ impl Default for Gate {
     }
 }
 
+/// A registered async waiter, unregistered when dropped.
+#[cfg(feature = "tokio")]
+struct Waiting<'a>(&'a Gate);
+
+#[cfg(feature = "tokio")]
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        let mut waiters = self.0.inner.waiters.lock();
+        self.0.remove_waiter(&mut waiters);
+    }
+}
+
 /// Builds a [`Gate`] with a policy and a clock.
 #[derive(Debug, Default)]
 #[must_use = "a builder does nothing until `build` is called"]
@@ -289,6 +301,13 @@ impl Gate {
     /// registered drain callbacks, once, on the calling thread; every later
     /// call changes nothing and reports [`BeginDrain::AlreadyDraining`] with
     /// the first call's time.
+    ///
+    /// # Panics
+    ///
+    /// If a callback panics: the gate is draining by then, and every other
+    /// callback still runs (one that stops a consumer is not skipped for a
+    /// faulty one that exports a metric); then the first panic goes on to
+    /// the caller.
     pub fn begin_drain(&self) -> BeginDrain {
         let mut info = self.inner.drain.lock();
         if let Some(since) = info.started_at {
@@ -301,8 +320,16 @@ impl Gate {
         drop(info);
         #[cfg(feature = "tokio")]
         self.inner.drain_begun.notify_waiters();
+        let mut first_panic = None;
         for callback in callbacks {
-            callback();
+            // The callback is consumed: nothing it touched is observed
+            // again through it after a panic.
+            if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(callback)) {
+                first_panic.get_or_insert(panic);
+            }
+        }
+        if let Some(panic) = first_panic {
+            std::panic::resume_unwind(panic);
         }
         BeginDrain::Started { at }
     }
@@ -532,7 +559,9 @@ impl Gate {
     }
 
     /// Waits (async) until in-flight work reaches zero or `timeout` passes.
-    /// Uses tokio time, so tests can pause it.
+    /// Uses tokio time, so tests can pause it. Cancel-safe: dropped before
+    /// it resolves (a `select!` on a second signal, a `timeout`), it leaves
+    /// nothing registered, and records no outcome.
     #[cfg(feature = "tokio")]
     pub async fn wait_idle_async(&self, timeout: Duration) -> WaitOutcome {
         let sleep = tokio::time::sleep(timeout);
@@ -541,6 +570,9 @@ impl Gate {
             let mut waiters = self.inner.waiters.lock();
             self.add_waiter(&mut waiters);
         }
+        // Unregisters on every way out, a cancellation too: a waiter left
+        // registered would make every last guard's drop take the lock.
+        let _waiting = Waiting(self);
         let outcome = loop {
             let notified = self.inner.notify.notified();
             tokio::pin!(notified);
@@ -562,11 +594,13 @@ impl Gate {
                 }
             }
         };
-        {
-            let mut waiters = self.inner.waiters.lock();
-            self.remove_waiter(&mut waiters);
-        }
         self.record_wait(outcome)
+    }
+
+    /// Whether a waiter is registered (for tests).
+    #[cfg(all(test, feature = "tokio"))]
+    fn has_waiters(&self) -> bool {
+        self.inner.word.load(Ordering::Acquire) & WAITERS != 0
     }
 
     #[cold]
@@ -744,5 +778,32 @@ pub async fn next_signal() -> Result<(), std::io::Error> {
     #[cfg(not(unix))]
     {
         tokio::signal::ctrl_c().await
+    }
+}
+
+#[cfg(all(test, feature = "tokio"))]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cancelled_async_wait_leaves_no_waiter_registered() {
+        let gate = Gate::new();
+        let guard = gate.admit().unwrap();
+        let _ = gate.begin_drain();
+        // Cancelled mid-wait, as a second signal's `select!` branch does.
+        let cancelled =
+            tokio::time::timeout(Duration::from_secs(1), gate.wait_idle_async(Duration::MAX)).await;
+        assert!(cancelled.is_err(), "the wait ended: {cancelled:?}");
+        assert!(
+            !gate.has_waiters(),
+            "the cancelled wait is still registered"
+        );
+        // A finished wait unregisters too.
+        drop(guard);
+        assert_eq!(
+            gate.wait_idle_async(Duration::from_secs(1)).await,
+            WaitOutcome::Completed
+        );
+        assert!(!gate.has_waiters());
     }
 }

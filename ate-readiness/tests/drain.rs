@@ -79,6 +79,29 @@ fn drain_callbacks_run_exactly_once() {
 }
 
 #[test]
+fn a_panicking_callback_skips_no_other_and_the_drain_stands() {
+    let gate = Gate::new();
+    let runs = Arc::new(AtomicU32::new(0));
+    for i in 0..3 {
+        let runs = runs.clone();
+        gate.on_drain(move || {
+            assert_ne!(i, 1, "a faulty callback");
+            runs.fetch_add(1, Ordering::SeqCst);
+        });
+    }
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| gate.begin_drain()));
+    // The panic reaches the caller, after the callbacks before and after it ran.
+    assert!(panicked.is_err());
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    assert_eq!(gate.state(), State::Draining);
+    assert!(matches!(
+        gate.begin_drain(),
+        BeginDrain::AlreadyDraining { .. }
+    ));
+    assert_eq!(runs.load(Ordering::SeqCst), 2, "callbacks rerun");
+}
+
+#[test]
 fn callback_registered_after_drain_runs_immediately() {
     let gate = Gate::new();
     let _ = gate.begin_drain();
