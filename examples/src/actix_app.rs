@@ -62,9 +62,16 @@ where
 /// 405 with `Allow` (as on the Axum service), not 404.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.app_data(web::PayloadConfig::new(MAX_BODY_BYTES))
-        .service(get_and_head("/health", |s: web::Data<Shared>| async move { respond(s.health()) }))
-        .service(get_and_head("/ready", |s: web::Data<Shared>| async move { respond(s.ready()) }))
-        .service(get_and_head("/metrics", |s: web::Data<Shared>| async move { respond(s.metrics()) }))
+        .service(get_and_head("/health", |s: web::Data<Shared>| async move {
+            respond(s.health())
+        }))
+        .service(get_and_head("/ready", |s: web::Data<Shared>| async move {
+            respond(s.ready())
+        }))
+        .service(get_and_head(
+            "/metrics",
+            |s: web::Data<Shared>| async move { respond(s.metrics()) },
+        ))
         .service(web::resource("/__internal/drain").route(web::post().to(
             |s: web::Data<Shared>, req: HttpRequest| async move {
                 respond(s.drain(peer(&req), req.headers().keys().map(|k| k.as_str())))
@@ -72,8 +79,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         )))
         .service(get_and_head(
             "/work",
-            |s: web::Data<Shared>, q: web::Query<std::collections::HashMap<String, String>>| async move {
-                respond(s.work(q.get("ms").map(String::as_str)).await)
+            |s: web::Data<Shared>, q: web::Query<Vec<(String, String)>>| async move {
+                respond(s.work(&crate::service::values(&q, "ms")).await)
             },
         ))
         .service(web::resource("/ws").route(web::get().to(ws)))
@@ -88,17 +95,29 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             },
         )))
         .service(
-            get_and_head("/objects/{name}", get_object).route(web::put().to(
-                |s: web::Data<Shared>, name: web::Path<String>, req: HttpRequest, body: Limited| async move {
-                    respond(s.put_object(&name, header(&req, "authorization"), &body))
-                },
-            )),
+            get_and_head("/objects/{name}", get_object).route(
+                web::put().to(
+                    |s: web::Data<Shared>,
+                     name: web::Path<String>,
+                     req: HttpRequest,
+                     body: Limited| async move {
+                        respond(s.put_object(&name, header(&req, "authorization"), &body))
+                    },
+                ),
+            ),
         )
-        .service(web::resource("/objects/{name}/observed").route(web::post().to(
-            |s: web::Data<Shared>, name: web::Path<String>, req: HttpRequest, body: Limited| async move {
-                respond(s.observe(&name, header(&req, "authorization"), &body))
-            },
-        )))
+        .service(
+            web::resource("/objects/{name}/observed").route(
+                web::post().to(
+                    |s: web::Data<Shared>,
+                     name: web::Path<String>,
+                     req: HttpRequest,
+                     body: Limited| async move {
+                        respond(s.observe(&name, header(&req, "authorization"), &body))
+                    },
+                ),
+            ),
+        )
         .service(web::resource("/invoke").route(web::post().to(
             |s: web::Data<Shared>, req: HttpRequest, body: Limited| async move {
                 let s: Shared = s.get_ref().clone();

@@ -1,7 +1,6 @@
 //! The Axum adapter: routes, extraction, and the serve loop with the
 //! SIGTERM → drain → bounded wait → exit sequence.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 
 use ate_readiness::SessionAdmission;
@@ -19,7 +18,7 @@ use axum::routing::{get, post, put};
 use crate::config::{NOTIFICATIONS, PROMPT};
 use crate::service::{
     ApiResponse, AppState, CLOSE_HANDSHAKE, MAX_BODY_BYTES, Shared, body_refused, run_background,
-    shutdown_sequence,
+    shutdown_sequence, values,
 };
 
 impl IntoResponse for ApiResponse {
@@ -81,8 +80,8 @@ pub fn router(state: Shared) -> Router {
         .route(
             "/work",
             get(
-                |State(s): State<Shared>, Query(q): Query<HashMap<String, String>>| async move {
-                    s.work(q.get("ms").map(String::as_str)).await
+                |State(s): State<Shared>, Query(q): Query<Vec<(String, String)>>| async move {
+                    s.work(&values(&q, "ms")).await
                 },
             ),
         )

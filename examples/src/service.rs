@@ -384,8 +384,24 @@ impl AppState {
         }
     }
 
-    /// `GET /work?ms=N`: holds an admission guard for N ms.
-    pub async fn work(&self, ms: Option<&str>) -> ApiResponse {
+    /// `GET /work?ms=N`: holds an admission guard for N ms. `ms` is every
+    /// value the query gives for it: two are a 400, not one picked (a
+    /// proxy that read the first would see another request than this
+    /// service, which would read the last).
+    pub async fn work(&self, ms: &[&str]) -> ApiResponse {
+        let ms = match ms {
+            [] => None,
+            [one] => Some(*one),
+            more => {
+                return ApiResponse::json(
+                    400,
+                    json!({"error": format!(
+                        "ms must be given at most once; this query gives it {} times",
+                        more.len()
+                    )}),
+                );
+            }
+        };
         let ms = match bounded_ms("ms", ms, 60_000) {
             Ok(ms) => ms,
             Err(refused) => return refused,
@@ -1203,6 +1219,15 @@ fn recovered(
         Ok(_) => Ok(()),
         Err(e) => Err(ConfigError::Other(format!("ledger recovery failed: {e}"))),
     }
+}
+
+/// Every value a query gives for `name`, in order.
+pub fn values<'a>(query: &'a [(String, String)], name: &str) -> Vec<&'a str> {
+    query
+        .iter()
+        .filter(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+        .collect()
 }
 
 /// The most a 409 (a call with this key in flight) tells a client to wait.

@@ -1,7 +1,8 @@
 //! Both services answer methods the same way over real sockets: HEAD where
 //! GET is served (load balancers and uptime checkers send it), 405 with
-//! `Allow` for a method a path does not serve, 404 for an unknown path, and
-//! the same body limit with the same JSON 413.
+//! `Allow` for a method a path does not serve, 404 for an unknown path, the
+//! same body limit with the same JSON 413, and a 400 for a query parameter
+//! given twice.
 
 mod common;
 
@@ -101,5 +102,28 @@ async fn both_services_read_bodies_up_to_one_mib_and_refuse_larger_ones_in_json(
             .await
             .unwrap();
         assert_eq!(kept["generation"], 1, "{bin}");
+    }
+}
+
+#[tokio::test]
+async fn a_query_parameter_given_twice_is_a_400_not_one_of_them_picked() {
+    for bin in SERVICES {
+        let s = Service::start(bin, &[]);
+        let c = client();
+        let r = c.get(s.url("/work?ms=1&ms=2")).send().await.unwrap();
+        assert_eq!(r.status(), 400, "{bin}");
+        let body: serde_json::Value = r.json().await.unwrap();
+        assert!(
+            body["error"]
+                .as_str()
+                .unwrap()
+                .contains("ms must be given at most once"),
+            "{bin}: {body}"
+        );
+        // Once, or not at all (0 ms), is fine; another parameter is not read.
+        for path in ["/work?ms=2", "/work", "/work?other=1&ms=0"] {
+            let r = c.get(s.url(path)).send().await.unwrap();
+            assert_eq!(r.status(), 200, "{bin} {path}");
+        }
     }
 }
