@@ -288,8 +288,12 @@ pub const fn is_condition_stale(condition_observed: u64, generation: u64) -> boo
 mod serde_impl {
     use super::Latch;
 
+    // Messages name what the caller asked for, not this private struct.
     #[derive(serde::Serialize, serde::Deserialize)]
-    #[serde(rename_all = "camelCase")]
+    #[serde(
+        rename_all = "camelCase",
+        expecting = "a Latch: {\"generation\": N, \"observedGeneration\": M}"
+    )]
     struct Raw {
         generation: u64,
         observed_generation: u64,

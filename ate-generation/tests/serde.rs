@@ -36,4 +36,9 @@ fn bad_input_is_an_error_not_a_panic() {
     ] {
         assert!(serde_json::from_str::<Latch>(bad).is_err(), "{bad}");
     }
+    // The message names the type the caller asked for, not a private one.
+    let err = serde_json::from_str::<Latch>("null")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("expected a Latch"), "{err}");
 }
