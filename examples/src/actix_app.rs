@@ -94,30 +94,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 respond(s.limited(PROMPT, &header_values(&req, "x-caller"), peer(&req)))
             },
         )))
-        .service(
-            get_and_head("/objects/{name}", get_object).route(
-                web::put().to(
-                    |s: web::Data<Shared>,
-                     name: web::Path<String>,
-                     req: HttpRequest,
-                     body: Limited| async move {
-                        respond(s.put_object(&name, header(&req, "authorization"), &body))
-                    },
-                ),
-            ),
-        )
-        .service(
-            web::resource("/objects/{name}/observed").route(
-                web::post().to(
-                    |s: web::Data<Shared>,
-                     name: web::Path<String>,
-                     req: HttpRequest,
-                     body: Limited| async move {
-                        respond(s.observe(&name, header(&req, "authorization"), &body))
-                    },
-                ),
-            ),
-        )
+        .service(get_and_head("/objects/{name}", get_object).route(web::put().to(put_object)))
+        .service(web::resource("/objects/{name}/observed").route(web::post().to(observe)))
         .service(web::resource("/invoke").route(web::post().to(
             |s: web::Data<Shared>, req: HttpRequest, body: Limited| async move {
                 let s: Shared = s.get_ref().clone();
@@ -162,6 +140,24 @@ impl FromRequest for Limited {
 
 async fn get_object(s: web::Data<Shared>, name: web::Path<String>) -> HttpResponse {
     respond(s.get_object(&name))
+}
+
+async fn put_object(
+    s: web::Data<Shared>,
+    name: web::Path<String>,
+    req: HttpRequest,
+    body: Limited,
+) -> HttpResponse {
+    respond(s.put_object(&name, header(&req, "authorization"), &body))
+}
+
+async fn observe(
+    s: web::Data<Shared>,
+    name: web::Path<String>,
+    req: HttpRequest,
+    body: Limited,
+) -> HttpResponse {
+    respond(s.observe(&name, header(&req, "authorization"), &body))
 }
 
 async fn ws(
