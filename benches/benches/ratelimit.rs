@@ -5,7 +5,7 @@ use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-use ate_benches::threaded;
+use ate_benches::{allowed_quotas, denied_quotas, limiter_paths, threaded};
 use ate_ratelimit::{KeyedLimiter, LimitSet, Limiter, MonotonicClock, Policy, Quota, Timestamp};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 
@@ -13,29 +13,8 @@ fn nz(n: u32) -> NonZeroU32 {
     NonZeroU32::new(n).unwrap()
 }
 
-/// Allow-heavy: a limit the benchmark can never reach in its window.
-fn ate_allow() -> Quota {
-    Quota::new(nz(1_000_000), Duration::from_millis(1))
-}
-
-fn gov_allow() -> governor::Quota {
-    governor::Quota::per_second(nz(u32::MAX))
-}
-
-/// Deny-heavy: one attempt per minute; everything after the first is denied.
-fn ate_deny() -> Quota {
-    Quota::new(nz(1), Duration::from_secs(60))
-}
-
-fn gov_deny() -> governor::Quota {
-    governor::Quota::per_minute(nz(1))
-}
-
 fn direct(c: &mut Criterion) {
-    for (path, ate_q, gov_q) in [
-        ("allowed", ate_allow(), gov_allow()),
-        ("denied", ate_deny(), gov_deny()),
-    ] {
+    for (path, ate_q, gov_q) in limiter_paths() {
         let mut g = c.benchmark_group(format!("ratelimit/direct_{path}"));
         let ate = Limiter::new(ate_q);
         let gov = governor::RateLimiter::direct(gov_q);
@@ -60,7 +39,7 @@ fn direct(c: &mut Criterion) {
             black_box(ate.check_at(Timestamp::from_nanos(t)).is_allowed())
         })
     });
-    let deny = Limiter::new(ate_deny());
+    let deny = Limiter::new(denied_quotas().0);
     let _ = deny.check_at(Timestamp::ZERO);
     g.bench_function("ate_check_at_denied", |b| {
         b.iter(|| {
@@ -81,10 +60,7 @@ fn keyed(c: &mut Criterion) {
         &[1_000]
     };
     for &keys in sizes {
-        for (path, ate_q, gov_q) in [
-            ("allowed", ate_allow(), gov_allow()),
-            ("denied", ate_deny(), gov_deny()),
-        ] {
+        for (path, ate_q, gov_q) in limiter_paths() {
             let mut g = c.benchmark_group(format!("ratelimit/keyed_{path}"));
             let ate = KeyedLimiter::new(ate_q);
             let gov = governor::RateLimiter::keyed(gov_q);
@@ -111,10 +87,7 @@ fn keyed(c: &mut Criterion) {
 }
 
 fn two_threads(c: &mut Criterion) {
-    for (path, ate_q, gov_q) in [
-        ("allowed", ate_allow(), gov_allow()),
-        ("denied", ate_deny(), gov_deny()),
-    ] {
+    for (path, ate_q, gov_q) in limiter_paths() {
         let mut g = c.benchmark_group(format!("ratelimit/one_key_2_threads_{path}"));
         let ate = Limiter::new(ate_q);
         let gov = governor::RateLimiter::direct(gov_q);
@@ -141,12 +114,12 @@ fn combined(c: &mut Criterion) {
     let mut g = c.benchmark_group("ratelimit/two_limits_allowed");
     let mut set = LimitSet::new(Policy::CountDenied, MonotonicClock::new());
     let (route, bucket) = (
-        set.add("route", ate_allow()),
-        set.add("bucket", ate_allow()),
+        set.add("route", allowed_quotas().0),
+        set.add("bucket", allowed_quotas().0),
     );
     let (gov_route, gov_bucket) = (
-        governor::RateLimiter::keyed(gov_allow()),
-        governor::RateLimiter::keyed(gov_allow()),
+        governor::RateLimiter::keyed(allowed_quotas().1),
+        governor::RateLimiter::keyed(allowed_quotas().1),
     );
     for k in 0..keys {
         let _ = set.check(&[route, bucket], &k);

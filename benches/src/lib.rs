@@ -12,6 +12,32 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+/// Allow-heavy, as ate's quota and governor's: a limit the benchmark can
+/// never reach in its window (10^6 per 1 ms; `u32::MAX` per second).
+pub fn allowed_quotas() -> (ate_ratelimit::Quota, governor::Quota) {
+    let million = NonZeroU32::new(1_000_000).unwrap_or(NonZeroU32::MAX);
+    (
+        ate_ratelimit::Quota::new(million, Duration::from_millis(1)),
+        governor::Quota::per_second(NonZeroU32::MAX),
+    )
+}
+
+/// Deny-heavy, as ate's quota and governor's: one attempt per minute, so
+/// everything after the first is denied.
+pub fn denied_quotas() -> (ate_ratelimit::Quota, governor::Quota) {
+    (
+        ate_ratelimit::Quota::new(NonZeroU32::MIN, Duration::from_secs(60)),
+        governor::Quota::per_minute(NonZeroU32::MIN),
+    )
+}
+
+/// The two paths every limiter row is measured on, named as the rows are:
+/// the criterion groups and `direct_ab` measure the same ones.
+pub fn limiter_paths() -> [(&'static str, ate_ratelimit::Quota, governor::Quota); 2] {
+    let ((allow, gov_allow), (deny, gov_deny)) = (allowed_quotas(), denied_quotas());
+    [("allowed", allow, gov_allow), ("denied", deny, gov_deny)]
+}
+
 /// The per-request work the example services add to a route: a readiness
 /// admission guard and a keyed rate-limit check that never denies.
 #[derive(Debug)]

@@ -7,17 +7,12 @@
 //! JSON line per path (ns per check).
 
 use std::hint::black_box;
-use std::num::NonZeroU32;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use ate_ratelimit::{Limiter, Quota};
+use ate_ratelimit::Limiter;
 
 const BATCHES: usize = 300;
 const CHECKS: u32 = 200_000;
-
-fn nz(n: u32) -> NonZeroU32 {
-    NonZeroU32::new(n).unwrap()
-}
 
 /// ns per check of one batch.
 fn batch(mut check: impl FnMut() -> bool) -> f64 {
@@ -35,19 +30,7 @@ fn spread(mut v: Vec<f64>) -> (f64, f64, f64) {
 }
 
 fn main() {
-    // The same quotas as the criterion rows (benches/ratelimit.rs).
-    for (path, ate_q, gov_q) in [
-        (
-            "allowed",
-            Quota::new(nz(1_000_000), Duration::from_millis(1)),
-            governor::Quota::per_second(nz(u32::MAX)),
-        ),
-        (
-            "denied",
-            Quota::new(nz(1), Duration::from_secs(60)),
-            governor::Quota::per_minute(nz(1)),
-        ),
-    ] {
+    for (path, ate_q, gov_q) in ate_benches::limiter_paths() {
         let ate = Limiter::new(ate_q);
         let gov = governor::RateLimiter::direct(gov_q);
         let _ = (ate.check(), gov.check());
