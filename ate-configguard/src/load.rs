@@ -534,19 +534,15 @@ fn load_doc(
     match known_kind {
         "ConfigMap" | "Secret" => {
             let (namespace, name) = meta_names(&doc, at, options)?;
-            let config_kind = if kind == "ConfigMap" {
-                ConfigKind::ConfigMap
+            // The kind, and the field beside `data` that holds keys too.
+            let (config_kind, also) = if kind == "ConfigMap" {
+                (ConfigKind::ConfigMap, "binaryData")
             } else {
-                ConfigKind::Secret
+                (ConfigKind::Secret, "stringData")
             };
             object_name_ok(config_kind, &name, at)?;
-            let (a, b) = if kind == "ConfigMap" {
-                ("data", "binaryData")
-            } else {
-                ("data", "stringData")
-            };
-            let mut keys = key_names(&doc, a, at)?;
-            for key in key_names(&doc, b, at)? {
+            let mut keys = key_names(&doc, "data", at)?;
+            for key in key_names(&doc, also, at)? {
                 // A Secret's stringData overwrites its data; a ConfigMap's
                 // key in both is refused by the API server.
                 if !keys.insert(key.clone()) && kind == "ConfigMap" {
