@@ -112,7 +112,7 @@ for label, mid, pid, goal, check in ROWS:
     lines.append(f"| {label} | {fmt_ns(m)} | {peer_name} | {fmt_ns(p) if p else '–'} | {f'{ratio:.2f}x' if ratio else '–'} | {goal} | {met} |")
 
 if c.get("ratelimit/direct_allowed/ate_check"):
-    lines.append("\nNotes on the rate-limit rows. Direct, allowed: the bench's quota (10^6 per 1 ms, never reached) keeps a stream of attempts in the window, and each check drops the 0, 1, 2 or more that just left it, a number set by the clock's jitter. Dropping them one at a time cost a mispredicted loop exit about every other check (valgrind's branch simulator: 0.5 per check), found only once the clock read is done: 23 ns a check. Below its limit the window now compares its next three slots without branches: 16-18 ns. What remains is a dependency chain: which slots the next check reads depends on how many this one dropped, that depends on the clock read, and the lock's release waits for it; governor's GCRA state is one word, whose update overlaps the next clock read. The exact count is what `remaining` reports, so it cannot be skipped; with caller-supplied, evenly spaced times (the `check_at` rows) the same check takes 5-6.5 ns. Those two rows sit at the edge of the ≤ 6 ns goal and move with the VM: for the same code, 5.91 / 4.89 ns on one day's machine and 6.02-6.21 / 5.26-5.29 ns on the next, where a build of the earlier commit run beside it gave 6.22 / 5.29. Keyed, 100k keys: bound by cache misses on tables larger than this VM's share of L3; these rows vary by up to ±40% between runs here, so read them across several runs. Two threads, denied: every denial is recorded (it counts), so it writes under the lock where governor's denial writes nothing.\n")
+    lines.append("\nNotes on the rate-limit rows. Direct, allowed: the bench's quota (10^6 per 1 ms, never reached) keeps a stream of attempts in the window, and each check drops the 0, 1, 2 or more that just left it, a number set by the clock's jitter. Dropping them one at a time cost a mispredicted loop exit about every other check (valgrind's branch simulator: 0.5 per check), found only once the clock read is done: 23 ns a check. Below its limit the window now compares its next three slots without branches: 16-18 ns, of which about 4 ns is this quota's window size (about 50,000 attempts held, a 400 KB ring; the `allowed_few` row of `direct_ab` below holds a few hundred). What remains is a dependency chain: which slots the next check reads depends on how many this one dropped, that depends on the clock read, and the lock's release waits for it; governor's GCRA state is one word, whose update overlaps the next clock read. The exact count is what `remaining` reports, so it cannot be skipped; with caller-supplied, evenly spaced times (the `check_at` rows) the same check takes 5-6.5 ns. Those two rows sit at the edge of the ≤ 6 ns goal and move with the VM: for the same code, 5.91 / 4.89 ns on one day's machine and 6.02-6.21 / 5.26-5.29 ns on the next, where a build of the earlier commit run beside it gave 6.22 / 5.29. Keyed, 100k keys: bound by cache misses on tables larger than this VM's share of L3; these rows vary by up to ±40% between runs here, so read them across several runs. Two threads, denied: every denial is recorded (it counts), so it writes under the lock where governor's denial writes nothing.\n")
 
 # configguard scaling
 cg = [(n, c.get(f"configguard/check/load_and_check/{n}"), c.get(f"configguard/check/check_only/{n}")) for n in (1000, 10000, 50000)]
@@ -144,13 +144,18 @@ if lat:
 ab = load_jsonl("direct_ab.jsonl")
 if ab:
     lines.append("\n## ate-ratelimit: direct `check()`, interleaved with governor\n")
-    lines.append("The two direct rows above again, by `direct_ab`: batches of 200,000 checks, ate then governor, 300 times over, so a neighbour's burst on this shared VM lands on both. ns per check over the batches; the fastest tenth (p10) is what a quiet machine gives, and its ratio is the one to read. Goal: ≤ 1.0x.\n")
+    lines.append("The two direct rows above again, by `direct_ab`: batches of 200,000 checks, ate then governor, 300 times over, so a neighbour's burst on this shared VM lands on both. ns per check over the batches; the fastest tenth (p10) is what a quiet machine gives, and its ratio is the one to read. Goal: ≤ 1.0x. A third row, `allowed_few`, is the allowed path again under a quota whose window holds a few hundred attempts at this rate (10,000 per 10 µs), as a service's limiter does; the `allowed` row's quota (10^6 per 1 ms) keeps about 50,000 in its window, a 400 KB ring that does not fit this CPU's L2.\n")
     lines.append("| path | ate min / p10 / median | governor min / p10 / median | ratio (p10) | met |")
     lines.append("|---|---|---|---|---|")
     for r in ab:
+        if r["path"] == "clock":
+            continue
         a, g = r["ate"], r["governor"]
         ratio = a[1] / g[1]
         lines.append(f"| {r['path']} | {a[0]:.2f} / {a[1]:.2f} / {a[2]:.2f} ns | {g[0]:.2f} / {g[1]:.2f} / {g[2]:.2f} ns | {ratio:.2f}x | {'yes' if ratio <= 1.0 else 'no'} |")
+    clock = next((r for r in ab if r["path"] == "clock"), None)
+    if clock:
+        lines.append(f"\nThe clock alone, in the same run: {clock['ate'][1]:.2f} ns p10 through ate's `MonotonicClock`, {clock['governor'][1]:.2f} ns through quanta's `Clock::now` (what governor reads). Governor's whole check costs what its clock read costs: its one-word update hides behind the read. For ate to reach 1.0x, the lock and the ring's work would have to hide behind it as well; they add about 4 ns where the window holds a few hundred attempts, and about 4 ns more where it holds 50,000.\n")
 
 mem = load_jsonl("memory.jsonl")
 if mem:

@@ -5,11 +5,20 @@
 //! between runs of the same code here. The fastest tenth of batches (p10)
 //! is what a quiet machine gives; its ratio is the row to read. Prints one
 //! JSON line per path (ns per check).
+//!
+//! Beside the criterion rows' two paths it measures a third, `allowed_few`:
+//! allowed again, but under a quota whose window holds a few hundred
+//! attempts at this rate, as a service's limiter does, where the `allowed`
+//! row's holds about 50,000 (a ring of 400 KB, beyond this CPU's L2). And a
+//! batch of bare reads of the clock both limiters read (quanta's TSC), the
+//! floor under every direct row, printed as governor's column of a `clock`
+//! line with ate's column the same reads through ate's `MonotonicClock`.
 
 use std::hint::black_box;
-use std::time::Instant;
+use std::num::NonZeroU32;
+use std::time::{Duration, Instant};
 
-use ate_ratelimit::Limiter;
+use ate_ratelimit::{Clock, Limiter, MonotonicClock, Quota};
 
 const BATCHES: usize = 300;
 const CHECKS: u32 = 200_000;
@@ -29,20 +38,53 @@ fn spread(mut v: Vec<f64>) -> (f64, f64, f64) {
     (v[0], v[v.len() / 10], v[v.len() / 2])
 }
 
+fn print(path: &str, (a, g): ((f64, f64, f64), (f64, f64, f64))) {
+    println!(
+        "{{\"path\":\"{path}\",\"ate\":[{:.2},{:.2},{:.2}],\"governor\":[{:.2},{:.2},{:.2}]}}",
+        a.0, a.1, a.2, g.0, g.1, g.2
+    );
+}
+
+/// Interleaved batches of `a` and `b`.
+fn ab(
+    mut a: impl FnMut() -> bool,
+    mut b: impl FnMut() -> bool,
+) -> ((f64, f64, f64), (f64, f64, f64)) {
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    for _ in 0..BATCHES {
+        x.push(batch(&mut a));
+        y.push(batch(&mut b));
+    }
+    (spread(x), spread(y))
+}
+
 fn main() {
-    for (path, ate_q, gov_q) in ate_benches::limiter_paths() {
+    let mut paths = ate_benches::limiter_paths().to_vec();
+    // 10,000 per 10 µs: never reached at one check per 10-20 ns, and the
+    // window holds 500-1,000 attempts (4-8 KB of ring).
+    let few = Quota::new(
+        NonZeroU32::new(10_000).unwrap_or(NonZeroU32::MIN),
+        Duration::from_micros(10),
+    );
+    paths.push(("allowed_few", few, ate_benches::allowed_quotas().1));
+    for (path, ate_q, gov_q) in paths {
         let ate = Limiter::new(ate_q);
         let gov = governor::RateLimiter::direct(gov_q);
         let _ = (ate.check(), gov.check());
-        let (mut a, mut g) = (Vec::new(), Vec::new());
-        for _ in 0..BATCHES {
-            a.push(batch(|| ate.check().is_allowed()));
-            g.push(batch(|| gov.check().is_ok()));
-        }
-        let (a, g) = (spread(a), spread(g));
-        println!(
-            "{{\"path\":\"{path}\",\"ate\":[{:.2},{:.2},{:.2}],\"governor\":[{:.2},{:.2},{:.2}]}}",
-            a.0, a.1, a.2, g.0, g.1, g.2
+        print(
+            path,
+            ab(|| ate.check().is_allowed(), || gov.check().is_ok()),
         );
     }
+    let (ours, quanta) = (MonotonicClock::new(), quanta::Clock::new());
+    print(
+        "clock",
+        ab(
+            || ours.now().as_nanos() != 0,
+            || {
+                black_box(quanta.now());
+                true
+            },
+        ),
+    );
 }
