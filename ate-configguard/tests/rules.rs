@@ -334,11 +334,22 @@ fn bulk_loaded_object_must_still_exist() {
 
 #[test]
 fn changing_the_keys_of_an_immutable_object_fails() {
-    let imm = format!("{}immutable: true\n", cm("cfg", &["DB_HOST"]));
-    let current = format!("{imm}\n---\n{}", deployment("web", KEYREF));
-    let proposed = format!("{}immutable: true\n", cm("cfg", &["DB_HOST", "NEW"]));
-    let report = run(&current, &proposed);
-    assert_eq!(codes(&report), vec![("immutable-changed".into(), None)]);
+    // A key added, a key removed, and one renamed (as many keys as before).
+    for (now, then) in [
+        (&["DB_HOST"][..], &["DB_HOST", "NEW"][..]),
+        (&["DB_HOST", "OLD"][..], &["DB_HOST"][..]),
+        (&["DB_HOST", "OLD"][..], &["DB_HOST", "NEW"][..]),
+    ] {
+        let imm = format!("{}immutable: true\n", cm("cfg", now));
+        let current = format!("{imm}\n---\n{}", deployment("web", KEYREF));
+        let proposed = format!("{}immutable: true\n", cm("cfg", then));
+        let report = run(&current, &proposed);
+        assert_eq!(
+            codes(&report),
+            vec![("immutable-changed".into(), None)],
+            "{now:?} -> {then:?}"
+        );
+    }
 }
 
 #[test]

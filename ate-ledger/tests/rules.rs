@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use ate_ledger::{
     Begin, Clock, Close, Config, Error, Fingerprint, Key, Lease, Ledger, ManualClock, MemoryStore,
-    State, TryOutcome,
+    State, Store, Try, TryOutcome,
 };
 
 fn setup() -> (Ledger<MemoryStore, ManualClock>, ManualClock) {
@@ -200,6 +200,43 @@ fn revive_is_refused_for_open_and_unknown_keys() {
         ledger.revive(&k(), &fp(), "w"),
         Err(Error::NotRevivable { .. })
     ));
+}
+
+#[test]
+fn a_key_whose_earlier_try_was_dispatched_is_never_revived_whatever_its_last_state() {
+    // The revivability rule is over every try, not the last state: a record
+    // this ledger would never write (by an older version, or by hand in the
+    // store) whose last try failed before the provider while an earlier
+    // one was dispatched is still one the provider may have seen.
+    let (ledger, clock) = setup();
+    let lease = start(&ledger);
+    ledger.mark_dispatched(&lease).unwrap();
+    let mut r = ledger
+        .close(&lease, Close::ProviderUnavailable("timeout".into()))
+        .unwrap();
+    let expected = r.version;
+    let now = clock.now();
+    r.tries.push(Try {
+        id: 2,
+        started_at: now,
+        dispatched_at: None,
+        closed: Some((now, TryOutcome::PreProviderFailure)),
+    });
+    r.state = State::FailedPreProvider {
+        reason: "missing credential".into(),
+    };
+    r.version += 1;
+    r.check_invariants().unwrap();
+    ledger.store().put(&r, Some(expected)).unwrap();
+    assert!(!r.is_revivable());
+    match ledger.revive(&k(), &fp(), "w1") {
+        Err(Error::NotRevivable { reason, .. }) => {
+            assert!(reason.contains("dispatched"), "{reason}");
+        }
+        other => panic!("revived a key the provider may have seen: {other:?}"),
+    }
+    // Nothing changed: no new try.
+    assert_eq!(ledger.get(&k()).unwrap().unwrap().tries.len(), 2);
 }
 
 #[test]

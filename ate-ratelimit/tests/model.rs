@@ -3,7 +3,7 @@
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-use ate_ratelimit::testing::{Model, traffic};
+use ate_ratelimit::testing::{Model, max_in_any_window, traffic};
 use ate_ratelimit::{Clock, Decision, KeyedLimiter, LimitSet, Limiter, ManualClock, Policy, Quota};
 use proptest::prelude::*;
 
@@ -40,6 +40,47 @@ fn run(
             prop_assert_eq!(limiter.peek(&k), model.peek(&k, clock.now()));
         }
     }
+    Ok(())
+}
+
+/// A keyed limiter asked at times anywhere between its ticks (1 µs for
+/// these windows): it keeps compact ticks, rounding a recorded attempt up
+/// and "now" down, so off the tick grid it may only ever be STRICTER than
+/// the exact rule, never more lenient. (On the grid it is exact: the model
+/// tests above.) Every attempt it allows, the exact rule allows, and no
+/// trailing window ever holds more than N allowed attempts.
+fn run_off_grid(
+    policy: Policy,
+    n: u32,
+    window_ns: u64,
+    advances: Vec<u64>,
+) -> Result<(), TestCaseError> {
+    let window = Duration::from_nanos(window_ns);
+    let q = Quota::new(NonZeroU32::new(n).unwrap(), window);
+    let clock = ManualClock::default();
+    let limiter = KeyedLimiter::builder(q)
+        .policy(policy)
+        .build_with_clock(clock.clone());
+    // The exact rule, fed what the limiter recorded.
+    let mut exact = Model::new(q, Policy::CountDenied);
+    let mut allowed = Vec::new();
+    for advance in advances {
+        clock.advance(Duration::from_nanos(advance));
+        let now = clock.now();
+        let got = limiter.check(&0u8);
+        let want = exact.peek(&0, now);
+        prop_assert!(
+            !got.is_allowed() || want.is_allowed(),
+            "allowed at {now:?} where the exact rule denies ({want:?})"
+        );
+        if got.is_allowed() {
+            allowed.push(now);
+        }
+        if got.is_allowed() || policy == Policy::CountDenied {
+            exact.record(0, now);
+        }
+    }
+    prop_assert!(max_in_any_window(&allowed, window) <= n as usize);
     Ok(())
 }
 
@@ -124,6 +165,18 @@ proptest! {
         steps in bursty(1_500),
     ) {
         run_direct(policy, n, w, steps)?;
+    }
+
+    #[test]
+    fn keyed_limiter_off_the_tick_grid_is_never_more_lenient(
+        policy in prop_oneof![Just(Policy::CountDenied), Just(Policy::AllowedOnly)],
+        n in 1u32..5, window_ns in 1_000u64..20_000,
+        advances in proptest::collection::vec(prop_oneof![
+            4 => 0u64..1_500,
+            1 => 1_500u64..40_000,
+        ], 0..120),
+    ) {
+        run_off_grid(policy, n, window_ns, advances)?;
     }
 
     #[test]

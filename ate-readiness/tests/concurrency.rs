@@ -1,10 +1,21 @@
 //! Admission racing drain and wait: nothing admitted before the drain can be
 //! missed by a wait that starts after it, and counts never go negative.
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 use ate_readiness::{Gate, WaitOutcome};
+
+/// Sets its flag when dropped, on a panic too: workers that would loop
+/// until the gate says it drains stop then, so a gate that never says so
+/// fails the test's assertion instead of hanging it.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
 
 #[test]
 fn wait_after_drain_never_misses_work_admitted_before_it() {
@@ -14,13 +25,15 @@ fn wait_after_drain_never_misses_work_admitted_before_it() {
         // after admission, decremented just before the drop.
         let pre_drain_outstanding = AtomicI64::new(0);
         let total_admitted = AtomicU64::new(0);
+        let stop = AtomicBool::new(false);
         std::thread::scope(|s| {
+            let _stop = StopOnDrop(&stop);
             for _ in 0..3 {
                 s.spawn(|| {
                     loop {
                         let guard = gate.admit().unwrap();
                         total_admitted.fetch_add(1, Ordering::Relaxed);
-                        if guard.admitted_while_draining() {
+                        if guard.admitted_while_draining() || stop.load(Ordering::SeqCst) {
                             // A server stops taking new work once draining.
                             break;
                         }
