@@ -87,6 +87,17 @@ fn overlays_inherit_omitted_keys_and_null_deletes() {
         run(BASE, &[changed], &["API_KEY"]).unwrap().failures[0].code,
         "value-differs"
     );
+    // `data: null` deletes the whole field: nothing is inherited.
+    let no_data = "kind: ConfigMap\nmetadata: { name: app }\ndata: null\n";
+    let r = run(BASE, &[no_data], &["API_KEY"]).unwrap();
+    let missing: Vec<_> = codes(&r)
+        .into_iter()
+        .map(|(code, key, _)| (code, key))
+        .collect();
+    assert_eq!(
+        missing,
+        ["API_KEY", "LOG_LEVEL", "TIMEOUT"].map(|k| ("missing-default".to_owned(), k.to_owned()))
+    );
 }
 
 #[test]
@@ -94,6 +105,13 @@ fn patch_directives_replace_and_delete() {
     let replace =
         "kind: ConfigMap\nmetadata: { name: app }\ndata:\n  $patch: replace\n  LOG_LEVEL: info\n";
     let r = run(BASE, &[replace], &["API_KEY"]).unwrap();
+    let missing: Vec<_> = codes(&r).into_iter().map(|c| c.1).collect();
+    assert_eq!(missing, ["API_KEY", "TIMEOUT"]);
+    // At the top of the overlay, `$patch: replace` replaces the whole
+    // object: only its own data is left.
+    let replace_object =
+        "$patch: replace\nkind: ConfigMap\nmetadata: { name: app }\ndata: { LOG_LEVEL: info }\n";
+    let r = run(BASE, &[replace_object], &["API_KEY"]).unwrap();
     let missing: Vec<_> = codes(&r).into_iter().map(|c| c.1).collect();
     assert_eq!(missing, ["API_KEY", "TIMEOUT"]);
     let delete = "$patch: delete\nkind: ConfigMap\nmetadata: { name: app }\n";

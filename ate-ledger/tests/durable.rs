@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use ate_ledger::{
-    Begin, Close, Error, Fingerprint, Key, Ledger, MemoryStore, RedbStore, State, Store,
+    Begin, Close, Error, Fingerprint, Key, Ledger, MemoryStore, RedbStore, State, Store, TryOutcome,
 };
 
 fn fp() -> Fingerprint {
@@ -104,25 +104,43 @@ fn a_corrupt_record_is_an_error_never_another_state() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("l.redb");
     let key = Key::new("t", "a");
-    {
+    let record = {
         let ledger = Ledger::new(RedbStore::open(&path).unwrap());
         let _ = ledger.begin(&key, &fp(), "w").unwrap();
-    }
-    {
-        let db = redb::Database::create(&path).unwrap();
-        let tx = db.begin_write().unwrap();
+        ledger.get(&key).unwrap().unwrap()
+    };
+    // Well-formed records can be corrupt too: one under another key's name,
+    // and one that breaks an invariant (in flight with its only try closed,
+    // which no transition writes).
+    let mut elsewhere = record.clone();
+    elsewhere.key = Key::new("t", "b");
+    let mut broken = record.clone();
+    broken.tries[0].closed = Some((record.created_at, TryOutcome::PreProviderFailure));
+    let stored = [
+        b"{\"garbage\":true}".to_vec(),
+        serde_json::to_vec(&elsewhere).unwrap(),
+        serde_json::to_vec(&broken).unwrap(),
+    ];
+    for bytes in stored {
         {
-            let mut t = tx
-                .open_table(redb::TableDefinition::<&str, &[u8]>::new("records"))
-                .unwrap();
-            t.insert(key.encode().as_str(), b"{\"garbage\":true}".as_slice())
-                .unwrap();
+            let db = redb::Database::create(&path).unwrap();
+            let tx = db.begin_write().unwrap();
+            {
+                let mut t = tx
+                    .open_table(redb::TableDefinition::<&str, &[u8]>::new("records"))
+                    .unwrap();
+                t.insert(key.encode().as_str(), bytes.as_slice()).unwrap();
+            }
+            tx.commit().unwrap();
         }
-        tx.commit().unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        let store = RedbStore::open(&path).unwrap();
+        assert!(
+            matches!(store.get(&key), Err(Error::Corrupt { .. })),
+            "{text}"
+        );
+        assert!(matches!(store.open(), Err(Error::Corrupt { .. })), "{text}");
     }
-    let store = RedbStore::open(&path).unwrap();
-    assert!(matches!(store.get(&key), Err(Error::Corrupt { .. })));
-    assert!(matches!(store.open(), Err(Error::Corrupt { .. })));
 }
 
 fn race<S: Store + 'static>(store: S) {

@@ -105,21 +105,31 @@ fn max_keys_evicts_drained_keys_first_then_says_table_full() {
 
 #[test]
 fn seeding_from_an_audit_trail_keeps_windows_across_a_restart() {
-    let clock = ManualClock::new(Timestamp::from_secs(100));
-    let l = KeyedLimiter::with_clock(quota(3, 60), clock.clone());
-    // Unsorted trail: alice used all 3 in the last minute; bob one, long ago.
-    l.seed([
-        ("alice", Timestamp::from_secs(90)),
-        ("bob", Timestamp::from_secs(10)),
-        ("alice", Timestamp::from_secs(50)),
-        ("alice", Timestamp::from_secs(70)),
-    ]);
-    let d = l.check(&"alice");
-    assert!(
-        !d.is_allowed(),
-        "a restart must not hand alice a fresh burst"
-    );
-    assert_eq!(l.check(&"bob"), Decision::Allowed { remaining: 2 });
+    for policy in [Policy::CountDenied, Policy::AllowedOnly] {
+        let clock = ManualClock::new(Timestamp::from_secs(100));
+        let l = KeyedLimiter::builder(quota(3, 60))
+            .policy(policy)
+            .build_with_clock(clock.clone());
+        // An unsorted trail: six attempts by alice, of which only the last
+        // three (70, 90, 95 s) are kept, whatever the policy (replayed as
+        // allowed-only checks, the one at 95 s would have been denied and
+        // dropped instead); bob's one, long ago, has left the window.
+        let alice = [95, 10, 90, 20, 70, 50].map(|s| ("alice", Timestamp::from_secs(s)));
+        l.seed(alice.into_iter().chain([("bob", Timestamp::from_secs(10))]));
+        assert_eq!(
+            l.peek(&"alice").retry_after(),
+            Some(Duration::from_secs(30)),
+            "{policy:?}: a restart must not hand alice a fresh burst; her attempt at 70 s \
+             leaves at 130 s"
+        );
+        assert_eq!(
+            l.peek(&"bob"),
+            Decision::Allowed { remaining: 3 },
+            "{policy:?}"
+        );
+        clock.set(Timestamp::from_secs(130));
+        assert!(l.check(&"alice").is_allowed(), "{policy:?}");
+    }
 }
 
 /// A restarted process seeds from wall-clock records on the default clock,
