@@ -141,6 +141,12 @@ async fn observed_write_back_is_control_plane_only_and_monotonic() {
         assert_eq!(observe(Some("wrong"), 1).await.unwrap().status(), 403);
         let ok = observe(Some("t0k"), 2).await.unwrap();
         assert_eq!(ok.status(), 200);
+        let body: Value = ok.json().await.unwrap();
+        assert_eq!(
+            (&body["observedGeneration"], &body["changed"]),
+            (&json!(2), &json!(true)),
+            "{bin}: {body}"
+        );
         let regress = observe(Some("t0k"), 1).await.unwrap();
         assert_eq!(regress.status(), 409);
         let body: Value = regress.json().await.unwrap();
@@ -159,11 +165,10 @@ async fn observed_write_back_is_control_plane_only_and_monotonic() {
             (body["generation"].as_u64(), body["attempted"].as_u64()),
             (Some(2), Some(9))
         );
-        assert_eq!(
-            observe(Some("t0k"), 2).await.unwrap().status(),
-            200,
-            "same value again: no-op"
-        );
+        let again = observe(Some("t0k"), 2).await.unwrap();
+        assert_eq!(again.status(), 200, "{bin}: same value again: no-op");
+        let body: Value = again.json().await.unwrap();
+        assert_eq!(body["changed"], json!(false), "{bin}: {body}");
         let bad = c
             .post(s.url("/objects/gw/observed"))
             .bearer_auth("t0k")
