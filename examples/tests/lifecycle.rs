@@ -381,6 +381,8 @@ async fn bad_configuration_stops_the_binary_at_start_naming_the_variable() {
             ("ATE_LEDGER_POSTGRES_CONNECTIONS", "0"),
             ("ATE_LEDGER_POSTGRES_CONNECTIONS", "4294967295"),
             ("ATE_LEDGER_LEASE_SECS", "0"),
+            ("ATE_MAX_CALLERS", "0"),
+            ("ATE_RECONCILE_INTERVAL_MS", "1.5"),
             ("ATE_ADMISSION_POLICY", "Strict"),
         ] {
             let mut child = std::process::Command::new(bin)
