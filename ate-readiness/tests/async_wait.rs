@@ -33,6 +33,28 @@ async fn async_wait_times_out_with_the_count_still_in_flight() {
     assert_eq!(gate.snapshot().last_wait, Some(outcome));
 }
 
+/// The last guard drops and the deadline passes before the waiter looks
+/// again: whichever of the two it sees first, nothing is in flight, so the
+/// wait completed (a timeout says how many were still in flight, and none
+/// were). Repeated: `select!` picks between the two ready wake-ups at
+/// random.
+#[tokio::test(start_paused = true)]
+async fn a_wait_whose_deadline_passes_as_the_last_guard_drops_completed() {
+    for _ in 0..64 {
+        let gate = Gate::new();
+        let guard = gate.admit().unwrap();
+        let wait = gate.wait_idle_async(Duration::from_secs(1));
+        tokio::pin!(wait);
+        // One poll: the waiter registers and parks.
+        let first = std::future::poll_fn(|cx| std::task::Poll::Ready(wait.as_mut().poll(cx))).await;
+        assert!(first.is_pending());
+        drop(guard);
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!(wait.await, WaitOutcome::Completed);
+        assert_eq!(gate.snapshot().last_wait, Some(WaitOutcome::Completed));
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn async_wait_with_nothing_in_flight_completes_at_once() {
     let gate = Gate::new();
