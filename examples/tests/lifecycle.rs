@@ -39,7 +39,7 @@ async fn drain_flips_ready_but_not_health_and_is_idempotent() {
         assert_eq!(c.get(s.url("/health")).send().await.unwrap().status(), 200);
         let metrics = s.metrics().await;
         assert!(
-            metrics.contains("ate_ready 0") && metrics.contains("ate_drain_in_progress 1"),
+            has_sample(&metrics, "ate_ready 0") && has_sample(&metrics, "ate_drain_in_progress 1"),
             "{metrics}"
         );
     }

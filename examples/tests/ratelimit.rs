@@ -134,7 +134,8 @@ async fn denied_calls_keep_a_caller_throttled() {
         }
         let metrics = s.metrics().await;
         assert!(
-            metrics.contains(
+            has_sample(
+                &metrics,
                 r#"ate_ratelimit_decisions_total{limit="notifications",result="denied"} 2"#
             ),
             "{metrics}"

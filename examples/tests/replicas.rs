@@ -603,9 +603,10 @@ async fn a_store_answer_lost_after_the_commit_neither_holds_the_key_nor_sends_tw
         );
         assert_eq!(dispatched(&[&s]).await, 1, "{bin}");
         assert!(
-            s.metrics()
-                .await
-                .contains("ate_ledger_transitions_total{outcome=\"adopted\"} 1"),
+            has_sample(
+                &s.metrics().await,
+                "ate_ledger_transitions_total{outcome=\"adopted\"} 1"
+            ),
             "{bin}"
         );
         // A try whose request is still waiting for the begin's answer is

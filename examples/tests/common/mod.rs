@@ -118,10 +118,10 @@ impl Service {
             .unwrap()
     }
 
-    /// Polls `/metrics` until it contains `line` (at most 5 s).
+    /// Polls `/metrics` until it holds the sample `line` (at most 5 s).
     pub async fn wait_for_metric(&self, line: &str) {
         eventually(Duration::from_secs(5), || async {
-            self.metrics().await.contains(line)
+            has_sample(&self.metrics().await, line)
         })
         .await;
     }
@@ -210,4 +210,13 @@ pub async fn refused(res: reqwest::Response, what: &str) -> String {
         .as_str()
         .unwrap_or_else(|| panic!("{what}: no error in {body}"))
         .to_owned()
+}
+
+/// Whether the exposition `text` holds the sample `line` (`name value` or
+/// `name{labels} value`) as a whole line: a substring would also match
+/// `ate_in_flight 10` for `ate_in_flight 1`, and the `# HELP` text
+/// `ate_drain_in_progress 1 while draining` for the sample
+/// `ate_drain_in_progress 1`.
+pub fn has_sample(text: &str, line: &str) -> bool {
+    text.lines().any(|l| l == line)
 }
