@@ -112,14 +112,12 @@ fn two_threads(c: &mut Criterion) {
 fn combined(c: &mut Criterion) {
     let keys = 1_000u64;
     let mut g = c.benchmark_group("ratelimit/two_limits_allowed");
+    let (allow, gov_allow) = allowed_quotas();
     let mut set = LimitSet::new(Policy::CountDenied, MonotonicClock::new());
-    let (route, bucket) = (
-        set.add("route", allowed_quotas().0),
-        set.add("bucket", allowed_quotas().0),
-    );
+    let (route, bucket) = (set.add("route", allow), set.add("bucket", allow));
     let (gov_route, gov_bucket) = (
-        governor::RateLimiter::keyed(allowed_quotas().1),
-        governor::RateLimiter::keyed(allowed_quotas().1),
+        governor::RateLimiter::keyed(gov_allow),
+        governor::RateLimiter::keyed(gov_allow),
     );
     for k in 0..keys {
         let _ = set.check(&[route, bucket], &k);
