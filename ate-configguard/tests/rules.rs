@@ -3,7 +3,8 @@
 mod common;
 
 use ate_configguard::{
-    CheckInput, Deletion, Inventory, LoadOptions, Severity, check, inventory, load_str,
+    CheckInput, Deletion, Inventory, LoadOptions, Severity, Side, check, inventory, load_str,
+    parse_object_id,
 };
 use common::*;
 
@@ -95,6 +96,24 @@ fn deleting_a_referenced_object_fails_only_when_the_input_says_so() {
 }
 
 #[test]
+fn an_object_both_deleted_and_in_the_proposed_manifests_is_an_input_error() {
+    // Which of the two is meant cannot be told: checking either would
+    // judge another change than the one applied.
+    let current = docs(&[&cm("cfg", &["DB_HOST"]), &deployment("web", KEYREF)]);
+    let input = CheckInput {
+        current: load(&current),
+        proposed: load(&cm("cfg", &["DB_HOST"])),
+        delete: vec![parse_object_id("ConfigMap/default/cfg").unwrap()],
+        ..Default::default()
+    };
+    let err = check(&input).unwrap_err().to_string();
+    assert!(
+        err.contains("ConfigMap/default/cfg is both deleted and in the proposed manifests"),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_workload_pruned_with_its_config_still_serves_until_deleted_and_the_finding_says_so() {
     // Decommissioning web: the proposed input keeps only "unrelated", so
     // --prune deletes both web and cfg. Until web is deleted its pods serve
@@ -130,6 +149,18 @@ fn a_workload_pruned_with_its_config_still_serves_until_deleted_and_the_finding_
     assert!(!about("kept").contains("prunes"), "{}", about("kept"));
     // Without --prune nothing is deleted and all is safe.
     assert!(run(&current, &proposed).is_safe());
+    // An empty proposed input (an empty List, as an empty file is refused)
+    // touches no namespace, so nothing scopes the prune: every workload
+    // goes too, and each finding says so.
+    let empty = r#"{"apiVersion": "v1", "kind": "List", "items": []}"#;
+    let report = run_with(&current, empty, Deletion::Prune, &[]);
+    assert_eq!(report.failures.len(), 2, "{}", report.to_text());
+    for f in &report.failures {
+        assert!(
+            f.message.contains("the same change prunes this workload"),
+            "{f}"
+        );
+    }
 }
 
 #[test]
@@ -675,6 +706,25 @@ fn a_service_accounts_pull_secrets_are_references_of_every_pod_that_runs_as_it()
     let proposed = [account("builder", "[]"), runs_as("builder")].join("\n---\n");
     let report = run_with(&current, &proposed, Deletion::Listed, &delete);
     assert!(report.is_safe(), "{}", report.to_text());
+    // One that the proposed input leaves as it is runs as the current
+    // account: deleting that account's pull secret breaks the new pods.
+    let report = run_with(&current, &runs_as("builder"), Deletion::Listed, &delete);
+    assert_eq!(
+        codes(&report),
+        vec![("missing-object".into(), None)],
+        "{}",
+        report.to_text()
+    );
+    assert_eq!(report.failures[0].side, Some(Side::Proposed));
+    assert!(
+        report.failures[0]
+            .site
+            .as_deref()
+            .unwrap()
+            .contains("imagePullSecrets"),
+        "{}",
+        report.failures[0]
+    );
     // Two accounts of one name in one state are an input error.
     let twice = [account("a", "[]"), account("a", "[]")].join("\n---\n");
     let input = CheckInput {
