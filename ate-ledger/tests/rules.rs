@@ -49,7 +49,22 @@ fn pre_provider_credential_failure_closes_both_attempts_and_the_key_can_be_reviv
     assert_eq!(r.state, State::InFlight);
     assert_eq!(r.tries.len(), 2, "same logical attempt, a new physical one");
     assert!(r.tries[1].is_open());
+    assert_eq!(r.ended_at, None, "in flight again: it has not ended");
     r.check_invariants().unwrap();
+}
+
+#[test]
+fn marking_a_try_dispatched_again_changes_nothing() {
+    let (ledger, clock) = setup();
+    let lease = start(&ledger);
+    ledger.mark_dispatched(&lease).unwrap();
+    let first = ledger.get(&k()).unwrap().unwrap();
+    clock.advance(Duration::from_secs(5));
+    ledger.mark_dispatched(&lease).unwrap();
+    let again = ledger.get(&k()).unwrap().unwrap();
+    // Not even the time it was first sent moves, and nothing is written.
+    assert_eq!(again.tries[0].dispatched_at, first.tries[0].dispatched_at);
+    assert_eq!(again.version, first.version);
 }
 
 #[test]
@@ -739,4 +754,84 @@ fn a_lease_or_retention_past_the_end_of_time_saturates_instead_of_panicking() {
     clock.advance(Duration::from_secs(1000 * 365 * 24 * 3600));
     assert_eq!(ledger.purge().unwrap(), 0);
     assert!(ledger.get(&k()).unwrap().is_some());
+}
+
+/// A ledger whose next write is preceded by a hook (`Interleave`), and a
+/// second ledger (another worker) on the same store and clock.
+fn two_workers() -> (
+    Ledger<Interleave, ManualClock>,
+    Ledger<std::sync::Arc<MemoryStore>, ManualClock>,
+) {
+    let clock = ManualClock::default();
+    let shared = std::sync::Arc::new(MemoryStore::new());
+    let other = Ledger::with_clock(shared.clone(), Config::default(), clock.clone());
+    let worker = Ledger::with_clock(
+        Interleave {
+            inner: shared,
+            before_put: parking_lot::Mutex::new(None),
+        },
+        Config::default(),
+        clock,
+    );
+    (worker, other)
+}
+
+#[test]
+fn a_revive_that_loses_to_another_revive_is_a_conflict_and_opens_no_second_try() {
+    let (worker, other) = two_workers();
+    let Begin::Started(lease) = worker.begin(&k(), &fp(), "w1").unwrap() else {
+        panic!("a new key starts")
+    };
+    worker
+        .close(&lease, Close::PreProvider("no credential".into()))
+        .unwrap();
+    // w2 revives it between w1's read and w1's write.
+    let theirs = std::sync::Arc::new(parking_lot::Mutex::new(None));
+    let (out, other_store, clock) = (theirs.clone(), other.store().clone(), other.clock().clone());
+    *worker.store().before_put.lock() = Some(Box::new(move || {
+        let w2 = Ledger::with_clock(other_store, Config::default(), clock);
+        *out.lock() = Some(w2.revive(&k(), &fp(), "w2").expect("w2 revives first"));
+    }));
+    match worker.revive(&k(), &fp(), "w1") {
+        Err(Error::Conflict { retry_after, .. }) => {
+            assert_eq!(retry_after, Config::default().lease_ttl);
+        }
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    let won = theirs.lock().clone().expect("the revive ran in between");
+    let record = worker.get(&k()).unwrap().unwrap();
+    assert_eq!(record.state, State::InFlight);
+    assert_eq!(record.tries.len(), 2, "one new try: w2's");
+    assert_eq!(record.lease.map(|l| l.owner), Some(won.owner));
+}
+
+#[test]
+fn recovery_leaves_an_attempt_another_worker_resolved_meanwhile_and_goes_on() {
+    let (worker, other) = two_workers();
+    for id in ["a", "b"] {
+        let key = Key::new("t", id);
+        assert!(matches!(
+            worker.begin(&key, &fp(), "ended-run").unwrap(),
+            Begin::Started(_)
+        ));
+    }
+    worker
+        .clock()
+        .advance(Config::default().lease_ttl + Duration::from_secs(1));
+    // Another worker's recovery resolves both just before this one's first
+    // write: that write loses the version race, and theirs wins.
+    let (other_store, clock) = (other.store().clone(), other.clock().clone());
+    *worker.store().before_put.lock() = Some(Box::new(move || {
+        let w2 = Ledger::with_clock(other_store, Config::default(), clock);
+        assert_eq!(w2.recover().expect("w2 recovers").len(), 2);
+    }));
+    let mine = worker
+        .recover()
+        .expect("a lost version race is not an error: the other worker resolved it");
+    assert!(mine.is_empty(), "both were resolved by the other worker");
+    for id in ["a", "b"] {
+        let record = worker.get(&Key::new("t", id)).unwrap().unwrap();
+        assert!(matches!(record.state, State::FailedPreProvider { .. }));
+        assert_eq!(record.tries.len(), 1);
+    }
 }
