@@ -332,6 +332,37 @@ fn a_combined_check_names_every_limit_in_the_order_asked_and_records_once_per_li
 }
 
 #[test]
+fn a_limit_set_name_added_again_replaces_its_quota_and_the_sets_policy_wins() {
+    let clock = ManualClock::default();
+    let mut set = LimitSet::<u32, _>::new(Policy::CountDenied, clock.clone());
+    let first = set.add("route", quota(1, 60));
+    let again = set.add("route", quota(3, 60));
+    assert_eq!(first, again, "one limit of that name");
+    assert_eq!(set.id("route"), Some(first));
+    assert_eq!(set.limiter(first).quota(), quota(3, 60));
+    assert_eq!(
+        set.check(&[first], &1u32).decision("route"),
+        Some(Decision::Allowed { remaining: 2 })
+    );
+    // A builder's policy gives way to the set's: denials count here.
+    let strict = set.add_with(
+        "strict",
+        KeyedLimiter::builder(quota(1, 60)).policy(Policy::AllowedOnly),
+    );
+    assert_eq!(set.limiter(strict).policy(), Policy::CountDenied);
+    assert!(set.check(&[strict], &1u32).is_allowed());
+    clock.advance(Duration::from_secs(30));
+    assert!(!set.check(&[strict], &1u32).is_allowed());
+    clock.advance(Duration::from_secs(30));
+    // Allowed-only would allow this one (the attempt at 0 s has left);
+    // here the denial at 30 s still counts, and this one counts too.
+    assert_eq!(
+        set.check(&[strict], &1u32).retry_after(),
+        Some(Duration::from_secs(60))
+    );
+}
+
+#[test]
 fn an_id_of_another_set_panics_as_documented_even_in_range() {
     let clock = ManualClock::default();
     let mut other = LimitSet::<u32, _>::new(Policy::CountDenied, clock.clone());

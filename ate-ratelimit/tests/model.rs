@@ -19,6 +19,7 @@ fn run(
     n: u32,
     window_ms: u64,
     steps: Vec<ate_ratelimit::testing::Step>,
+    asks: Vec<Ask>,
     evict: bool,
 ) -> Result<(), TestCaseError> {
     let q = quota(n, window_ms);
@@ -27,15 +28,28 @@ fn run(
         .policy(policy)
         .build_with_clock(clock.clone());
     let mut model = Model::new(q, policy);
-    for step in steps {
+    let asks = asks.into_iter().chain(std::iter::repeat(Ask::Check));
+    for (step, ask) in steps.into_iter().zip(asks) {
         clock.advance(step.advance);
         if evict {
             // Evicting drained keys must never change a decision.
             limiter.retain_recent();
         }
-        let got = limiter.check(&step.key);
-        let want = model.check(step.key, clock.now());
-        prop_assert_eq!(got, want, "key {} at {:?}", step.key, clock.now());
+        let now = clock.now();
+        let (got, want) = match ask {
+            Ask::Check => (limiter.check(&step.key), model.check(step.key, now)),
+            Ask::Peek => (limiter.peek(&step.key), model.peek(&step.key, now)),
+            Ask::TryAcquire => {
+                // Recorded only if allowed, whatever the policy.
+                let want = if model.peek(&step.key, now).is_allowed() {
+                    model.check(step.key, now)
+                } else {
+                    model.peek(&step.key, now)
+                };
+                (limiter.try_acquire_at(&step.key, now), want)
+            }
+        };
+        prop_assert_eq!(got, want, "{:?} by key {} at {:?}", ask, step.key, now);
         for k in 0..4u8 {
             prop_assert_eq!(limiter.peek(&k), model.peek(&k, clock.now()));
         }
@@ -180,18 +194,27 @@ proptest! {
     }
 
     #[test]
-    fn count_denied_matches_full_log_model(n in 1u32..6, w in 1u64..20_000, steps in traffic(4, 80)) {
-        run(Policy::CountDenied, n, w, steps, false)?;
+    fn count_denied_matches_full_log_model(
+        n in 1u32..6, w in 1u64..20_000, steps in traffic(4, 80),
+        asks in proptest::collection::vec(ask(), 80),
+    ) {
+        run(Policy::CountDenied, n, w, steps, asks, false)?;
     }
 
     #[test]
-    fn allowed_only_matches_full_log_model(n in 1u32..6, w in 1u64..20_000, steps in traffic(4, 80)) {
-        run(Policy::AllowedOnly, n, w, steps, false)?;
+    fn allowed_only_matches_full_log_model(
+        n in 1u32..6, w in 1u64..20_000, steps in traffic(4, 80),
+        asks in proptest::collection::vec(ask(), 80),
+    ) {
+        run(Policy::AllowedOnly, n, w, steps, asks, false)?;
     }
 
     #[test]
-    fn evicting_idle_keys_never_changes_a_decision(n in 1u32..6, w in 1u64..20_000, steps in traffic(4, 80)) {
-        run(Policy::CountDenied, n, w, steps, true)?;
+    fn evicting_idle_keys_never_changes_a_decision(
+        n in 1u32..6, w in 1u64..20_000, steps in traffic(4, 80),
+        asks in proptest::collection::vec(ask(), 80),
+    ) {
+        run(Policy::CountDenied, n, w, steps, asks, true)?;
     }
 
     #[test]
