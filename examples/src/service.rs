@@ -1335,6 +1335,18 @@ mod tests {
     }
 
     #[test]
+    fn a_peer_is_one_caller_however_its_address_is_written() {
+        // A dual-stack listener sees an IPv4 client as ::ffff:a.b.c.d; it
+        // must share the window it has when it connects over IPv4.
+        let v4: IpAddr = "10.0.0.7".parse().unwrap();
+        let mapped: IpAddr = "::ffff:10.0.0.7".parse().unwrap();
+        assert_eq!(caller(&[], Some(v4)).unwrap(), "ip:10.0.0.7");
+        assert_eq!(caller(&[], Some(mapped)).unwrap(), "ip:10.0.0.7");
+        assert_eq!(caller(&[], None).unwrap(), "unknown");
+        assert_eq!(caller(&[b"svc-a"], Some(v4)).unwrap(), "caller:svc-a");
+    }
+
+    #[test]
     fn same_secret_is_equality() {
         assert!(same_secret("t0k", "t0k"));
         assert!(!same_secret("t0", "t0k"));

@@ -58,6 +58,12 @@ async fn pre_provider_failure_is_revived_by_a_retry_with_the_same_key() {
         let c = client();
         let failed = invoke(&c, &s, "k2", json!({"a": 1}), "credential_error").await;
         assert_eq!(failed.status(), 424, "{bin}");
+        let body: Value = failed.json().await.unwrap();
+        assert_eq!(
+            (body["state"].as_str(), body["retryable"].as_bool()),
+            (Some("failed_pre_provider"), Some(true)),
+            "{bin}: the client is told a retry with the same key runs it: {body}"
+        );
         let retried = invoke(&c, &s, "k2", json!({"a": 1}), "success").await;
         assert_eq!(retried.status(), 200, "{bin}: revived");
         assert!(retried.headers().get("idempotent-replayed").is_none());

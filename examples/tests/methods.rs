@@ -106,6 +106,48 @@ async fn both_services_read_bodies_up_to_one_mib_and_refuse_larger_ones_in_json(
 }
 
 #[tokio::test]
+async fn a_body_that_cannot_be_read_is_a_json_400_and_changes_nothing() {
+    use std::io::{Read, Write};
+    for bin in SERVICES {
+        let s = Service::start(bin, &[]);
+        // A bad chunk size, and a body shorter than its Content-Length (the
+        // client hung up mid-body).
+        for (what, request) in [
+            (
+                "bad chunk",
+                "Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
+            ),
+            ("short body", "Content-Length: 50\r\n\r\n{\"a\":1}"),
+        ] {
+            let mut conn = std::net::TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+            conn.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+                .unwrap();
+            write!(
+                conn,
+                "PUT /objects/unread HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{request}"
+            )
+            .unwrap();
+            conn.shutdown(std::net::Shutdown::Write).unwrap();
+            let mut all = Vec::new();
+            conn.read_to_end(&mut all).unwrap();
+            let text = String::from_utf8_lossy(&all);
+            assert!(text.starts_with("HTTP/1.1 400"), "{bin} {what}: {text}");
+            assert!(
+                text.to_ascii_lowercase()
+                    .contains("content-type: application/json"),
+                "{bin} {what}: {text}"
+            );
+            assert!(
+                text.ends_with(r#"{"error":"the request body could not be read"}"#),
+                "{bin} {what}: {text}"
+            );
+        }
+        let r = client().get(s.url("/objects/unread")).send().await.unwrap();
+        assert_eq!(r.status(), 404, "{bin}: nothing was stored");
+    }
+}
+
+#[tokio::test]
 async fn a_query_parameter_given_twice_is_a_400_not_one_of_them_picked() {
     for bin in SERVICES {
         let s = Service::start(bin, &[]);
