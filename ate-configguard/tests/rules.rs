@@ -4,7 +4,7 @@ mod common;
 
 use ate_configguard::{
     CheckInput, Deletion, Inventory, LoadOptions, Severity, Side, check, inventory, load_str,
-    parse_object_id,
+    parse_object_id, unplaced_namespace,
 };
 use common::*;
 
@@ -609,6 +609,25 @@ fn dormant_workloads_are_warned_about_and_serving_ones_fail() {
             "  conditions:\n    - { type: Suspended, status: \"True\" }\n",
             false,
         ),
+        // A condition that is there but not true says nothing has ended.
+        (
+            "Job",
+            "batch/v1",
+            "",
+            "",
+            "  conditions:\n    - { type: Complete, status: \"False\" }\n",
+            false,
+        ),
+        // Owned by a Deployment that does not control it: nothing keeps
+        // it at 0, so it may be scaled up.
+        (
+            "ReplicaSet",
+            "apps/v1",
+            "  ownerReferences:\n    - { apiVersion: apps/v1, kind: Deployment, name: web, uid: u1, controller: false }\n",
+            "  replicas: 0\n",
+            NO_STATUS,
+            false,
+        ),
         ("Job", "batch/v1", "", "", "  active: 1\n", false),
     ];
     for (kind, api, metadata, spec, status, dormant) in cases {
@@ -823,6 +842,46 @@ fn prune_never_deletes_the_root_ca_configmap_the_control_plane_keeps() {
         vec![("missing-object".into(), None)],
         "{}",
         report.to_text()
+    );
+}
+
+#[test]
+fn manifests_without_a_namespace_must_meet_the_other_state_whichever_side_they_are() {
+    let in_prod = |yaml: String| yaml.replacen("metadata:\n", "metadata:\n  namespace: prod\n", 1);
+    let account = "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: builder\n";
+    let root_ca = "apiVersion: v1\nkind: ConfigMap\nmetadata: { name: kube-root-ca.crt, namespace: default }\ndata: { ca.crt: x }\n";
+    let err = |current: &str, proposed: &str| {
+        unplaced_namespace(&load(current), &load(proposed), "default")
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    };
+    // The current state is the render (an older chart's), the proposed one
+    // is read from the cluster.
+    let found = err(&cm("cfg", &["A"]), &in_prod(cm("cfg", &["A"])));
+    assert!(
+        found.contains("current state") && found.contains("--namespace prod"),
+        "{found:?}"
+    );
+    // The other state holds only a ServiceAccount, in prod.
+    let found = err(&in_prod(account.to_owned()), &cm("cfg", &["A"]));
+    assert!(found.contains("--namespace prod"), "{found:?}");
+    // A workload the other state holds only in prod, while that state
+    // reaches `default` too (`kubectl get -A`).
+    let plain = "      containers:\n        - name: app\n          image: app:2\n";
+    let live = docs(&[&in_prod(deployment("web", plain)), root_ca]);
+    let found = err(&live, &deployment("web", plain));
+    assert!(
+        found.contains("Deployment web is there, but the current state holds it only in prod"),
+        "{found:?}"
+    );
+    // Both in one namespace: they meet.
+    assert!(
+        unplaced_namespace(
+            &load(&cm("cfg", &["A"])),
+            &load(&cm("cfg", &["B"])),
+            "default"
+        )
+        .is_none()
     );
 }
 
