@@ -195,6 +195,27 @@ fn directories_and_inventory_round_trip() {
     // Prune deletes the Secret creds, which web bulk-loads.
     assert_eq!(out.status.code(), Some(1), "{}", all_output(&out));
     assert!(all_output(&out).contains("Secret/default/creds"));
+    // A file that is no inventory (the manifests given by mistake) is
+    // unusable input that names the file and says what was expected.
+    let out = bin()
+        .args([
+            "check",
+            "--current",
+            cur_dir.to_str().unwrap(),
+            "--proposed",
+            &proposed,
+            "--inventory",
+            &proposed,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", all_output(&out));
+    assert!(
+        all_output(&out).contains(&proposed)
+            && all_output(&out).contains("not an inventory (see `ate-configguard inventory`)"),
+        "{}",
+        all_output(&out)
+    );
 }
 
 #[test]
