@@ -149,6 +149,73 @@ fn secrets_and_bad_input_are_refused() {
     let non_string =
         "apiVersion: v1\nkind: ConfigMap\nmetadata: { name: app }\ndata: { LOG_LEVEL: [a] }\n";
     assert!(run(non_string, &[], &[]).is_err());
+    // What the check cannot judge is refused, naming the source and why:
+    // binaryData keys would escape it, and of two documents it would have
+    // to pick one.
+    let binary = format!("{BASE}binaryData: {{ LOGO: aGk= }}\n");
+    let overlay = "kind: ConfigMap\nbinaryData: { LOGO: aGk= }\n";
+    let two = format!("{BASE}---\n{BASE}");
+    for (what, base, overlays, want) in [
+        (
+            "binaryData in the base",
+            binary.as_str(),
+            vec![],
+            "base.yaml: binaryData is not supported",
+        ),
+        (
+            "binaryData in an overlay",
+            BASE,
+            vec![overlay],
+            "overlay.yaml: binaryData is not supported",
+        ),
+        (
+            "two documents in the base",
+            two.as_str(),
+            vec![],
+            "base.yaml: expected one document, found 2",
+        ),
+    ] {
+        let err = run(base, &overlays, &["API_KEY"]).unwrap_err().to_string();
+        assert!(err.contains(want), "{what}: {err}");
+    }
+    // Defaults in two documents: which one holds them cannot be told.
+    let two_defaults = drift(
+        Source {
+            text: "LOG_LEVEL: info\n---\nLOG_LEVEL: debug\n",
+            name: "defaults.yaml",
+        },
+        Source {
+            text: BASE,
+            name: "base.yaml",
+        },
+        &[],
+        &BTreeSet::new(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        two_defaults.contains("defaults.yaml: expected one document, found 2"),
+        "{two_defaults}"
+    );
+    let null_default = drift(
+        Source {
+            text: r#"{"LOG_LEVEL": null}"#,
+            name: "defaults.json",
+        },
+        Source {
+            text: BASE,
+            name: "base.yaml",
+        },
+        &[],
+        &BTreeSet::new(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        null_default.contains("defaults.json")
+            && null_default.contains("defaults: LOG_LEVEL is null"),
+        "{null_default}"
+    );
 }
 
 #[test]
@@ -180,6 +247,15 @@ fn an_overlay_that_names_another_configmap_is_refused() {
     assert!(
         err.contains("differ only in a kustomize hash suffix")
             && err.contains("give the rendered overlay alone as --base"),
+        "{err}"
+    );
+    // A suffix outside kustomize's alphabet (no vowels, no 0, 1 or 3) is
+    // part of the name, not a hash: no such hint.
+    let named = BASE.replace("{ name: app }", "{ name: app-aaaaaaaaaa }");
+    let other = "kind: ConfigMap\nmetadata: { name: app-eeeeeeeeee }\ndata: { LOG_LEVEL: debug }\n";
+    let err = run(&named, &[other], &["API_KEY"]).unwrap_err().to_string();
+    assert!(
+        err.contains("not the base's") && !err.contains("kustomize"),
         "{err}"
     );
     // Naming the base, or nothing, patches the base; so does a namespace
