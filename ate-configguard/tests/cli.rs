@@ -179,36 +179,26 @@ fn directories_and_inventory_round_trip() {
         "p.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata: { name: cfg }\ndata: { DB_HOST: x, REDIS: r }\n",
     );
-    let out = bin()
-        .args([
+    let check = |inventory: &str, extra: &[&str]| {
+        let mut args = vec![
             "check",
             "--current",
             cur_dir.to_str().unwrap(),
             "--proposed",
             &proposed,
             "--inventory",
-            &inv_path,
-            "--prune",
-        ])
-        .output()
-        .unwrap();
+            inventory,
+        ];
+        args.extend_from_slice(extra);
+        bin().args(&args).output().unwrap()
+    };
+    let out = check(&inv_path, &["--prune"]);
     // Prune deletes the Secret creds, which web bulk-loads.
     assert_eq!(out.status.code(), Some(1), "{}", all_output(&out));
     assert!(all_output(&out).contains("Secret/default/creds"));
     // A file that is no inventory (the manifests given by mistake) is
     // unusable input that names the file and says what was expected.
-    let out = bin()
-        .args([
-            "check",
-            "--current",
-            cur_dir.to_str().unwrap(),
-            "--proposed",
-            &proposed,
-            "--inventory",
-            &proposed,
-        ])
-        .output()
-        .unwrap();
+    let out = check(&proposed, &[]);
     assert_eq!(out.status.code(), Some(2), "{}", all_output(&out));
     assert!(
         all_output(&out).contains(&proposed)

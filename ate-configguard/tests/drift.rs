@@ -178,44 +178,34 @@ fn secrets_and_bad_input_are_refused() {
         let err = run(base, &overlays, &["API_KEY"]).unwrap_err().to_string();
         assert!(err.contains(want), "{what}: {err}");
     }
-    // Defaults in two documents: which one holds them cannot be told.
-    let two_defaults = drift(
-        Source {
-            text: "LOG_LEVEL: info\n---\nLOG_LEVEL: debug\n",
+    // Defaults that cannot be read as one map of strings: in two documents
+    // (which one holds them cannot be told), or with a null value.
+    let with_defaults = |text: &str| {
+        let defaults = Source {
+            text,
             name: "defaults.yaml",
-        },
-        Source {
+        };
+        let base = Source {
             text: BASE,
             name: "base.yaml",
-        },
-        &[],
-        &BTreeSet::new(),
-    )
-    .unwrap_err()
-    .to_string();
-    assert!(
-        two_defaults.contains("defaults.yaml: expected one document, found 2"),
-        "{two_defaults}"
-    );
-    let null_default = drift(
-        Source {
-            text: r#"{"LOG_LEVEL": null}"#,
-            name: "defaults.json",
-        },
-        Source {
-            text: BASE,
-            name: "base.yaml",
-        },
-        &[],
-        &BTreeSet::new(),
-    )
-    .unwrap_err()
-    .to_string();
-    assert!(
-        null_default.contains("defaults.json")
-            && null_default.contains("defaults: LOG_LEVEL is null"),
-        "{null_default}"
-    );
+        };
+        drift(defaults, base, &[], &BTreeSet::new())
+            .unwrap_err()
+            .to_string()
+    };
+    for (defaults, want) in [
+        (
+            "LOG_LEVEL: info\n---\nLOG_LEVEL: debug\n",
+            "defaults.yaml: expected one document, found 2",
+        ),
+        (
+            r#"{"LOG_LEVEL": null}"#,
+            "defaults.yaml: defaults: LOG_LEVEL is null",
+        ),
+    ] {
+        let err = with_defaults(defaults);
+        assert!(err.contains(want), "{defaults}: {err}");
+    }
 }
 
 #[test]

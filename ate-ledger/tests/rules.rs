@@ -522,17 +522,7 @@ fn owner_with_a_renewer() -> (
     Ledger<std::sync::Arc<MemoryStore>, ManualClock>,
     Lease,
 ) {
-    let clock = ManualClock::default();
-    let shared = std::sync::Arc::new(MemoryStore::new());
-    let renewer = Ledger::with_clock(shared.clone(), Config::default(), clock.clone());
-    let worker = Ledger::with_clock(
-        Interleave {
-            inner: shared,
-            before_put: parking_lot::Mutex::new(None),
-        },
-        Config::default(),
-        clock,
-    );
+    let (worker, renewer) = two_workers();
     let lease = match worker.begin(&k(), &fp(), "w1").unwrap() {
         Begin::Started(lease) => lease,
         Begin::Replay(_) => unreachable!(),
