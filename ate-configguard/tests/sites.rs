@@ -39,6 +39,12 @@ const POD_SPEC: &str = r#"
             - name: cm-vol
               mountPath: /etc/one
               subPath: one.conf
+            - name: nested-items
+              mountPath: /etc/app.yaml
+              subPath: conf/app.yaml
+            - name: sec-vol
+              mountPath: /etc/tls
+              subPath: ""
       volumes:
         - name: scratch
           emptyDir: {}
@@ -48,6 +54,10 @@ const POD_SPEC: &str = r#"
           configMap:
             name: items-cm
             items: [ { key: a.conf, path: a.conf } ]
+        - name: nested-items
+          configMap:
+            name: nested-cm
+            items: [ { key: app.yaml, path: conf/app.yaml } ]
         - name: sec-vol
           secret: { secretName: tls }
         - name: sec-items
@@ -135,8 +145,19 @@ fn every_reference_site_is_found() {
         has(s, Secret, None, false);
     }
     assert!(refs.iter().any(|r| r.0.contains("prefix APP_")));
-    // fileKeyRef and plain values are not ConfigMap/Secret references.
-    assert_eq!(refs.len(), 21, "{refs:#?}");
+    // A subPath into an item's directory reads that item's key: found by
+    // the path's first part, and reported at the mount too.
+    has("nested-cm", ConfigMap, Some("app.yaml"), false);
+    assert!(
+        refs.iter()
+            .any(|r| r.0 == "volumeMounts[nested-items].subPath"
+                && r.2 == "nested-cm"
+                && r.3.as_deref() == Some("app.yaml")),
+        "{refs:#?}"
+    );
+    // fileKeyRef and plain values are not ConfigMap/Secret references,
+    // and an empty subPath is no subPath (the whole volume is mounted).
+    assert_eq!(refs.len(), 23, "{refs:#?}");
 }
 
 #[test]
