@@ -314,6 +314,22 @@ fn optional_references_are_warnings_not_failures() {
     assert!(report.is_safe());
     assert_eq!(report.warnings.len(), 1);
     assert_eq!(report.warnings[0].severity, Severity::Warning);
+    // The same for optional volume sources: the volume's items, and a
+    // projected volume's secret.
+    let volumes = "      containers:\n        - name: app\n          image: app:1\n      volumes:\n        - name: files\n          configMap:\n            name: cfg\n            optional: true\n            items: [ { key: DB_HOST, path: db } ]\n        - name: creds\n          projected:\n            sources:\n              - secret: { name: creds, optional: true, items: [ { key: token, path: token } ] }\n";
+    let current = docs(&[
+        &cm("cfg", &["DB_HOST"]),
+        &secret("creds", &["token"]),
+        &deployment("web", volumes),
+    ]);
+    let report = run_with(
+        &current,
+        &cm("cfg", &[]),
+        Deletion::Listed,
+        &["Secret/default/creds"],
+    );
+    assert!(report.is_safe(), "{}", report.to_text());
+    assert_eq!(report.warnings.len(), 2, "{}", report.to_text());
 }
 
 #[test]
