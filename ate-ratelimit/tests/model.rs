@@ -4,7 +4,9 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use ate_ratelimit::testing::{Model, max_in_any_window, traffic};
-use ate_ratelimit::{Clock, Decision, KeyedLimiter, LimitSet, Limiter, ManualClock, Policy, Quota};
+use ate_ratelimit::{
+    Clock, Decision, KeyedLimiter, LimitSet, Limiter, ManualClock, Policy, Quota, Timestamp,
+};
 use proptest::prelude::*;
 
 fn quota(n: u32, window_ms: u64) -> Quota {
@@ -36,19 +38,12 @@ fn run(
             limiter.retain_recent();
         }
         let now = clock.now();
-        let (got, want) = match ask {
-            Ask::Check => (limiter.check(&step.key), model.check(step.key, now)),
-            Ask::Peek => (limiter.peek(&step.key), model.peek(&step.key, now)),
-            Ask::TryAcquire => {
-                // Recorded only if allowed, whatever the policy.
-                let want = if model.peek(&step.key, now).is_allowed() {
-                    model.check(step.key, now)
-                } else {
-                    model.peek(&step.key, now)
-                };
-                (limiter.try_acquire_at(&step.key, now), want)
-            }
+        let got = match ask {
+            Ask::Check => limiter.check(&step.key),
+            Ask::Peek => limiter.peek(&step.key),
+            Ask::TryAcquire => limiter.try_acquire_at(&step.key, now),
         };
+        let want = ask.model(&mut model, step.key, now);
         prop_assert_eq!(got, want, "{:?} by key {} at {:?}", ask, step.key, now);
         for k in 0..4u8 {
             prop_assert_eq!(limiter.peek(&k), model.peek(&k, clock.now()));
@@ -98,12 +93,31 @@ fn run_off_grid(
     Ok(())
 }
 
-/// What the direct limiter is asked at each step.
+/// What a limiter is asked at each step.
 #[derive(Debug, Clone, Copy)]
 enum Ask {
     Check,
     Peek,
     TryAcquire,
+}
+
+impl Ask {
+    /// The model's answer for `key` at `now` (recording as the limiter
+    /// must).
+    fn model<K: std::hash::Hash + Eq + Clone>(
+        self,
+        model: &mut Model<K>,
+        key: K,
+        now: Timestamp,
+    ) -> Decision {
+        match self {
+            Self::Check => model.check(key, now),
+            Self::Peek => model.peek(&key, now),
+            // Recorded only if allowed, whatever the policy.
+            Self::TryAcquire if model.peek(&key, now).is_allowed() => model.check(key, now),
+            Self::TryAcquire => model.peek(&key, now),
+        }
+    }
 }
 
 fn ask() -> impl Strategy<Value = Ask> {
@@ -125,19 +139,12 @@ fn run_direct(
     for (advance, ask) in steps {
         clock.advance(advance);
         let now = clock.now();
-        let (got, want) = match ask {
-            Ask::Check => (limiter.check(), model.check((), now)),
-            Ask::Peek => (limiter.peek(), model.peek(&(), now)),
-            Ask::TryAcquire => {
-                // Recorded only if allowed, whatever the policy.
-                let want = if model.peek(&(), now).is_allowed() {
-                    model.check((), now)
-                } else {
-                    model.peek(&(), now)
-                };
-                (limiter.try_acquire_at(now), want)
-            }
+        let got = match ask {
+            Ask::Check => limiter.check(),
+            Ask::Peek => limiter.peek(),
+            Ask::TryAcquire => limiter.try_acquire_at(now),
         };
+        let want = ask.model(&mut model, (), now);
         prop_assert_eq!(got, want, "{:?} at {:?}", ask, now);
     }
     Ok(())
