@@ -777,16 +777,15 @@ fn a_revive_that_loses_to_another_revive_is_a_conflict_and_opens_no_second_try()
         .unwrap();
     // w2 revives it between w1's read and w1's write.
     let theirs = std::sync::Arc::new(parking_lot::Mutex::new(None));
-    let (out, other_store, clock) = (theirs.clone(), other.store().clone(), other.clock().clone());
+    let out = theirs.clone();
     *worker.store().before_put.lock() = Some(Box::new(move || {
-        let w2 = Ledger::with_clock(other_store, Config::default(), clock);
-        *out.lock() = Some(w2.revive(&k(), &fp(), "w2").expect("w2 revives first"));
+        *out.lock() = Some(other.revive(&k(), &fp(), "w2").expect("w2 revives first"));
     }));
     match worker.revive(&k(), &fp(), "w1") {
         Err(Error::Conflict { retry_after, .. }) => {
             assert_eq!(retry_after, Config::default().lease_ttl);
         }
-        other => panic!("expected a conflict, got {other:?}"),
+        got => panic!("expected a conflict, got {got:?}"),
     }
     let won = theirs.lock().clone().expect("the revive ran in between");
     let record = worker.get(&k()).unwrap().unwrap();
@@ -810,10 +809,8 @@ fn recovery_leaves_an_attempt_another_worker_resolved_meanwhile_and_goes_on() {
         .advance(Config::default().lease_ttl + Duration::from_secs(1));
     // Another worker's recovery resolves both just before this one's first
     // write: that write loses the version race, and theirs wins.
-    let (other_store, clock) = (other.store().clone(), other.clock().clone());
     *worker.store().before_put.lock() = Some(Box::new(move || {
-        let w2 = Ledger::with_clock(other_store, Config::default(), clock);
-        assert_eq!(w2.recover().expect("w2 recovers").len(), 2);
+        assert_eq!(other.recover().expect("w2 recovers").len(), 2);
     }));
     let mine = worker
         .recover()
