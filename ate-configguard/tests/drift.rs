@@ -12,6 +12,15 @@ fn run(
     overlays: &[&str],
     secret: &[&str],
 ) -> Result<ate_configguard::Report, ate_configguard::InputError> {
+    run_with_defaults(DEFAULTS, base, overlays, secret)
+}
+
+fn run_with_defaults(
+    defaults: &str,
+    base: &str,
+    overlays: &[&str],
+    secret: &[&str],
+) -> Result<ate_configguard::Report, ate_configguard::InputError> {
     let overlays: Vec<Source<'_>> = overlays
         .iter()
         .map(|t| Source {
@@ -22,7 +31,7 @@ fn run(
     let secret: BTreeSet<String> = secret.iter().map(|s| s.to_string()).collect();
     drift(
         Source {
-            text: DEFAULTS,
+            text: defaults,
             name: "defaults.json",
         },
         Source {
@@ -180,30 +189,19 @@ fn secrets_and_bad_input_are_refused() {
     }
     // Defaults that cannot be read as one map of strings: in two documents
     // (which one holds them cannot be told), or with a null value.
-    let with_defaults = |text: &str| {
-        let defaults = Source {
-            text,
-            name: "defaults.yaml",
-        };
-        let base = Source {
-            text: BASE,
-            name: "base.yaml",
-        };
-        drift(defaults, base, &[], &BTreeSet::new())
-            .unwrap_err()
-            .to_string()
-    };
     for (defaults, want) in [
         (
-            "LOG_LEVEL: info\n---\nLOG_LEVEL: debug\n",
-            "defaults.yaml: expected one document, found 2",
+            "{\"LOG_LEVEL\": \"info\"}\n{\"LOG_LEVEL\": \"debug\"}\n",
+            "defaults.json: expected one document, found 2",
         ),
         (
             r#"{"LOG_LEVEL": null}"#,
-            "defaults.yaml: defaults: LOG_LEVEL is null",
+            "defaults.json: defaults: LOG_LEVEL is null",
         ),
     ] {
-        let err = with_defaults(defaults);
+        let err = run_with_defaults(defaults, BASE, &[], &[])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains(want), "{defaults}: {err}");
     }
 }
