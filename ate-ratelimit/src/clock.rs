@@ -311,6 +311,19 @@ mod tests {
     }
 
     #[test]
+    fn a_manual_clock_never_moves_backwards_and_saturates() {
+        let clock = ManualClock::new(Timestamp::from_secs(10));
+        clock.set(Timestamp::from_secs(5));
+        assert_eq!(clock.now(), Timestamp::from_secs(10));
+        clock.set(Timestamp::from_secs(12));
+        assert_eq!(clock.now(), Timestamp::from_secs(12));
+        clock.advance(Duration::MAX);
+        assert_eq!(clock.now(), Timestamp::from_nanos(u64::MAX));
+        clock.advance(Duration::from_nanos(1));
+        assert_eq!(clock.now(), Timestamp::from_nanos(u64::MAX));
+    }
+
+    #[test]
     fn a_new_monotonic_clock_reads_the_headroom_and_moves_forward() {
         let clock = MonotonicClock::new();
         let (a, b) = (clock.now(), clock.now());

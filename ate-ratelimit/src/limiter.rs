@@ -498,7 +498,9 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         self.run(key, None, Mode::Policy)
     }
 
-    /// Checks (and records) an attempt by `key` at `now`.
+    /// Checks (and records) an attempt by `key` at `now`, a time read from
+    /// the same clock by the caller. A time earlier than the key's newest
+    /// recorded attempt is taken as that attempt's time.
     #[inline]
     pub fn check_at<Q>(&self, key: &Q, now: Timestamp) -> Decision
     where

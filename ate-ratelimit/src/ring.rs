@@ -774,5 +774,49 @@ mod tests {
         assert!(matches!(ring, Ring::Inline(_)), "{ring:?}");
         assert_eq!(ring.heap_bytes(), 0);
         assert!(ring.iter().eq([9]));
+
+        // Down to one by a single attempt leaving is calm too.
+        let mut ring = Ring::default();
+        for t in 0..10 {
+            let _ = ring.step(None, 100, t, Record::ALL);
+        }
+        let _ = ring.step(Some(7), 100, 10, Record::NONE);
+        assert!(ring.iter().eq([8, 9]));
+        let _ = ring.step(Some(8), 100, 10, Record::NONE);
+        assert!(matches!(ring, Ring::Inline(_)), "{ring:?}");
+        assert!(ring.iter().eq([9]));
+    }
+
+    /// Growth doubles (so appending stays amortised O(1)), up to the limit.
+    #[test]
+    fn a_ring_grows_by_doubling_up_to_the_limit() {
+        let mut ring = Ring::default();
+        let mut capacities = vec![ring.capacity()];
+        for t in 0..150 {
+            let _ = ring.step(None, 100, t, Record::ALL);
+            if ring.capacity() != *capacities.last().unwrap() {
+                capacities.push(ring.capacity());
+            }
+        }
+        assert_eq!(capacities, [3, 8, 16, 32, 64, 100]);
+        assert_eq!(ring.len(), 100);
+    }
+
+    /// A busy key's ring gives memory back after its burst, one halving
+    /// per check that drops attempts, down to 64 slots.
+    #[test]
+    fn a_ring_shrinks_after_a_burst() {
+        let mut ring = Ring::default();
+        for t in 0..300 {
+            let _ = ring.step(None, 1_000, t, Record::ALL);
+        }
+        assert_eq!(ring.capacity(), 512);
+        let _ = ring.step(Some(290), 1_000, 300, Record::NONE);
+        assert_eq!((ring.len(), ring.capacity()), (9, 256));
+        for (edge, capacity) in [(291, 128), (292, 64), (293, 64)] {
+            let _ = ring.step(Some(edge), 1_000, 300, Record::NONE);
+            assert_eq!(ring.capacity(), capacity, "edge {edge}");
+        }
+        assert!(ring.iter().eq(294..300));
     }
 }

@@ -39,6 +39,11 @@ proptest! {
             let e = exact.check(step.key, now);
             if a.is_allowed() {
                 prop_assert!(e.is_allowed(), "approximate allowed what the exact rule denies");
+                // It counts a superset, this attempt included: never more left.
+                prop_assert!(
+                    a.remaining() <= e.remaining(),
+                    "{} remaining where the exact rule has {}", a.remaining(), e.remaining()
+                );
             } else {
                 // Denied: the exact count over a window W/B longer reaches N.
                 let within = exact.count_within(&step.key, now, q.window() + slack);
@@ -122,10 +127,15 @@ fn seeding_counts_the_trail_whatever_the_policy_and_peek_records_nothing() {
         assert!(l.peek(&"old").is_allowed(), "{policy:?}");
         clock.set(Timestamp::from_secs(26));
         assert!(l.peek(&"a").is_allowed(), "{policy:?}");
-        // Every bucket of "a" and "old" is out of the window by 31 s (the
-        // peeks above do not keep "a" alive).
-        assert_eq!(l.len(), 2);
-        clock.set(Timestamp::from_secs(31));
+        // A peek at a key never seen adds no key.
+        assert!(l.peek(&"never-seen").is_allowed(), "{policy:?}");
+        assert_eq!(l.len(), 2, "{policy:?}");
+        // The newest bucket of "a" (19) counts until bucket 30 starts: the
+        // peeks above do not keep "a" alive, and "old" is long out.
+        clock.set(Timestamp::from_millis(29_999));
+        l.retain_recent();
+        assert_eq!(l.len(), 1, "{policy:?}");
+        clock.set(Timestamp::from_secs(30));
         l.retain_recent();
         assert!(l.is_empty(), "{policy:?}");
     }

@@ -208,6 +208,52 @@ fn memory_per_key_stays_within_the_window() {
     assert!(bytes <= 600, "{bytes} bytes for a 1 rps key");
 }
 
+/// The monotonic clock starts 2^55 ns in (its headroom), far past what a
+/// `u32` offset holds: a busy key (its ring on the heap) keeps its window
+/// whole there.
+#[test]
+fn a_busy_key_keeps_its_window_where_the_monotonic_clock_starts() {
+    let clock = ManualClock::new(Timestamp::from_nanos(
+        MonotonicClock::HEADROOM.as_nanos() as u64
+    ));
+    let l = KeyedLimiter::with_clock(quota(5, 60), clock.clone());
+    for left in (0..5).rev() {
+        assert_eq!(l.check(&1u8), Decision::Allowed { remaining: left });
+        clock.advance(Duration::from_secs(1));
+    }
+    // Attempts at 0, 1, 2, 3 and 4 s, and this denied one at 5 s: the
+    // oldest still counted (1 s) leaves at 61 s.
+    let d = l.check(&1u8);
+    assert_eq!(d.retry_after(), Some(Duration::from_secs(56)), "{d:?}");
+    clock.advance(Duration::from_millis(55_999));
+    assert!(!l.peek(&1u8).is_allowed());
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(l.check(&1u8), Decision::Allowed { remaining: 0 });
+}
+
+/// An attempt at a time earlier than the key's newest is recorded at the
+/// newest (a key's times never go backwards), so it keeps the key in the
+/// table as long as the newest does.
+#[test]
+fn an_earlier_time_for_a_key_is_recorded_at_its_newest() {
+    let l = KeyedLimiter::with_clock(quota(5, 10), ManualClock::default());
+    let at = Timestamp::from_millis;
+    for ms in [1_000, 2_000, 3_000, 8_000] {
+        assert!(l.check_at(&1u8, at(ms)).is_allowed());
+    }
+    assert_eq!(
+        l.check_at(&1u8, at(3_000)),
+        Decision::Allowed { remaining: 0 }
+    );
+    // At 13.5 s both attempts recorded at 8 s still count.
+    l.retain_recent_at(at(13_500));
+    assert_eq!(l.len(), 1);
+    assert_eq!(
+        l.check_at(&1u8, at(13_500)),
+        Decision::Allowed { remaining: 2 }
+    );
+}
+
 /// Threads hammer shared keys inside each step of a stepping clock (see
 /// [`common::stepped`]). Any N+1 allowed attempts per key span at least W.
 #[test]
