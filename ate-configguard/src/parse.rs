@@ -875,6 +875,8 @@ mod tests {
             ("1e-7", "1e-07"),
             ("0.000123", "0.000123"),
             ("123456.7", "123456.7"),
+            ("999999", "999999"),
+            ("1e6", "1e+06"),
             ("1e21", "1e+21"),
             ("3.14159265358979", "3.1415927"),
             ("-0.0", "-0"),
@@ -927,12 +929,12 @@ mod tests {
         // `encryptedData` holds ciphertexts. Neither was readable before
         // (a data field had to be a map), and no value survives.
         let text = "kind: ExternalSecret\nspec:\n  data:\n  - secretKey: password\n    \
-            remoteRef: {key: prod/db, property: password}\n  - plain-item\n---\n\
+            remoteRef: {key: prod/db, property: password}\n  - plain-item\n  - [nested-item]\n---\n\
             kind: SealedSecret\nspec:\n  encryptedData: {token: AgBy3i4OJSWK}\n---\n\
             kind: Other\ndata: hunter2\n";
         let docs = documents(text, "x.yaml").unwrap();
         let debug = format!("{docs:?}");
-        for value in ["prod/db", "AgBy3i4", "hunter2", "plain-item"] {
+        for value in ["prod/db", "AgBy3i4", "hunter2", "plain-item", "nested-item"] {
             assert!(!debug.contains(value), "{value} in {debug}");
         }
         let data = docs[0].get("spec").unwrap().get("data").unwrap();
@@ -940,6 +942,7 @@ mod tests {
             data.get(DATA_LIST),
             Some(&Node::Seq(vec![
                 Node::Map(vec![("secretKey".into(), Node::String("password".into()))]),
+                Node::Null,
                 Node::Null
             ]))
         );
@@ -985,6 +988,40 @@ metadata:
         assert!(documents("a:\n  b: 1\n  b: 2\n", "x.yaml").is_err());
         assert!(documents(r#"{"a": {"b": 1, "b": 2}}"#, "x.json").is_err());
         assert!(documents("data:\n  k: 1\n  k: 2\n", "x.yaml").is_err());
+        // Inside an ExternalSecret's data item, and among annotations
+        // (whose values are otherwise skipped unread). Only JSON reaches
+        // these checks: YAML's parser refuses a duplicate itself.
+        for text in [
+            r#"{"kind": "ExternalSecret", "spec": {"data": [{"secretKey": "a", "secretKey": "b"}]}}"#,
+            r#"{"metadata": {"annotations": {"note": "a", "note": "b"}}}"#,
+        ] {
+            let err = documents(text, "x.json").unwrap_err().to_string();
+            assert!(err.contains("duplicate key"), "{err}");
+        }
+    }
+
+    #[test]
+    fn integer_keys_are_their_decimal_digits() {
+        let docs = documents("data:\n  -5: x\n  7: x\nspec:\n  -5: z\n", "x.yaml").unwrap();
+        assert_eq!(
+            docs[0].get("data"),
+            Some(&Node::Seq(vec![
+                Node::String("-5".into()),
+                Node::String("7".into())
+            ]))
+        );
+        assert!(docs[0].get("spec").unwrap().get("-5").is_some());
+    }
+
+    #[test]
+    fn null_documents_are_no_documents_and_non_finite_numbers_are_refused() {
+        let docs = documents("a: 1\n---\n~\n---\nnull\n---\nb: 2\n", "x.yaml").unwrap();
+        assert_eq!(docs.len(), 2);
+        // `kubectl apply` cannot send `.inf` (JSON has no such number).
+        let err = documents("spec:\n  replicas: .inf\n", "x.yaml").unwrap_err();
+        assert!(err.to_string().contains("non-finite"), "{err}");
+        // A data value of `.inf` is "a number", named by the loader.
+        assert!(documents("data:\n  k: .inf\n", "x.yaml").is_ok());
     }
 
     #[test]
@@ -1039,5 +1076,12 @@ metadata:
             "invalid type: string \"…\", expected u64"
         );
         assert_eq!(redact("duplicate key `name`"), "duplicate key `name`");
+        // An unclosed span, a second line, a long line: none can echo input.
+        assert_eq!(redact("duplicate key `s3cr3t"), "duplicate key `…");
+        assert_eq!(redact("bad value\nfound s3cr3t"), "bad value");
+        let long = format!("found {}", "x".repeat(300));
+        let capped = redact(&long);
+        assert_eq!(capped.chars().count(), 161);
+        assert!(capped.ends_with('…'));
     }
 }

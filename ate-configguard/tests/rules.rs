@@ -1418,6 +1418,10 @@ fn the_secret_an_external_secret_makes_holds_the_keys_its_manifest_names() {
     // Another target name, a template's keys (with or without merging).
     let named = format!("  target: {{name: api}}\n{data}");
     assert!(run(NOTHING, &docs(&[&external("api-source", &named), &web])).is_safe());
+    // An empty target name is none: the operator names the Secret after
+    // the ExternalSecret.
+    let unnamed = format!("  target: {{name: \"\"}}\n{data}");
+    assert!(run(NOTHING, &docs(&[&external("api", &unnamed), &web])).is_safe());
     let templated = format!("  target:\n    template:\n      data: {{other: x}}\n{data}");
     assert!(!run(NOTHING, &docs(&[&external("api", &templated), &web])).is_safe());
     let merged = templated.replace(
@@ -1486,6 +1490,20 @@ fn a_cluster_external_secret_stands_for_the_secret_in_each_namespace_it_lists() 
         ]
     );
     assert!(!format!("{read:?}").contains("prod/api"));
+    // An empty externalSecretName is none: the ExternalSecrets, and so
+    // their Secrets, take the ClusterExternalSecret's name.
+    let unnamed = load(&listed.replace("externalSecretName: api", "externalSecretName: \"\""));
+    assert_eq!(
+        unnamed
+            .objects
+            .iter()
+            .map(|o| o.id.to_string())
+            .collect::<Vec<_>>(),
+        [
+            "Secret/shop/api-everywhere",
+            "Secret/billing/api-everywhere"
+        ]
+    );
     // A namespace it does not list, or one only a selector picks (the
     // namespaces' labels are not in the input): not made.
     let report = run(NOTHING, &docs(&[&listed, &web_in("other")]));

@@ -249,6 +249,14 @@ fn an_unknown_kind_whose_containers_read_config_without_a_pod_template_is_not_pa
     // workload (a cert-manager Certificate names the Secret it writes).
     let cert = "apiVersion: cert-manager.io/v1\nkind: Certificate\nmetadata: { name: c }\nspec: { secretName: web-tls, dnsNames: [ a.example ] }\n";
     assert!(load(cert).workloads.is_empty());
+    // Nor is one whose `containers` field is no list (a count, a map): a
+    // pod template's containers are a list.
+    for containers in ["3", "{ max: 3 }"] {
+        let pool = format!(
+            "apiVersion: example.com/v1\nkind: Pool\nmetadata: {{ name: p }}\nspec: {{ containers: {containers} }}\n"
+        );
+        assert!(load(&pool).workloads.is_empty(), "{containers}");
+    }
 }
 
 #[test]
