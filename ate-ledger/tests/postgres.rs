@@ -403,6 +403,15 @@ fn a_corrupt_record_is_an_error_never_another_state() {
         "UPDATE ate_ledger_records SET version = version + 5 WHERE id = 'b'",
     );
     assert!(matches!(store.get(&b), Err(Error::Corrupt { .. })));
+    // So is an `open` column that disagrees: a closed row kept as open
+    // would never be purged, an open one marked closed could be.
+    let d = Key::new("t", "d");
+    let _ = ledger.begin(&d, &fp(), "w").unwrap();
+    sql(
+        &url,
+        "UPDATE ate_ledger_records SET open = false WHERE id = 'd'",
+    );
+    assert!(matches!(store.get(&d), Err(Error::Corrupt { .. })));
     // A record stored under another key.
     sql(
         &url,
