@@ -356,6 +356,11 @@ mod tests {
         let chunked = b"HTTP/1.1 403 Forbidden\r\ntransfer-encoding: Chunked\r\n\r\n4\r\nno, \r\n5;x=y\r\nnever\r\n0\r\n\r\n";
         assert_eq!(parse_answer(chunked), Some((403, "no, never".into())));
         assert_eq!(parse_answer(b"SSH-2.0-OpenSSH\r\n\r\n"), None);
+        assert_eq!(parse_answer(b"ICY 200 OK\r\n\r\n"), None, "not HTTP/1.x");
+        // Chunked after another coding; a body's trailing newline dropped.
+        let gzip_then_chunked =
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n3\r\nok\n\r\n0\r\n\r\n";
+        assert_eq!(parse_answer(gzip_then_chunked), Some((200, "ok".into())));
         assert_eq!(parse_answer(b"HTTP/1.1 200 OK\r\n"), None, "no end of head");
         assert_eq!(
             parse_answer(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n"),

@@ -183,6 +183,63 @@ fn an_answer_is_read_to_its_length_even_if_the_server_keeps_the_connection() {
 }
 
 #[test]
+fn an_answer_without_an_end_is_read_to_64_kib_not_waited_on() {
+    // No length, no chunking, and the connection held open after 100 KiB:
+    // the request stops reading at 64 KiB instead of waiting for a close.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut buf = [0u8; 1024];
+        let _ = s.read(&mut buf).unwrap();
+        s.write_all(b"HTTP/1.1 200 OK\r\n\r\n").unwrap();
+        s.write_all(&[b'x'; 100 * 1024]).unwrap();
+        // Until the client hangs up.
+        while s.read(&mut buf).is_ok_and(|n| n > 0) {}
+    });
+    let reply = DrainRequest::new(port).send().unwrap();
+    assert_eq!(reply.status, 200);
+    assert!(reply.body.len() < 64 * 1024, "{}", reply.body.len());
+    server.join().unwrap();
+}
+
+#[test]
+fn any_2xx_answer_is_a_success() {
+    let (port, _server) = serve_once(
+        "127.0.0.1:0",
+        "HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n",
+    );
+    let reply = DrainRequest::new(port).send().unwrap();
+    assert_eq!((reply.status, reply.body.as_str()), (202, ""));
+}
+
+#[test]
+fn a_refusal_quotes_at_most_1024_characters_of_what_it_said() {
+    let body = "é".repeat(5_000);
+    let answer = format!(
+        "HTTP/1.1 500 Internal Server Error\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let (port, _server) = serve_once("127.0.0.1:0", Box::leak(answer.into_boxed_str()));
+    match DrainRequest::new(port).send().unwrap_err() {
+        PreStopError::Refused { status, body, .. } => {
+            assert_eq!(status, 500);
+            assert_eq!(body, "é".repeat(1024));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_zero_timeout_is_taken_as_one_millisecond() {
+    // A zero timeout is an error to every std socket call that takes one.
+    assert_eq!(
+        DrainRequest::new(8080).timeout(Duration::ZERO),
+        DrainRequest::new(8080).timeout(Duration::from_millis(1))
+    );
+}
+
+#[test]
 fn a_path_that_is_not_a_request_target_is_refused_before_anything_is_sent() {
     // A listener that would accept: nothing may reach it.
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
