@@ -152,3 +152,21 @@ pub fn listen_error(listen: std::net::SocketAddr, e: std::io::Error) -> std::io:
     };
     std::io::Error::new(e.kind(), format!("cannot listen on {listen}: {e}{hint}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_drain_hook_defaults_to_the_services_own_port_and_a_15_second_sleep() {
+        let serve = Args::try_parse_from(["axum-service"]).unwrap();
+        let drain = Args::try_parse_from(["axum-service", "drain"]).unwrap();
+        match drain.command {
+            Some(Command::Drain { port, sleep }) => {
+                assert_eq!(port, serve.listen.port());
+                assert_eq!(sleep, 15);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -127,3 +127,61 @@ async fn a_close_from_the_client_is_answered_with_its_own_code() {
         s.wait_for_metric("ate_in_flight 0").await;
     }
 }
+
+/// RFC 6455 7.1.1: the server closes the TCP connection once the closing
+/// handshake is done. The Axum service, having sent its own close frame,
+/// waits (up to `CLOSE_HANDSHAKE`, 500 ms) for the client's answer instead
+/// of hanging up with that answer still to come. Read with a raw socket,
+/// since a WebSocket client hides when the connection ended.
+#[tokio::test]
+async fn axum_waits_for_the_answer_to_its_own_close_frame() {
+    use std::time::{Duration, Instant};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let s = Service::start(SERVICES[0], &[]);
+    client()
+        .post(s.url("/__internal/drain"))
+        .send()
+        .await
+        .unwrap();
+    let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", s.port))
+        .await
+        .unwrap();
+    tcp.write_all(
+        b"GET /ws HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    // The 101 head, then the server's close frame: FIN + close, payload
+    // 1001 and a reason.
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    let frame_at = loop {
+        let n = tcp.read(&mut buf).await.unwrap();
+        assert!(n > 0, "closed before the close frame: {got:?}");
+        got.extend_from_slice(&buf[..n]);
+        if let Some(head) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+            let frame = &got[head + 4..];
+            if frame.len() >= 2 && frame.len() >= 2 + usize::from(frame[1] & 0x7f) {
+                break head + 4;
+            }
+        }
+    };
+    let sent_close = Instant::now();
+    assert!(got.starts_with(b"HTTP/1.1 101"), "{got:?}");
+    assert_eq!(got[frame_at], 0x88, "a close frame");
+    assert_eq!(&got[frame_at + 2..frame_at + 4], &1001u16.to_be_bytes());
+    // No answer from this client: the connection stays open for the
+    // handshake's bound, then the server hangs up.
+    let n = tokio::time::timeout(Duration::from_secs(5), tcp.read(&mut buf))
+        .await
+        .expect("the server never hung up")
+        .unwrap_or(0);
+    let waited = sent_close.elapsed();
+    assert_eq!(n, 0, "nothing after the close frame");
+    assert!(
+        waited >= Duration::from_millis(250),
+        "hung up {waited:?} after its close frame, without waiting for the answer"
+    );
+}
