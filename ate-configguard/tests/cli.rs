@@ -206,6 +206,20 @@ fn directories_and_inventory_round_trip() {
         "{}",
         all_output(&out)
     );
+    // So is one with a field this version does not know (a newer tool's,
+    // or a typo): not read as if the field were not there.
+    let mut doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&inv_path).unwrap()).unwrap();
+    doc["objets"] = serde_json::json!([]);
+    let odd = dir.path().join("odd-inventory.json");
+    std::fs::write(&odd, doc.to_string()).unwrap();
+    let out = check(odd.to_str().unwrap(), &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", all_output(&out));
+    assert!(
+        all_output(&out).contains("not an inventory"),
+        "{}",
+        all_output(&out)
+    );
 }
 
 #[test]

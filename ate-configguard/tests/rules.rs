@@ -252,6 +252,11 @@ fn proposed_workloads_must_resolve_too() {
         report.failures[0].side,
         Some(ate_configguard::Side::Proposed)
     );
+    let text = report.to_text();
+    assert!(
+        text.starts_with("FAIL [missing-key] Deployment/default/web (proposed) container app"),
+        "{text}"
+    );
     assert!(
         !report.failures[0].message.contains("a key of this name"),
         "{}",
@@ -890,6 +895,15 @@ fn manifests_without_a_namespace_must_meet_the_other_state_whichever_side_they_a
         found.contains("Deployment web is there, but the current state holds it only in prod"),
         "{found:?}"
     );
+    // A render big enough to be loaded in parallel chunks (over 512
+    // documents) counts every manifest without a namespace.
+    let many: Vec<String> = (0..600).map(|i| cm(&format!("cfg-{i}"), &["A"])).collect();
+    let many = load(&many.join("\n---\n"));
+    assert_eq!(many.unplaced, 600);
+    let found = unplaced_namespace(&load(&in_prod(cm("cfg-0", &["A"]))), &many, "default")
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(found.contains("--namespace prod"), "{found:?}");
     // Both in one namespace: they meet.
     assert!(
         unplaced_namespace(

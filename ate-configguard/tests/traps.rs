@@ -653,6 +653,9 @@ fn a_namespace_or_config_object_name_the_api_server_refuses_is_an_input_error() 
         );
     }
     assert!(parse_object_id("configmap/prod/app.v2").is_ok());
+    // kubectl's short name for a ConfigMap, in any case.
+    let short = parse_object_id("CM/prod/app").unwrap();
+    assert_eq!(short, parse_object_id("ConfigMap/prod/app").unwrap());
     // Typed objects too.
     let mut typed = k8s_openapi::api::core::v1::ConfigMap::default();
     typed.metadata.name = Some("Bad_Name".into());
