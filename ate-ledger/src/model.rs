@@ -223,3 +223,95 @@ impl Record {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Changes a valid record into one that breaks an invariant.
+    type Break = fn(&mut Record);
+
+    fn at(secs: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(secs, 0).unwrap()
+    }
+
+    /// A valid in-flight record: one open try, under a lease.
+    fn in_flight() -> Record {
+        let key = Key::new("s", "k");
+        Record {
+            key: key.clone(),
+            fingerprint: Fingerprint("f".into()),
+            state: State::InFlight,
+            version: 1,
+            lease: Some(Lease {
+                key,
+                owner: "w".into(),
+                expires_at: at(30),
+                token: 1,
+                try_id: 1,
+            }),
+            tries: vec![Try {
+                id: 1,
+                started_at: at(0),
+                dispatched_at: None,
+                closed: None,
+            }],
+            created_at: at(0),
+            ended_at: None,
+        }
+    }
+
+    /// Every broken invariant is named: a store that reads such a record
+    /// reports it corrupt instead of acting on it.
+    #[test]
+    fn each_broken_invariant_is_an_error_naming_it() {
+        assert_eq!(in_flight().check_invariants(), Ok(()));
+        let cases: [(&str, Break); 6] = [
+            ("2 open tries", |r| {
+                let mut second = r.tries[0].clone();
+                second.id = 2;
+                r.tries.push(second);
+            }),
+            ("in flight with no open try", |r| {
+                r.tries[0].closed = Some((at(1), TryOutcome::Succeeded));
+            }),
+            ("in flight with no lease", |r| r.lease = None),
+            ("succeeded with an open try", |r| {
+                r.state = State::Succeeded {
+                    outcome: "ok".into(),
+                };
+                r.lease = None;
+            }),
+            ("no tries", |r| {
+                r.state = State::FailedPreProvider { reason: "x".into() };
+                r.lease = None;
+                r.tries.clear();
+            }),
+            ("try 1 dispatched but closed pre-provider", |r| {
+                r.state = State::FailedPreProvider { reason: "x".into() };
+                r.lease = None;
+                r.tries[0].dispatched_at = Some(at(0));
+                r.tries[0].closed = Some((at(1), TryOutcome::PreProviderFailure));
+            }),
+        ];
+        for (expected, break_it) in cases {
+            let mut r = in_flight();
+            break_it(&mut r);
+            assert_eq!(r.check_invariants(), Err(expected.to_owned()));
+        }
+    }
+
+    /// Purging keeps a record that ended exactly at the cutoff: "before"
+    /// is strict.
+    #[test]
+    fn ended_before_is_strict_and_only_for_closed_records() {
+        let mut r = in_flight();
+        r.ended_at = Some(at(100));
+        assert!(!r.ended_before(at(200)), "an open record never ended");
+        r.state = State::Succeeded {
+            outcome: "ok".into(),
+        };
+        assert!(!r.ended_before(at(100)));
+        assert!(r.ended_before(at(100) + chrono::TimeDelta::nanoseconds(1)));
+    }
+}
