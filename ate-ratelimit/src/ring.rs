@@ -762,12 +762,18 @@ mod tests {
         assert_eq!(line.len(), 10);
     }
 
+    /// A ring for `limit` holding attempts at 0, 1, ..., `n - 1`.
+    fn filled(limit: u32, n: u32) -> Ring {
+        let mut ring = Ring::default();
+        for t in 0..n {
+            let _ = ring.step(None, limit, t, Record::ALL);
+        }
+        ring
+    }
+
     #[test]
     fn a_calm_key_goes_back_inline() {
-        let mut ring = Ring::default();
-        for t in 0..10 {
-            let _ = ring.step(None, 100, t, Record::ALL);
-        }
+        let mut ring = filled(100, 10);
         assert!(matches!(ring, Ring::Heap(_)));
         assert!(ring.heap_bytes() > 0);
         let _ = ring.step(Some(8), 100, 10, Record::NONE);
@@ -776,10 +782,7 @@ mod tests {
         assert!(ring.iter().eq([9]));
 
         // Down to one by a single attempt leaving is calm too.
-        let mut ring = Ring::default();
-        for t in 0..10 {
-            let _ = ring.step(None, 100, t, Record::ALL);
-        }
+        let mut ring = filled(100, 10);
         let _ = ring.step(Some(7), 100, 10, Record::NONE);
         assert!(ring.iter().eq([8, 9]));
         let _ = ring.step(Some(8), 100, 10, Record::NONE);
@@ -806,10 +809,7 @@ mod tests {
     /// per check that drops attempts, down to 64 slots.
     #[test]
     fn a_ring_shrinks_after_a_burst() {
-        let mut ring = Ring::default();
-        for t in 0..300 {
-            let _ = ring.step(None, 1_000, t, Record::ALL);
-        }
+        let mut ring = filled(1_000, 300);
         assert_eq!(ring.capacity(), 512);
         let _ = ring.step(Some(290), 1_000, 300, Record::NONE);
         assert_eq!((ring.len(), ring.capacity()), (9, 256));

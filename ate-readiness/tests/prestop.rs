@@ -158,20 +158,26 @@ fn the_hook_sleeps_whatever_happened_and_exits_1_on_failure() {
     );
 }
 
-#[test]
-fn an_answer_is_read_to_its_length_even_if_the_server_keeps_the_connection() {
-    // Ignores `Connection: close` and holds the connection open after
-    // answering: the answer's length says it is whole.
+/// A one-shot server that reads the request, answers `answer`, and then
+/// holds the connection open (ignoring `Connection: close`) until the
+/// client hangs up.
+fn serve_and_hold(answer: Vec<u8>) -> (u16, JoinHandle<()>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let _server = std::thread::spawn(move || {
+    let server = std::thread::spawn(move || {
         let (mut s, _) = listener.accept().unwrap();
         let mut buf = [0u8; 1024];
         let _ = s.read(&mut buf).unwrap();
-        s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
-            .unwrap();
-        std::thread::sleep(Duration::from_secs(5));
+        s.write_all(&answer).unwrap();
+        while s.read(&mut buf).is_ok_and(|n| n > 0) {}
     });
+    (port, server)
+}
+
+#[test]
+fn an_answer_is_read_to_its_length_even_if_the_server_keeps_the_connection() {
+    // The answer's length says it is whole.
+    let (port, server) = serve_and_hold(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}".to_vec());
     let start = Instant::now();
     let reply = DrainRequest::new(port).send().unwrap();
     assert_eq!(reply.body, "{}");
@@ -180,23 +186,16 @@ fn an_answer_is_read_to_its_length_even_if_the_server_keeps_the_connection() {
         "{:?}",
         start.elapsed()
     );
+    server.join().unwrap();
 }
 
 #[test]
 fn an_answer_without_an_end_is_read_to_64_kib_not_waited_on() {
-    // No length, no chunking, and the connection held open after 100 KiB:
-    // the request stops reading at 64 KiB instead of waiting for a close.
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let server = std::thread::spawn(move || {
-        let (mut s, _) = listener.accept().unwrap();
-        let mut buf = [0u8; 1024];
-        let _ = s.read(&mut buf).unwrap();
-        s.write_all(b"HTTP/1.1 200 OK\r\n\r\n").unwrap();
-        s.write_all(&[b'x'; 100 * 1024]).unwrap();
-        // Until the client hangs up.
-        while s.read(&mut buf).is_ok_and(|n| n > 0) {}
-    });
+    // No length, no chunking, 100 KiB: the request stops reading at 64 KiB
+    // instead of waiting for a close.
+    let mut answer = b"HTTP/1.1 200 OK\r\n\r\n".to_vec();
+    answer.resize(answer.len() + 100 * 1024, b'x');
+    let (port, server) = serve_and_hold(answer);
     let reply = DrainRequest::new(port).send().unwrap();
     assert_eq!(reply.status, 200);
     assert!(reply.body.len() < 64 * 1024, "{}", reply.body.len());
