@@ -258,6 +258,12 @@ fn proposed_workloads_must_resolve_too() {
         "{text}"
     );
     assert!(
+        text.ends_with(
+            "\nUNSAFE: 1 failure(s), 0 warning(s); 1 workload(s), 1 reference(s) checked\n"
+        ),
+        "{text}"
+    );
+    assert!(
         !report.failures[0].message.contains("a key of this name"),
         "{}",
         report.failures[0].message
@@ -302,6 +308,22 @@ fn a_reference_to_an_object_without_the_key_names_the_object_that_has_it() {
         "the key exists in neither the current nor the proposed object; a key of this \
          name is in ConfigMap/default/cfg, which this reference does not name"
     );
+    // The object is in both states and never had the key, which four
+    // others hold: named in order.
+    let mut both = vec![cm("cfg", &["OTHER"]), deployment("web", KEYREF)];
+    both.extend(["d", "b", "c", "a"].map(|n| cm(&format!("cfg-{n}"), &["DB_HOST"])));
+    let both = both.join("\n---\n");
+    let report = run(&both, &both);
+    assert_eq!(report.failures.len(), 2, "{}", report.to_text());
+    for f in &report.failures {
+        assert_eq!(
+            f.message,
+            "the key exists in neither the current nor the proposed object; a key of this \
+             name is in ConfigMap/default/cfg-a, ConfigMap/default/cfg-b, \
+             ConfigMap/default/cfg-c, ConfigMap/default/cfg-d, which this reference does not \
+             name"
+        );
+    }
 }
 
 #[test]

@@ -814,6 +814,15 @@ fn an_unquoted_key_that_yaml_reads_as_a_boolean_or_a_number_is_the_key_kubectl_m
             f.message
         );
     }
+    // No hint where the object holds no such key either.
+    let plain = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata:\n  N2: b\n";
+    let state = format!("{plain}---\n{workload}");
+    let report = run(&state, &state);
+    assert_eq!(report.failures.len(), 2, "{report:?}");
+    assert!(
+        report.failures.iter().all(|f| !f.message.contains("quote")),
+        "{report:?}"
+    );
     // Two spellings of one key are one key twice.
     let twice =
         "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData:\n  yes: a\n  true: b\n";
