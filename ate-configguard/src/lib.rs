@@ -122,7 +122,9 @@ pub use check::{
     CONTROL_PLANE_OBJECTS, CheckInput, Deletion, Report, check, inventory, parse_object_id,
 };
 pub use drift::{Source, drift};
-pub use load::{LoadOptions, load_paths, load_str, pod_references, unplaced_namespace};
+pub use load::{
+    LoadOptions, decode_text, load_paths, load_str, pod_references, unplaced_namespace,
+};
 pub use model::{
     ConfigKind, ConfigObject, Finding, Hook, HookPhase, Inventory, Manifests, ObjectId,
     PULL_SECRET_KEYS, Reference, ServiceAccount, Severity, Side, Workload, WorkloadId,

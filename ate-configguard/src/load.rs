@@ -16,7 +16,7 @@ use crate::model::{
     ConfigKind, ConfigObject, Finding, Hook, HookPhase, Manifests, ObjectId, PULL_SECRET_TYPES,
     Reference, ServiceAccount, Severity, Workload, WorkloadId,
 };
-use crate::parse::{DATA_LIST, NOT_A_STRING, Node, documents};
+use crate::parse::{DATA_LIST, NOT_A_STRING, Node, documents, without_bom};
 
 /// How to read manifests.
 #[derive(Debug, Clone)]
@@ -74,14 +74,97 @@ pub fn load_paths(paths: &[PathBuf], options: &LoadOptions) -> Result<Manifests,
     }
     let mut out = Manifests::default();
     for file in files {
-        let text = std::fs::read_to_string(&file).map_err(|e| InputError::Io {
-            path: file.display().to_string(),
+        let name = file.display().to_string();
+        let bytes = std::fs::read(&file).map_err(|e| InputError::Io {
+            path: name.clone(),
             message: e.to_string(),
         })?;
-        load_str_into(&text, &file.display().to_string(), options, &mut out)?;
+        load_str_into(&decode_text(bytes, &name)?, &name, options, &mut out)?;
     }
     settle(&mut out);
     Ok(out)
+}
+
+/// A file's bytes as text, read as kubectl reads manifests: UTF-8, with or
+/// without a byte-order mark, or UTF-16 (little- or big-endian) with one,
+/// which is what Windows PowerShell 5.1 writes for `kubectl get ... > file`.
+/// The byte-order mark is dropped. `source` names the file in errors.
+///
+/// ```
+/// use ate_configguard::decode_text;
+///
+/// let utf16: Vec<u8> = [0xFF, 0xFE]
+///     .into_iter()
+///     .chain("kind: List\n".encode_utf16().flat_map(u16::to_le_bytes))
+///     .collect();
+/// assert_eq!(decode_text(utf16, "live.yaml")?, "kind: List\n");
+/// assert_eq!(decode_text(b"\xEF\xBB\xBFkind: List\n".to_vec(), "live.yaml")?, "kind: List\n");
+/// assert!(decode_text(vec![b'a', 0xFF], "live.yaml").is_err());
+/// # Ok::<(), ate_configguard::InputError>(())
+/// ```
+///
+/// # Errors
+///
+/// [`InputError::Io`] naming `source` and the byte where the text stops
+/// being UTF-8 (or UTF-16), and for UTF-32, which kubectl does not read
+/// either.
+pub fn decode_text(bytes: Vec<u8>, source: &str) -> Result<String, InputError> {
+    let fail = |message: String| InputError::Io {
+        path: source.to_owned(),
+        message,
+    };
+    let utf16 = |body: &[u8], from: fn([u8; 2]) -> u16, order: &str| {
+        if body.len() % 2 == 1 {
+            return Err(fail(format!(
+                "UTF-16 {order} text (by its byte-order mark) with an odd number of bytes, {}: \
+                 cut short",
+                body.len() + 2
+            )));
+        }
+        let units = body.chunks_exact(2).map(|p| from([p[0], p[1]]));
+        let mut text = String::with_capacity(body.len() / 2);
+        for (i, c) in char::decode_utf16(units).enumerate() {
+            match c {
+                Ok(c) => text.push(c),
+                Err(e) => {
+                    return Err(fail(format!(
+                        "UTF-16 {order} text (by its byte-order mark) with an unpaired \
+                         surrogate 0x{:04X} at byte {}",
+                        e.unpaired_surrogate(),
+                        2 + 2 * i
+                    )));
+                }
+            }
+        }
+        Ok(text)
+    };
+    match bytes.as_slice() {
+        [0xFF, 0xFE, 0, 0, ..] | [0, 0, 0xFE, 0xFF, ..] => Err(fail(
+            "UTF-32 text (by its byte-order mark), which neither kubectl nor this tool reads: \
+             save it as UTF-8"
+                .into(),
+        )),
+        [0xFF, 0xFE, body @ ..] => utf16(body, u16::from_le_bytes, "little-endian"),
+        [0xFE, 0xFF, body @ ..] => utf16(body, u16::from_be_bytes, "big-endian"),
+        _ => {
+            let skip = if bytes.starts_with(b"\xEF\xBB\xBF") {
+                3
+            } else {
+                0
+            };
+            let mut bytes = bytes;
+            bytes.drain(..skip);
+            String::from_utf8(bytes).map_err(|e| {
+                let at = e.utf8_error().valid_up_to();
+                let byte = e.as_bytes().get(at).copied().unwrap_or_default();
+                fail(format!(
+                    "not UTF-8 text: byte 0x{byte:02X} at byte {} is not part of a UTF-8 \
+                     character (UTF-16 is read only with a byte-order mark); save it as UTF-8",
+                    at + skip
+                ))
+            })
+        }
+    }
 }
 
 /// The real paths (links resolved) of the files and directories already
@@ -210,7 +293,7 @@ fn load_docs_into(
     out: &mut Manifests,
 ) -> Result<(), InputError> {
     let mut docs = documents(text, source)?;
-    if docs.is_empty() && !text.trim_start().starts_with('[') {
+    if docs.is_empty() && !without_bom(text).trim_start().starts_with('[') {
         return Err(bad(
             source,
             format!(

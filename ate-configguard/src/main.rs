@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use ate_configguard::{
     CheckInput, Deletion, InputError, Inventory, LoadOptions, Manifests, Report, Source, check,
-    drift, inventory, load_paths, load_str, parse_object_id, unplaced_namespace,
+    decode_text, drift, inventory, load_paths, load_str, parse_object_id, unplaced_namespace,
 };
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -124,14 +124,14 @@ impl Stdin {
                 message: "standard input can be read once; give `-` to one option only".into(),
             });
         }
-        let mut text = String::new();
+        let mut bytes = Vec::new();
         std::io::stdin()
-            .read_to_string(&mut text)
+            .read_to_end(&mut bytes)
             .map_err(|e| InputError::Io {
                 path: STDIN_NAME.into(),
                 message: e.to_string(),
             })?;
-        Ok(text)
+        decode_text(bytes, STDIN_NAME)
     }
 }
 
@@ -140,10 +140,12 @@ fn read(path: &Path, stdin: &mut Stdin) -> Result<String, InputError> {
     if path.as_os_str() == STDIN {
         return stdin.read();
     }
-    std::fs::read_to_string(path).map_err(|e| InputError::Io {
-        path: path.display().to_string(),
+    let name = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| InputError::Io {
+        path: name.clone(),
         message: e.to_string(),
-    })
+    })?;
+    decode_text(bytes, &name)
 }
 
 /// `load_paths`, with `-` read from standard input.

@@ -661,7 +661,14 @@ pub(crate) fn documents_with_values(text: &str, source: &str) -> Result<Vec<Node
     parse_documents::<Full>(text, source)
 }
 
+/// `text` without a leading byte-order mark (U+FEFF), which YAML allows and
+/// kubectl skips, in JSON too.
+pub(crate) fn without_bom(text: &str) -> &str {
+    text.strip_prefix('\u{feff}').unwrap_or(text)
+}
+
 fn parse_documents<W: Wrapped>(text: &str, source: &str) -> Result<Vec<Node>, InputError> {
+    let text = without_bom(text);
     let trimmed = text.trim_start();
     if source.ends_with(".json") {
         return json_documents::<W>(text, source);

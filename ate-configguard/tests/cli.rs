@@ -471,7 +471,7 @@ fn a_kustomization_is_unusable_input_not_an_empty_state() {
 }
 
 /// Runs the binary with `input` on its standard input.
-fn piped(args: &[&str], input: &str) -> Output {
+fn piped(args: &[&str], input: impl AsRef<[u8]>) -> Output {
     use std::io::Write;
     let mut child = bin()
         .args(args)
@@ -481,7 +481,7 @@ fn piped(args: &[&str], input: &str) -> Output {
         .spawn()
         .unwrap();
     // A run that fails before reading may close its end first.
-    let _ = child.stdin.take().unwrap().write_all(input.as_bytes());
+    let _ = child.stdin.take().unwrap().write_all(input.as_ref());
     child.wait_with_output().unwrap()
 }
 
@@ -520,6 +520,137 @@ fn a_dash_reads_standard_input_once_and_an_empty_pipe_is_unusable_input() {
         "{}",
         all_output(&run)
     );
+}
+
+fn utf16le(text: &str) -> Vec<u8> {
+    [0xFF, 0xFE]
+        .into_iter()
+        .chain(text.encode_utf16().flat_map(u16::to_le_bytes))
+        .collect()
+}
+
+#[test]
+fn utf16_files_and_byte_order_marks_are_read_as_kubectl_reads_them() {
+    // Windows PowerShell 5.1 writes `kubectl get ... -o yaml > live.yaml`
+    // as UTF-16 with a byte-order mark, and its editors put a UTF-8 one
+    // before JSON; kubectl reads both.
+    let dir = tempfile::tempdir().unwrap();
+    let live = std::fs::read_to_string(current(dir.path())).unwrap();
+    let removed = write(
+        dir.path(),
+        "p.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: { name: cfg }\ndata: { DB_HOST: x }\n",
+    );
+    let unsafe_with = |current: &str| {
+        let run = bin()
+            .args(["check", "--current", current, "--proposed", &removed])
+            .output()
+            .unwrap();
+        assert_eq!(run.status.code(), Some(1), "{}", all_output(&run));
+        assert!(all_output(&run).contains("REDIS"), "{}", all_output(&run));
+    };
+    let utf16_file = dir.path().join("live-utf16.yaml");
+    std::fs::write(&utf16_file, utf16le(&live)).unwrap();
+    unsafe_with(&utf16_file.display().to_string());
+    let json = serde_json::json!([
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"}, "data": {"DB_HOST": "a", "REDIS": "b"}},
+        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}, "spec": {"template": {"spec": {"containers": [
+            {"name": "app", "image": "app", "envFrom": [{"configMapRef": {"name": "cfg"}}]}
+        ]}}}}
+    ])
+    .to_string();
+    let bom_json = write(dir.path(), "live.json", &format!("\u{feff}{json}"));
+    unsafe_with(&bom_json);
+    let big_endian: Vec<u8> = [0xFE, 0xFF]
+        .into_iter()
+        .chain(live.encode_utf16().flat_map(u16::to_be_bytes))
+        .collect();
+    let run = piped(
+        &["check", "--current", "-", "--proposed", &removed],
+        &big_endian,
+    );
+    assert_eq!(run.status.code(), Some(1), "{}", all_output(&run));
+    // The inventory and the drift defaults go through the same reading.
+    let inventory = bin()
+        .args(["inventory", &utf16_file.display().to_string()])
+        .output()
+        .unwrap();
+    assert_eq!(
+        inventory.status.code(),
+        Some(0),
+        "{}",
+        all_output(&inventory)
+    );
+    let inventory_file = dir.path().join("inventory.json");
+    std::fs::write(
+        &inventory_file,
+        utf16le(&String::from_utf8(inventory.stdout).unwrap()),
+    )
+    .unwrap();
+    let run = bin()
+        .args([
+            "check",
+            "--current",
+            &bom_json,
+            "--proposed",
+            &bom_json,
+            "--inventory",
+        ])
+        .arg(&inventory_file)
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{}", all_output(&run));
+    let defaults = write(
+        dir.path(),
+        "defaults.json",
+        "\u{feff}{\"DB_HOST\": \"a\", \"REDIS\": \"b\"}",
+    );
+    let base = write(
+        dir.path(),
+        "base.json",
+        "\u{feff}{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\", \"metadata\": {\"name\": \"cfg\"}, \"data\": {\"DB_HOST\": \"a\", \"REDIS\": \"b\"}}",
+    );
+    let run = bin()
+        .args(["drift", "--defaults", &defaults, "--base", &base])
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{}", all_output(&run));
+
+    // What is neither is unusable input, naming the file and the byte.
+    let cases: [(&str, Vec<u8>, &str); 3] = [
+        (
+            "latin1.yaml",
+            b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: caf\xE9}\n".to_vec(),
+            "not UTF-8 text: byte 0xE9 at byte 51",
+        ),
+        (
+            "utf32.yaml",
+            vec![0xFF, 0xFE, 0, 0, b'a', 0, 0, 0],
+            "UTF-32",
+        ),
+        (
+            "cut.yaml",
+            utf16le("kind: List\n")[..5].to_vec(),
+            "odd number of bytes, 5",
+        ),
+    ];
+    for (name, bytes, says) in cases {
+        let file = dir.path().join(name);
+        std::fs::write(&file, bytes).unwrap();
+        let run = bin()
+            .args(["check", "--current", &removed, "--proposed"])
+            .arg(&file)
+            .args(["--format", "json"])
+            .output()
+            .unwrap();
+        assert_eq!(run.status.code(), Some(2), "{}", all_output(&run));
+        let report: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+        let error = report["error"].as_str().unwrap();
+        assert!(
+            error.contains(name) && error.contains(says),
+            "{name}: {error}"
+        );
+    }
 }
 
 #[test]

@@ -4,8 +4,8 @@
 use std::collections::BTreeSet;
 
 use ate_configguard::{
-    CheckInput, Deletion, Inventory, LoadOptions, Source, check, drift, load_str, parse_object_id,
-    unplaced_namespace,
+    CheckInput, Deletion, Inventory, LoadOptions, Source, check, decode_text, drift, load_str,
+    parse_object_id, unplaced_namespace,
 };
 use proptest::prelude::*;
 
@@ -483,6 +483,88 @@ fn every_seed_loads() {
     for (i, seed) in SEEDS.iter().enumerate() {
         if let Err(e) = load_str(seed, "seed.yaml", &options) {
             panic!("seed {i} does not load: {e}");
+        }
+    }
+}
+
+/// A leading byte-order mark (what Windows editors and PowerShell write) is
+/// skipped, in YAML and in JSON, as kubectl skips it: every seed, and a JSON
+/// form of one, reads the same with it as without.
+#[test]
+fn a_leading_byte_order_mark_is_skipped_in_yaml_and_json() {
+    let options = options();
+    let json = r#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "app"}, "data": {"A": "x"}}"#;
+    let json_list = format!("[{json}]");
+    let texts: Vec<(&str, &str)> = SEEDS
+        .iter()
+        .map(|s| (*s, "seed.yaml"))
+        .chain([
+            (json, "cm.json"),
+            (json, "-"),
+            (json_list.as_str(), "list.json"),
+            ("[]", "empty.json"),
+            ("[]", "-"),
+        ])
+        .collect();
+    for (text, name) in texts {
+        let plain = load_str(text, name, &options).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let marked = load_str(&format!("\u{feff}{text}"), name, &options)
+            .unwrap_or_else(|e| panic!("{name} with a byte-order mark: {e}"));
+        assert_eq!(format!("{marked:?}"), format!("{plain:?}"), "{name}");
+    }
+    // Only at the start: one inside a document is a parse error, as YAML
+    // says, never a silently different document.
+    assert!(
+        load_str(
+            "\u{feff}kind: ConfigMap\nmetadata: {name: \u{feff}}\n",
+            "x.yaml",
+            &options
+        )
+        .is_err()
+    );
+}
+
+fn utf16(text: &str, big_endian: bool) -> Vec<u8> {
+    let mut out = if big_endian {
+        vec![0xFE, 0xFF]
+    } else {
+        vec![0xFF, 0xFE]
+    };
+    for unit in text.encode_utf16() {
+        out.extend(if big_endian {
+            unit.to_be_bytes()
+        } else {
+            unit.to_le_bytes()
+        });
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// Text in UTF-8 (with or without a byte-order mark) or in UTF-16 with
+    /// one decodes to the same string; any bytes at all decode or are an
+    /// error naming the source, never a panic.
+    #[test]
+    fn utf8_and_utf16_decode_to_the_same_text_and_any_bytes_never_panic(
+        text in any::<String>(),
+        bytes in prop::collection::vec(any::<u8>(), 0..64),
+        mark in prop::sample::select(vec![&[][..], &[0xEF, 0xBB, 0xBF][..], &[0xFF, 0xFE][..], &[0xFE, 0xFF][..], &[0xFF, 0xFE, 0, 0][..]]),
+    ) {
+        let utf8 = text.as_bytes().to_vec();
+        // A text that itself starts with U+FEFF loses it once as the mark.
+        let expect = text.strip_prefix('\u{feff}').unwrap_or(&text);
+        prop_assert_eq!(decode_text(utf8, "x.yaml").unwrap(), expect);
+        let marked = [&[0xEF, 0xBB, 0xBF][..], text.as_bytes()].concat();
+        prop_assert_eq!(decode_text(marked, "x.yaml").unwrap(), text.as_str());
+        if !text.starts_with('\0') {
+            prop_assert_eq!(decode_text(utf16(&text, false), "x.yaml").unwrap(), text.as_str());
+        }
+        prop_assert_eq!(decode_text(utf16(&text, true), "x.yaml").unwrap(), text.as_str());
+        let any = [mark, &bytes[..]].concat();
+        if let Err(e) = decode_text(any, "x.yaml") {
+            prop_assert!(e.to_string().starts_with("cannot read x.yaml: "), "{}", e);
         }
     }
 }
