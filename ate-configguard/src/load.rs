@@ -267,10 +267,29 @@ fn load_str_into(
     load_docs_into(text, source, options, out).map_err(|e| {
         if helm_dry_run(text) {
             e.with_hint(HELM_DRY_RUN)
+        } else if helm_template(text, &e) {
+            e.with_hint(HELM_TEMPLATE)
         } else {
             e
         }
     })
+}
+
+const HELM_TEMPLATE: &str = "it holds `{{`: if this is a Helm chart's template, not what it \
+    renders, give the output of `helm template` (or `helm get manifest RELEASE` for what is \
+    deployed)";
+
+/// Whether `e` may come from reading a chart's template (`{{ ... }}`
+/// actions) as a manifest: a parse error in text that holds an action, or
+/// an error that quotes one. A rendered ConfigMap may hold `{{` in its
+/// values (alerting templates), so other errors get no hint.
+fn helm_template(text: &str, e: &InputError) -> bool {
+    text.contains("{{")
+        && match e {
+            InputError::Parse { .. } => true,
+            InputError::Invalid { message, .. } => message.contains("{{"),
+            InputError::Io { .. } => false,
+        }
 }
 
 const HELM_DRY_RUN: &str = "this looks like what `helm install` or `helm upgrade` prints with \

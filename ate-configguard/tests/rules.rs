@@ -1655,6 +1655,42 @@ fn helm_dry_run_output_is_unusable_input_saying_what_to_give_instead() {
 }
 
 #[test]
+fn an_unrendered_helm_template_is_unusable_input_saying_to_render_it() {
+    // `--proposed chart/templates/` instead of what `helm template`
+    // renders: an action where YAML wants a key or a value is a parse
+    // error, one inside quotes an invalid name; both were exit 2 without
+    // a word on why.
+    let templates = [
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-cfg\ndata:\n  A: \"1\"\n",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cfg\ndata:\n  A: \"1\"\n  {{- if .Values.debug }}\n  DEBUG: \"1\"\n  {{- end }}\n",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cfg\n  labels:\n    {{- include \"app.labels\" . | nindent 4 }}\ndata: {A: x}\n",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: \"{{ .Release.Name }}-cfg\"\ndata: {A: x}\n",
+    ];
+    for text in templates {
+        let err = load_err(text).to_string();
+        assert!(
+            err.contains("if this is a Helm chart's template") && err.contains("`helm template`"),
+            "{err}"
+        );
+    }
+    // A rendered ConfigMap may hold Go templates in its values (an
+    // alerting template): it loads, and an error about something else in
+    // it gets no hint.
+    let alerts = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: alerts\ndata:\n  msg.tmpl: '{{ .Labels.instance }} is down'\n";
+    assert!(run(NOTHING, alerts).is_safe());
+    let bad_name = docs(&[
+        alerts,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: Bad_Name\ndata: {A: x}\n",
+    ]);
+    let err = load_err(&bad_name).to_string();
+    assert!(err.contains("Bad_Name"), "{err}");
+    assert!(!err.contains("Helm chart's template"), "{err}");
+    // A parse error in text without an action gets no hint either.
+    let err = load_err("kind: [\n").to_string();
+    assert!(!err.contains("Helm chart's template"), "{err}");
+}
+
+#[test]
 fn the_secret_a_secret_provider_class_syncs_holds_the_keys_its_data_names() {
     // The Secrets Store CSI driver syncs `spec.secretObjects` into Secrets.
     // Before, a SecretProviderClass was passed over: a new one was
