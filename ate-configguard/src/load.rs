@@ -546,8 +546,24 @@ fn load_doc(
             .any(|k| doc.get(k).is_some());
             if kustomize {
                 kustomize_source(at, "Kustomization")
+            } else if ["name", "version"].iter().all(|k| doc.get(k).is_some())
+                && doc
+                    .get("apiVersion")
+                    .and_then(Node::as_str)
+                    .is_some_and(|v| matches!(v, "v1" | "v2"))
+            {
+                bad(
+                    at,
+                    "missing kind: this is a Helm chart's Chart.yaml, not a manifest: give what \
+                     `helm template` renders from the chart",
+                )
             } else {
-                bad(at, "missing kind")
+                bad(
+                    at,
+                    "missing kind: every document must be a Kubernetes object; other YAML in \
+                     the path given (a chart's values.yaml, a CI workflow) is unusable input: \
+                     give the manifests alone",
+                )
             }
         })?
         .to_owned();

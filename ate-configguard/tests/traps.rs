@@ -317,12 +317,37 @@ fn kustomize_sources_are_input_errors() {
         err.contains("Kustomization") && err.contains("kubectl kustomize"),
         "{err}"
     );
-    // Other documents without a kind are still just that.
+    // Other documents without a kind are still just that, and say what to
+    // give instead: a chart's Chart.yaml by name, other YAML found beside
+    // the manifests (values.yaml, a CI workflow) in general.
+    let err = load_err("metadata: { name: x }\n").to_string();
     assert!(
-        load_err("metadata: { name: x }\n")
-            .to_string()
-            .contains("missing kind")
+        err.contains("missing kind") && err.contains("give the manifests alone"),
+        "{err}"
     );
+    for chart in [
+        "apiVersion: v2\nname: web\nversion: 0.1.0\nappVersion: \"1.0\"\n",
+        "apiVersion: v1\nname: web\nversion: 1.2.3\n",
+    ] {
+        let err = load_err(chart).to_string();
+        assert!(
+            err.contains("missing kind")
+                && err.contains("Chart.yaml")
+                && err.contains("`helm template`"),
+            "{err}"
+        );
+    }
+    for not_a_chart in [
+        "replicaCount: 1\nimage: {repository: nginx}\n",
+        "apiVersion: v3\nname: web\nversion: 0.1.0\n",
+        "name: ci\non: [push]\njobs: {}\n",
+    ] {
+        let err = load_err(not_a_chart).to_string();
+        assert!(
+            err.contains("give the manifests alone") && !err.contains("Chart.yaml"),
+            "{err}"
+        );
+    }
 }
 
 #[test]
