@@ -105,9 +105,9 @@ pub fn load_paths(paths: &[PathBuf], options: &LoadOptions) -> Result<Manifests,
 ///
 /// # Errors
 ///
-/// [`InputError::Io`] naming `source` and the byte where the text stops
-/// being UTF-8 (or UTF-16), and for UTF-32, which kubectl does not read
-/// either.
+/// [`InputError::Io`] naming `source` and where (line, column) the text
+/// stops being UTF-8 (or UTF-16), never the bytes there, which may be part
+/// of a value; and for UTF-32, which kubectl does not read either.
 pub fn decode_text(bytes: Vec<u8>, source: &str) -> Result<String, InputError> {
     let fail = |message: String| InputError::Io {
         path: source.to_owned(),
@@ -123,15 +123,14 @@ pub fn decode_text(bytes: Vec<u8>, source: &str) -> Result<String, InputError> {
         }
         let units = body.chunks_exact(2).map(|p| from([p[0], p[1]]));
         let mut text = String::with_capacity(body.len() / 2);
-        for (i, c) in char::decode_utf16(units).enumerate() {
+        for c in char::decode_utf16(units) {
             match c {
                 Ok(c) => text.push(c),
-                Err(e) => {
+                Err(_) => {
                     return Err(fail(format!(
-                        "UTF-16 {order} text (by its byte-order mark) with an unpaired \
-                         surrogate 0x{:04X} at byte {}",
-                        e.unpaired_surrogate(),
-                        2 + 2 * i
+                        "UTF-16 {order} text (by its byte-order mark) with a broken character \
+                         (an unpaired surrogate) at {}; save it as UTF-8",
+                        position(&text)
                     )));
                 }
             }
@@ -155,16 +154,30 @@ pub fn decode_text(bytes: Vec<u8>, source: &str) -> Result<String, InputError> {
             let mut bytes = bytes;
             bytes.drain(..skip);
             String::from_utf8(bytes).map_err(|e| {
-                let at = e.utf8_error().valid_up_to();
-                let byte = e.as_bytes().get(at).copied().unwrap_or_default();
+                let valid = e.utf8_error().valid_up_to();
+                let before = String::from_utf8_lossy(e.as_bytes().get(..valid).unwrap_or_default());
                 fail(format!(
-                    "not UTF-8 text: byte 0x{byte:02X} at byte {} is not part of a UTF-8 \
-                     character (UTF-16 is read only with a byte-order mark); save it as UTF-8",
-                    at + skip
+                    "not UTF-8 text: the character at {} is not UTF-8 (UTF-16 is read only \
+                     with a byte-order mark); save it as UTF-8",
+                    position(&before)
                 ))
             })
         }
     }
+}
+
+/// `line L column C` of the character after `before` (both from 1; the
+/// column counts characters).
+fn position(before: &str) -> String {
+    let line = before.matches('\n').count() + 1;
+    let column = before
+        .rsplit('\n')
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .count()
+        + 1;
+    format!("line {line} column {column}")
 }
 
 /// The real paths (links resolved) of the files and directories already

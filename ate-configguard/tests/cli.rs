@@ -616,12 +616,20 @@ fn utf16_files_and_byte_order_marks_are_read_as_kubectl_reads_them() {
         .unwrap();
     assert_eq!(run.status.code(), Some(0), "{}", all_output(&run));
 
-    // What is neither is unusable input, naming the file and the byte.
-    let cases: [(&str, Vec<u8>, &str); 3] = [
+    // What is neither is unusable input, naming the file and where, never
+    // the bytes there (they may be a Secret's value).
+    let mut unpaired = utf16le("kind: Secret\nstringData: {k: ");
+    unpaired.extend([0x00, 0xD8, b'x', 0]);
+    let cases: [(&str, Vec<u8>, &str); 4] = [
         (
             "latin1.yaml",
-            b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: caf\xE9}\n".to_vec(),
-            "not UTF-8 text: byte 0xE9 at byte 51",
+            b"apiVersion: v1\nkind: Secret\nstringData: {k: caf\xE9}\n".to_vec(),
+            "not UTF-8 text: the character at line 3 column 20 is not UTF-8",
+        ),
+        (
+            "unpaired.yaml",
+            unpaired,
+            "unpaired surrogate) at line 2 column 17",
         ),
         (
             "utf32.yaml",
@@ -650,6 +658,13 @@ fn utf16_files_and_byte_order_marks_are_read_as_kubectl_reads_them() {
             error.contains(name) && error.contains(says),
             "{name}: {error}"
         );
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        for shown in [error, &stderr] {
+            assert!(
+                !shown.contains("caf") && !shown.contains("E9") && !shown.contains("D800"),
+                "{shown}"
+            );
+        }
     }
 }
 
