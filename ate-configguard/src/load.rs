@@ -16,7 +16,7 @@ use crate::model::{
     ConfigKind, ConfigObject, Finding, Hook, HookPhase, Manifests, ObjectId, PULL_SECRET_TYPES,
     Reference, ServiceAccount, Severity, Workload, WorkloadId,
 };
-use crate::parse::{DATA_LIST, NOT_A_STRING, Node, documents, without_bom};
+use crate::parse::{DATA_LIST, NOT_A_STRING, NOT_BASE64, Node, documents, without_bom};
 
 /// How to read manifests.
 #[derive(Debug, Clone)]
@@ -465,7 +465,15 @@ pub(crate) fn object_name_ok(kind: ConfigKind, name: &str, at: &str) -> Result<(
     ))
 }
 
-fn key_names(doc: &Node, field: &str, at: &str) -> Result<BTreeSet<String>, InputError> {
+/// The key names of `doc`'s `field`. With `base64` (a Secret's `data`, a
+/// ConfigMap's `binaryData`), a value that is not base64 is unusable input
+/// as well: the API server refuses the object.
+fn key_names(
+    doc: &Node,
+    field: &str,
+    at: &str,
+    base64: Option<&str>,
+) -> Result<BTreeSet<String>, InputError> {
     match doc.get(field) {
         None | Some(Node::Null) => Ok(BTreeSet::new()),
         Some(Node::Seq(keys)) => keys
@@ -483,7 +491,11 @@ fn key_names(doc: &Node, field: &str, at: &str) -> Result<BTreeSet<String>, Inpu
                                 ));
                             }
                         };
-                        Err(bad(at, not_a_string(field, key, kind)))
+                        match base64 {
+                            _ if kind != NOT_BASE64 => Err(bad(at, not_a_string(field, key, kind))),
+                            None => valid_key(key, field, at).map(|()| key.clone()),
+                            Some(object) => Err(bad(at, not_base64(field, key, object))),
+                        }
                     }
                     _ => Err(bad(at, format!("{field} has an empty or non-string key"))),
                 },
@@ -531,6 +543,20 @@ fn not_a_string(field: &str, key: &str, kind: &str) -> String {
              keeps what it had; quote the value"
         )
     }
+}
+
+/// Why a value that is not base64 where the API server decodes base64 is
+/// unusable input (the value is never named).
+fn not_base64(field: &str, key: &str, object: &str) -> String {
+    let plain = if object == "Secret" {
+        " (plain text belongs in stringData)"
+    } else {
+        ""
+    };
+    format!(
+        "{field}.{key} is not base64{plain}: the API server refuses the {object}, which keeps \
+         the keys it had"
+    )
 }
 
 fn load_doc(
@@ -672,8 +698,11 @@ fn load_doc(
                 (ConfigKind::Secret, "stringData")
             };
             object_name_ok(config_kind, &name, at)?;
-            let mut keys = key_names(&doc, "data", at)?;
-            for key in key_names(&doc, also, at)? {
+            // Base64: a Secret's data, a ConfigMap's binaryData.
+            let secret = (kind == "Secret").then_some("Secret");
+            let binary = (kind == "ConfigMap").then_some("ConfigMap");
+            let mut keys = key_names(&doc, "data", at, secret)?;
+            for key in key_names(&doc, also, at, binary)? {
                 // A Secret's stringData overwrites its data; a ConfigMap's
                 // key in both is refused by the API server.
                 if !keys.insert(key.clone()) && kind == "ConfigMap" {
@@ -820,9 +849,9 @@ fn load_doc(
                 .get("spec")
                 .ok_or_else(|| bad(at, "SealedSecret without spec"))?;
             let template = spec.get("template");
-            let mut keys = key_names(spec, "encryptedData", at)?;
+            let mut keys = key_names(spec, "encryptedData", at, None)?;
             if let Some(template) = template {
-                keys.extend(key_names(template, "data", at)?);
+                keys.extend(key_names(template, "data", at, None)?);
             }
             let secret_type = template.and_then(|t| t.get("type")).and_then(Node::as_str);
             token_names_account(
@@ -1456,7 +1485,7 @@ fn external_secret(
     let mut keys = BTreeSet::new();
     let templated = template.filter(|t| present(t.get("data")));
     if let Some(t) = templated {
-        keys.extend(key_names(t, "data", at)?);
+        keys.extend(key_names(t, "data", at, None)?);
     }
     if templated.is_none() || field(template, "mergePolicy") == Some("Merge") {
         match spec.get("data") {

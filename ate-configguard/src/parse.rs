@@ -439,8 +439,10 @@ impl<'de> Deserialize<'de> for ValueKind {
             fn visit_f64<E>(self, _: f64) -> Result<ValueKind, E> {
                 Ok(ValueKind(Some("a number")))
             }
-            fn visit_str<E>(self, _: &str) -> Result<ValueKind, E> {
-                Ok(ValueKind(None))
+            fn visit_str<E>(self, v: &str) -> Result<ValueKind, E> {
+                // Looked at, not kept: whether it is base64 is all that
+                // is left of it.
+                Ok(ValueKind((!is_std_base64(v)).then_some(NOT_BASE64)))
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ValueKind, A::Error> {
                 while seq.next_element::<IgnoredAny>()?.is_some() {}
@@ -453,6 +455,29 @@ impl<'de> Deserialize<'de> for ValueKind {
         }
         d.deserialize_any(V)
     }
+}
+
+/// What [`ValueKind`] says of a string that is not base64 as the API server
+/// decodes a Secret's `data` and a ConfigMap's `binaryData` (Go's
+/// `base64.StdEncoding`); for other fields such a string is just a string.
+pub(crate) const NOT_BASE64: &str = "text that is not base64";
+
+/// Whether the API server decodes `v` as base64 (Go's `StdEncoding`, as
+/// `encoding/json` reads a `[]byte`): the standard alphabet in whole groups
+/// of four, the last one padded with `=` or `==`; line breaks (`\r`, `\n`)
+/// are skipped anywhere.
+pub(crate) fn is_std_base64(v: &str) -> bool {
+    let (mut len, mut pad) = (0usize, 0usize);
+    for b in v.bytes() {
+        match b {
+            b'\r' | b'\n' => continue,
+            b'=' => pad += 1,
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'+' | b'/' if pad == 0 => {}
+            _ => return false,
+        }
+        len += 1;
+    }
+    len % 4 == 0 && pad <= 2
 }
 
 /// The key of the map that stands, in a [`DataField::Names`] read as a
@@ -1009,7 +1034,7 @@ metadata:
 
     #[test]
     fn integer_keys_are_their_decimal_digits() {
-        let docs = documents("data:\n  -5: x\n  7: x\nspec:\n  -5: z\n", "x.yaml").unwrap();
+        let docs = documents("data:\n  -5: eA==\n  7: eA==\nspec:\n  -5: z\n", "x.yaml").unwrap();
         assert_eq!(
             docs[0].get("data"),
             Some(&Node::Seq(vec![

@@ -543,6 +543,79 @@ fn a_config_value_that_is_no_string_is_an_input_error_naming_the_key_not_the_val
 }
 
 #[test]
+fn a_secret_data_or_binary_data_value_that_is_not_base64_is_an_input_error_naming_the_key_only() {
+    // Plain text in a Secret's `data` (meant for `stringData`): the API
+    // server refuses the Secret ("illegal base64 data"), so it keeps its
+    // old keys while a Deployment applied beside it reads the new one.
+    // This passed, its key counted as there.
+    let secret = |value: &str| {
+        format!("apiVersion: v1\nkind: Secret\nmetadata: {{name: s}}\ndata:\n  PASSWORD: {value}\n")
+    };
+    for bad in [
+        "hunter2",
+        "'hunter2!'",
+        "QQ",
+        "Q===",
+        "'===='",
+        "QQ==QQ==",
+        "'QU JD'",
+        "QUJD-_8=",
+        "'=QQ='",
+        "'QUJD\\tREVG'",
+    ] {
+        let err = load_err(&secret(bad)).to_string();
+        assert!(
+            err.contains("data.PASSWORD is not base64 (plain text belongs in stringData)")
+                && err.contains("refuses the Secret"),
+            "{bad}: {err}"
+        );
+        let shown = bad.trim_matches('\'');
+        assert!(!err.contains(shown), "{bad}: the value is named: {err}");
+    }
+    // What the API server decodes: whole groups of four, `=` or `==` at
+    // the end, line breaks anywhere (a block scalar of a long value).
+    for good in [
+        "''",
+        "QQ==",
+        "QUI=",
+        "QUJD",
+        "aHVudGVyMg==",
+        "+/+/",
+        "|\n    QUJD\n    REVG\n",
+        "\"QUJD\\r\\nREVG\"",
+    ] {
+        let m = load(&secret(good));
+        assert!(m.objects[0].keys.contains("PASSWORD"), "{good}");
+    }
+    // A ConfigMap's binaryData is base64 too; its data and a Secret's
+    // stringData are text.
+    let err = load_err(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\nbinaryData: {ca.der: not-base64}\n",
+    )
+    .to_string();
+    assert!(
+        err.contains("binaryData.ca.der is not base64: the API server refuses the ConfigMap"),
+        "{err}"
+    );
+    assert!(!err.contains("not-base64"), "{err}");
+    for text in [
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {A: hello world}\n",
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData: {A: hello world}\n",
+        // JSON: the same rule.
+        r#"{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "data": {"A": "aGk="}}"#,
+        // A SealedSecret's template and an ExternalSecret's are templates.
+        "apiVersion: bitnami.com/v1alpha1\nkind: SealedSecret\nmetadata: {name: s}\nspec:\n  encryptedData: {A: AgB}\n  template:\n    data: {B: 'user={{ .A }}'}\n",
+    ] {
+        assert!(
+            load_str(text, "t.yaml", &LoadOptions::default()).is_ok(),
+            "{text}"
+        );
+    }
+    let json = r#"{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "data": {"A": "hi there"}}"#;
+    assert!(load_err(json).to_string().contains("data.A is not base64"));
+}
+
+#[test]
 fn a_key_the_api_server_refuses_is_an_input_error() {
     // A chart that keys its files by path (`conf/app.yaml`): the API server
     // refuses the whole ConfigMap, which keeps its old keys, while the
