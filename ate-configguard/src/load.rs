@@ -16,7 +16,9 @@ use crate::model::{
     ConfigKind, ConfigObject, Finding, Hook, HookPhase, Manifests, ObjectId, PULL_SECRET_TYPES,
     Reference, ServiceAccount, Severity, Workload, WorkloadId,
 };
-use crate::parse::{DATA_LIST, NOT_A_STRING, NOT_BASE64, Node, documents, without_bom};
+use crate::parse::{
+    DATA_LIST, NOT_A_STRING, NOT_BASE64, Node, VALUE_BYTES, documents, without_bom,
+};
 
 /// How to read manifests.
 #[derive(Debug, Clone)]
@@ -478,6 +480,7 @@ fn key_names(
         None | Some(Node::Null) => Ok(BTreeSet::new()),
         Some(Node::Seq(keys)) => keys
             .iter()
+            .filter(|k| k.get(VALUE_BYTES).is_none())
             .map(|k| match k {
                 Node::String(s) if !s.is_empty() => valid_key(s, field, at).map(|()| s.clone()),
                 Node::Map(_) => match k.get(NOT_A_STRING) {
@@ -543,6 +546,29 @@ fn not_a_string(field: &str, key: &str, kind: &str) -> String {
              keeps what it had; quote the value"
         )
     }
+}
+
+/// The most the values of one ConfigMap or Secret may total, in bytes
+/// (decoded, for base64): the API server refuses a larger object.
+const MAX_VALUE_BYTES: u64 = 1 << 20;
+
+/// `(text, decoded)`: the bytes of `doc`'s `field`'s string values as text,
+/// and what those that are base64 decode to.
+fn value_bytes(doc: &Node, field: &str) -> (u64, u64) {
+    let Some(Node::Seq(items)) = doc.get(field) else {
+        return (0, 0);
+    };
+    let number = |n: Option<&Node>| match n {
+        Some(Node::Number(n)) => n.as_u64().unwrap_or(0),
+        _ => 0,
+    };
+    items
+        .iter()
+        .find_map(|k| match k.get(VALUE_BYTES) {
+            Some(Node::Seq(pair)) => Some((number(pair.first()), number(pair.get(1)))),
+            _ => None,
+        })
+        .unwrap_or((0, 0))
 }
 
 /// Why a value that is not base64 where the API server decodes base64 is
@@ -702,18 +728,44 @@ fn load_doc(
             let secret = (kind == "Secret").then_some("Secret");
             let binary = (kind == "ConfigMap").then_some("ConfigMap");
             let mut keys = key_names(&doc, "data", at, secret)?;
+            let mut overlap = false;
             for key in key_names(&doc, also, at, binary)? {
                 // A Secret's stringData overwrites its data; a ConfigMap's
                 // key in both is refused by the API server.
-                if !keys.insert(key.clone()) && kind == "ConfigMap" {
-                    return Err(bad(
-                        at,
-                        format!(
-                            "key {key:?} is in both data and binaryData: the API server \
-                             refuses the ConfigMap, which keeps the keys it had"
-                        ),
-                    ));
+                if !keys.insert(key.clone()) {
+                    if kind == "ConfigMap" {
+                        return Err(bad(
+                            at,
+                            format!(
+                                "key {key:?} is in both data and binaryData: the API server \
+                                 refuses the ConfigMap, which keeps the keys it had"
+                            ),
+                        ));
+                    }
+                    overlap = true;
                 }
+            }
+            // What the API server sums: a ConfigMap's data as text and its
+            // binaryData decoded; a Secret's data decoded, with stringData
+            // (as text) in place of the keys it overwrites. Where keys
+            // overlap, the lengths of the ones overwritten are unknown, so
+            // stringData's alone is counted (never more than the total).
+            let (data_text, data_decoded) = value_bytes(&doc, "data");
+            let (also_text, also_decoded) = value_bytes(&doc, also);
+            let total = match (kind == "ConfigMap", overlap) {
+                (true, _) => data_text.saturating_add(also_decoded),
+                (false, false) => data_decoded.saturating_add(also_text),
+                (false, true) => also_text,
+            };
+            if total > MAX_VALUE_BYTES {
+                return Err(bad(
+                    at,
+                    format!(
+                        "its values total more than 1 MiB ({MAX_VALUE_BYTES} bytes, base64 \
+                         counted decoded), which the API server refuses: the {kind} keeps the \
+                         keys it had (split it, or mount the content another way)"
+                    ),
+                ));
             }
             if kind == "ConfigMap" && doc.get("stringData").is_some() {
                 return Err(bad(at, "a ConfigMap has no stringData field"));

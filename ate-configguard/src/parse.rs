@@ -178,7 +178,7 @@ impl<'de> Visitor<'de> for NodeVisitor {
             } else if !self.keep_values && VALUE_FIELDS.contains(&key.as_str()) {
                 // Nested data fields (a List item, a template) drop values too.
                 match map.next_value::<DataField>()? {
-                    DataField::Names(names, not_strings) => Node::Seq(
+                    DataField::Names(names, not_strings, (text, decoded)) => Node::Seq(
                         names
                             .into_iter()
                             .map(Node::String)
@@ -186,6 +186,15 @@ impl<'de> Visitor<'de> for NodeVisitor {
                                 Node::Map(vec![(
                                     NOT_A_STRING.to_owned(),
                                     Node::Seq(vec![Node::String(key), Node::String(kind.into())]),
+                                )])
+                            }))
+                            .chain((text > 0).then(|| {
+                                Node::Map(vec![(
+                                    VALUE_BYTES.to_owned(),
+                                    Node::Seq(vec![
+                                        Node::Number(text.into()),
+                                        Node::Number(decoded.into()),
+                                    ]),
                                 )])
                             }))
                             .collect(),
@@ -401,7 +410,7 @@ macro_rules! scalars_answer {
 enum DataField {
     /// The key names, and those whose value is no string, with what it
     /// is instead ([`ValueKind`]).
-    Names(BTreeSet<String>, Vec<(String, &'static str)>),
+    Names(BTreeSet<String>, Vec<(String, &'static str)>, (u64, u64)),
     List(Vec<ListItem>),
     Other,
 }
@@ -411,7 +420,11 @@ enum DataField {
 /// or a Secret's must be a string: the API server refuses a number or a
 /// boolean, and `kubectl apply` and `helm upgrade` delete a key whose value
 /// is null from the object they update.
-struct ValueKind(Option<&'static str>);
+///
+/// Of a string it keeps its length and, if it is base64, the length it
+/// decodes to: the API server refuses an object whose values total more
+/// than 1 MiB. Lengths, never the value.
+struct ValueKind(Option<&'static str>, u64, Option<u64>);
 
 impl<'de> Deserialize<'de> for ValueKind {
     fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -422,35 +435,40 @@ impl<'de> Deserialize<'de> for ValueKind {
                 f.write_str("a value")
             }
             fn visit_unit<E>(self) -> Result<ValueKind, E> {
-                Ok(ValueKind(Some("null")))
+                Ok(ValueKind(Some("null"), 0, None))
             }
             fn visit_none<E>(self) -> Result<ValueKind, E> {
-                Ok(ValueKind(Some("null")))
+                Ok(ValueKind(Some("null"), 0, None))
             }
             fn visit_bool<E>(self, _: bool) -> Result<ValueKind, E> {
-                Ok(ValueKind(Some("a boolean")))
+                Ok(ValueKind(Some("a boolean"), 0, None))
             }
             fn visit_i64<E>(self, _: i64) -> Result<ValueKind, E> {
-                Ok(ValueKind(Some("a number")))
+                Ok(ValueKind(Some("a number"), 0, None))
             }
             fn visit_u64<E>(self, _: u64) -> Result<ValueKind, E> {
-                Ok(ValueKind(Some("a number")))
+                Ok(ValueKind(Some("a number"), 0, None))
             }
             fn visit_f64<E>(self, _: f64) -> Result<ValueKind, E> {
-                Ok(ValueKind(Some("a number")))
+                Ok(ValueKind(Some("a number"), 0, None))
             }
             fn visit_str<E>(self, v: &str) -> Result<ValueKind, E> {
                 // Looked at, not kept: whether it is base64 is all that
                 // is left of it.
-                Ok(ValueKind((!is_std_base64(v)).then_some(NOT_BASE64)))
+                let decoded = std_base64_len(v);
+                Ok(ValueKind(
+                    decoded.is_none().then_some(NOT_BASE64),
+                    v.len() as u64,
+                    decoded,
+                ))
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ValueKind, A::Error> {
                 while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(ValueKind(Some("a list")))
+                Ok(ValueKind(Some("a list"), 0, None))
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ValueKind, A::Error> {
                 while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(ValueKind(Some("a map")))
+                Ok(ValueKind(Some("a map"), 0, None))
             }
         }
         d.deserialize_any(V)
@@ -462,23 +480,29 @@ impl<'de> Deserialize<'de> for ValueKind {
 /// `base64.StdEncoding`); for other fields such a string is just a string.
 pub(crate) const NOT_BASE64: &str = "text that is not base64";
 
-/// Whether the API server decodes `v` as base64 (Go's `StdEncoding`, as
-/// `encoding/json` reads a `[]byte`): the standard alphabet in whole groups
-/// of four, the last one padded with `=` or `==`; line breaks (`\r`, `\n`)
-/// are skipped anywhere.
-pub(crate) fn is_std_base64(v: &str) -> bool {
-    let (mut len, mut pad) = (0usize, 0usize);
+/// How many bytes `v` decodes to if the API server decodes it as base64
+/// (Go's `StdEncoding`, as `encoding/json` reads a `[]byte`): the standard
+/// alphabet in whole groups of four, the last one padded with `=` or `==`;
+/// line breaks (`\r`, `\n`) are skipped anywhere. `None` if it does not.
+pub(crate) fn std_base64_len(v: &str) -> Option<u64> {
+    let (mut len, mut pad) = (0u64, 0u64);
     for b in v.bytes() {
         match b {
             b'\r' | b'\n' => continue,
             b'=' => pad += 1,
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'+' | b'/' if pad == 0 => {}
-            _ => return false,
+            _ => return None,
         }
         len += 1;
     }
-    len % 4 == 0 && pad <= 2
+    (len % 4 == 0 && pad <= 2).then(|| len / 4 * 3 - pad)
 }
+
+/// The key of the map that stands, in a [`DataField::Names`] read as a
+/// [`Node`], for the lengths of its string values: `{(value bytes): [TEXT,
+/// DECODED]}`, TEXT their bytes as text, DECODED the bytes those that are
+/// base64 decode to. Present when some value is a non-empty string.
+pub(crate) const VALUE_BYTES: &str = "(value bytes)";
 
 /// The key of the map that stands, in a [`DataField::Names`] read as a
 /// [`Node`], for a key whose value is no string: `{(not a string): [KEY,
@@ -494,25 +518,28 @@ impl<'de> Deserialize<'de> for DataField {
                 f.write_str("a map of key names")
             }
             fn visit_unit<E>(self) -> Result<DataField, E> {
-                Ok(DataField::Names(BTreeSet::new(), Vec::new()))
+                Ok(DataField::Names(BTreeSet::new(), Vec::new(), (0, 0)))
             }
             fn visit_none<E>(self) -> Result<DataField, E> {
-                Ok(DataField::Names(BTreeSet::new(), Vec::new()))
+                Ok(DataField::Names(BTreeSet::new(), Vec::new(), (0, 0)))
             }
             scalars_answer!(DataField, DataField::Other);
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<DataField, A::Error> {
                 let mut keys = BTreeSet::new();
                 let mut not_strings = Vec::new();
+                let (mut text, mut decoded) = (0u64, 0u64);
                 while let Some(Key(key, read_as)) = map.next_key()? {
-                    let ValueKind(kind) = map.next_value()?;
+                    let ValueKind(kind, len, decodes_to) = map.next_value()?;
                     if !keys.insert(key.clone()) {
                         return Err(duplicate(&key, read_as));
                     }
+                    text = text.saturating_add(len);
+                    decoded = decoded.saturating_add(decodes_to.unwrap_or(0));
                     if let Some(kind) = kind {
                         not_strings.push((key, kind));
                     }
                 }
-                Ok(DataField::Names(keys, not_strings))
+                Ok(DataField::Names(keys, not_strings, (text, decoded)))
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<DataField, A::Error> {
                 let mut items = Vec::new();
@@ -979,7 +1006,17 @@ mod tests {
             ]))
         );
         let encrypted = docs[1].get("spec").unwrap().get("encryptedData").unwrap();
-        assert_eq!(encrypted, &Node::Seq(vec![Node::String("token".into())]));
+        // Its key, and the lengths of its value (as text, and decoded).
+        assert_eq!(
+            encrypted,
+            &Node::Seq(vec![
+                Node::String("token".into()),
+                Node::Map(vec![(
+                    VALUE_BYTES.into(),
+                    Node::Seq(vec![Node::Number(12.into()), Node::Number(9.into())])
+                )]),
+            ])
+        );
         assert_eq!(docs[2].get("data"), Some(&Node::Map(Vec::new())));
     }
 
@@ -1039,7 +1076,12 @@ metadata:
             docs[0].get("data"),
             Some(&Node::Seq(vec![
                 Node::String("-5".into()),
-                Node::String("7".into())
+                Node::String("7".into()),
+                // 8 bytes of text, 2 decoded.
+                Node::Map(vec![(
+                    VALUE_BYTES.into(),
+                    Node::Seq(vec![Node::Number(8.into()), Node::Number(2.into())])
+                )]),
             ]))
         );
         assert!(docs[0].get("spec").unwrap().get("-5").is_some());

@@ -616,6 +616,88 @@ fn a_secret_data_or_binary_data_value_that_is_not_base64_is_an_input_error_namin
 }
 
 #[test]
+fn a_config_object_whose_values_total_more_than_1_mib_is_an_input_error() {
+    // The API server refuses a ConfigMap or Secret whose values total more
+    // than 1 MiB (a dashboard bundle that grew), so it keeps its old keys
+    // while the workloads applied beside it read the new ones. This passed.
+    const MIB: usize = 1 << 20;
+    let text = |n: usize| "a".repeat(n);
+    // Base64 of n bytes (n a multiple of 3): 4n/3 characters.
+    let b64 = |n: usize| "QUJD".repeat(n / 3);
+    let cm = |data: &str, binary: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c}}\ndata: {{{data}}}\nbinaryData: {{{binary}}}\n"
+        )
+    };
+    let secret = |data: &str, string: &str| {
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: s}}\ndata: {{{data}}}\nstringData: {{{string}}}\n"
+        )
+    };
+    let refused = |doc: &str, kind: &str| {
+        let err = load_err(doc).to_string();
+        assert!(
+            err.contains("its values total more than 1 MiB (1048576 bytes")
+                && err.contains(&format!("the {kind} keeps the keys it had")),
+            "{err}"
+        );
+        assert!(
+            !err.contains("aaaa") && !err.contains("QUJD"),
+            "a value is named"
+        );
+    };
+    // Exactly 1 MiB loads; one byte more is refused, counted across keys.
+    let half = MIB / 2;
+    assert!(
+        load(&cm(&format!("a: {}, b: {}", text(half), text(half)), "")).objects[0]
+            .keys
+            .len()
+            == 2
+    );
+    refused(
+        &cm(&format!("a: {}, b: {}", text(half), text(half + 1)), ""),
+        "ConfigMap",
+    );
+    // binaryData counts decoded: 4/3 MiB of base64 is 1 MiB of bytes.
+    let mib3 = MIB / 3 * 3; // 1,048,575
+    assert!(
+        load(&cm("a: x", &format!("b: {}", b64(mib3)))).objects[0]
+            .keys
+            .len()
+            == 2
+    );
+    refused(&cm("a: xy", &format!("b: {}", b64(mib3))), "ConfigMap");
+    // Padding decodes to fewer bytes: `QQ==` is one, `QUI=` two.
+    let padded = load(&cm(&format!("a: {}", text(MIB - 3)), "b: QQ==, c: QUI="));
+    assert_eq!(padded.objects[0].keys.len(), 3);
+    refused(
+        &cm(&format!("a: {}", text(MIB - 2)), "b: QQ==, c: QUI="),
+        "ConfigMap",
+    );
+    // A Secret's data counts decoded and its stringData as text, together.
+    assert!(
+        load(&secret(&format!("a: {}", b64(mib3)), "b: x")).objects[0]
+            .keys
+            .len()
+            == 2
+    );
+    refused(&secret(&format!("a: {}", b64(mib3)), "b: xy"), "Secret");
+    refused(&secret("", &format!("b: {}", text(MIB + 1))), "Secret");
+    // A stringData key that overwrites a data key replaces its bytes: the
+    // overwritten value is not counted on top.
+    assert!(
+        load(&secret(&format!("a: {}", b64(mib3)), "a: xy")).objects[0]
+            .keys
+            .len()
+            == 1
+    );
+    refused(
+        &secret("a: QUJD", &format!("a: {}", text(MIB + 1))),
+        "Secret",
+    );
+}
+
+#[test]
 fn a_key_the_api_server_refuses_is_an_input_error() {
     // A chart that keys its files by path (`conf/app.yaml`): the API server
     // refuses the whole ConfigMap, which keeps its old keys, while the
