@@ -123,7 +123,7 @@ pub use check::{
 };
 pub use drift::{Source, drift};
 pub use load::{
-    LoadOptions, decode_text, load_paths, load_str, pod_references, unplaced_namespace,
+    LoadOptions, decode_text, load_paths, load_str, pod_references, read_text, unplaced_namespace,
 };
 pub use model::{
     ConfigKind, ConfigObject, Finding, Hook, HookPhase, Inventory, Manifests, ObjectId,

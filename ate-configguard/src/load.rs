@@ -16,9 +16,7 @@ use crate::model::{
     ConfigKind, ConfigObject, Finding, Hook, HookPhase, Manifests, ObjectId, PULL_SECRET_TYPES,
     Reference, ServiceAccount, Severity, Workload, WorkloadId,
 };
-use crate::parse::{
-    DATA_LIST, NOT_A_STRING, NOT_BASE64, Node, VALUE_BYTES, documents, without_bom,
-};
+use crate::parse::{DATA_LIST, NOT_A_STRING, Node, VALUE_BYTES, documents, without_bom};
 
 /// How to read manifests.
 #[derive(Debug, Clone)]
@@ -76,15 +74,26 @@ pub fn load_paths(paths: &[PathBuf], options: &LoadOptions) -> Result<Manifests,
     }
     let mut out = Manifests::default();
     for file in files {
-        let name = file.display().to_string();
-        let bytes = std::fs::read(&file).map_err(|e| InputError::Io {
-            path: name.clone(),
-            message: e.to_string(),
-        })?;
-        load_str_into(&decode_text(bytes, &name)?, &name, options, &mut out)?;
+        let text = read_text(&file)?;
+        load_str_into(&text, &file.display().to_string(), options, &mut out)?;
     }
     settle(&mut out);
     Ok(out)
+}
+
+/// A file's text, decoded by [`decode_text`].
+///
+/// # Errors
+///
+/// [`InputError::Io`] naming the path, for a file that cannot be read or
+/// whose text cannot be decoded.
+pub fn read_text(path: &Path) -> Result<String, InputError> {
+    let name = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| InputError::Io {
+        path: name.clone(),
+        message: e.to_string(),
+    })?;
+    decode_text(bytes, &name)
 }
 
 /// A file's bytes as text, read as kubectl reads manifests: UTF-8, with or
@@ -478,33 +487,29 @@ fn key_names(
 ) -> Result<BTreeSet<String>, InputError> {
     match doc.get(field) {
         None | Some(Node::Null) => Ok(BTreeSet::new()),
-        Some(Node::Seq(keys)) => keys
-            .iter()
-            .filter(|k| k.get(VALUE_BYTES).is_none())
-            .map(|k| match k {
-                Node::String(s) if !s.is_empty() => valid_key(s, field, at).map(|()| s.clone()),
-                Node::Map(_) => match k.get(NOT_A_STRING) {
-                    Some(Node::Seq(pair)) => {
-                        let (key, kind) = match pair.as_slice() {
-                            [Node::String(key), Node::String(kind)] => (key, kind),
-                            _ => {
-                                return Err(bad(
-                                    at,
-                                    format!("{field} holds a value that is no string"),
-                                ));
+        Some(Node::Seq(keys)) => {
+            let names = keys
+                .iter()
+                .filter(|k| k.get(VALUE_BYTES).is_none())
+                .map(|k| match k {
+                    Node::String(s) if !s.is_empty() => valid_key(s, field, at).map(|()| s.clone()),
+                    Node::Map(_) => match k.get(NOT_A_STRING) {
+                        Some(Node::Seq(pair)) => match pair.as_slice() {
+                            [Node::String(key), Node::String(kind)] => {
+                                Err(bad(at, not_a_string(field, key, kind)))
                             }
-                        };
-                        match base64 {
-                            _ if kind != NOT_BASE64 => Err(bad(at, not_a_string(field, key, kind))),
-                            None => valid_key(key, field, at).map(|()| key.clone()),
-                            Some(object) => Err(bad(at, not_base64(field, key, object))),
-                        }
-                    }
+                            _ => Err(bad(at, format!("{field} holds a value that is no string"))),
+                        },
+                        _ => Err(bad(at, format!("{field} has an empty or non-string key"))),
+                    },
                     _ => Err(bad(at, format!("{field} has an empty or non-string key"))),
-                },
-                _ => Err(bad(at, format!("{field} has an empty or non-string key"))),
-            })
-            .collect(),
+                })
+                .collect::<Result<BTreeSet<String>, InputError>>()?;
+            if let (Some(object), Some((_, _, Some(key)))) = (base64, value_lengths(doc, field)) {
+                return Err(bad(at, not_base64(field, key, object)));
+            }
+            Ok(names)
+        }
         Some(_) => Err(bad(at, format!("{field} is not a map"))),
     }
 }
@@ -552,23 +557,26 @@ fn not_a_string(field: &str, key: &str, kind: &str) -> String {
 /// (decoded, for base64): the API server refuses a larger object.
 const MAX_VALUE_BYTES: u64 = 1 << 20;
 
-/// `(text, decoded)`: the bytes of `doc`'s `field`'s string values as text,
-/// and what those that are base64 decode to.
-fn value_bytes(doc: &Node, field: &str) -> (u64, u64) {
+/// `(text, decoded, not base64)` of `doc`'s `field` (see
+/// [`VALUE_BYTES`]): its string values' bytes as text, what those that are
+/// base64 decode to, and the first key whose value is not base64. `None`
+/// when it has no non-empty string value.
+fn value_lengths<'a>(doc: &'a Node, field: &str) -> Option<(u64, u64, Option<&'a str>)> {
     let Some(Node::Seq(items)) = doc.get(field) else {
-        return (0, 0);
+        return None;
     };
     let number = |n: Option<&Node>| match n {
         Some(Node::Number(n)) => n.as_u64().unwrap_or(0),
         _ => 0,
     };
-    items
-        .iter()
-        .find_map(|k| match k.get(VALUE_BYTES) {
-            Some(Node::Seq(pair)) => Some((number(pair.first()), number(pair.get(1)))),
-            _ => None,
-        })
-        .unwrap_or((0, 0))
+    items.iter().find_map(|k| match k.get(VALUE_BYTES) {
+        Some(Node::Seq(marker)) => Some((
+            number(marker.first()),
+            number(marker.get(1)),
+            marker.get(2).and_then(Node::as_str),
+        )),
+        _ => None,
+    })
 }
 
 /// Why a value that is not base64 where the API server decodes base64 is
@@ -750,8 +758,9 @@ fn load_doc(
             // (as text) in place of the keys it overwrites. Where keys
             // overlap, the lengths of the ones overwritten are unknown, so
             // stringData's alone is counted (never more than the total).
-            let (data_text, data_decoded) = value_bytes(&doc, "data");
-            let (also_text, also_decoded) = value_bytes(&doc, also);
+            let lengths = |field| value_lengths(&doc, field).map_or((0, 0), |(t, d, _)| (t, d));
+            let (data_text, data_decoded) = lengths("data");
+            let (also_text, also_decoded) = lengths(also);
             let total = match (kind == "ConfigMap", overlap) {
                 (true, _) => data_text.saturating_add(also_decoded),
                 (false, false) => data_decoded.saturating_add(also_text),

@@ -9,7 +9,8 @@ use std::process::ExitCode;
 
 use ate_configguard::{
     CheckInput, Deletion, InputError, Inventory, LoadOptions, Manifests, Report, Source, check,
-    decode_text, drift, inventory, load_paths, load_str, parse_object_id, unplaced_namespace,
+    decode_text, drift, inventory, load_paths, load_str, parse_object_id, read_text,
+    unplaced_namespace,
 };
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -140,12 +141,7 @@ fn read(path: &Path, stdin: &mut Stdin) -> Result<String, InputError> {
     if path.as_os_str() == STDIN {
         return stdin.read();
     }
-    let name = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|e| InputError::Io {
-        path: name.clone(),
-        message: e.to_string(),
-    })?;
-    decode_text(bytes, &name)
+    read_text(path)
 }
 
 /// `load_paths`, with `-` read from standard input.

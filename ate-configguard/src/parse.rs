@@ -178,7 +178,7 @@ impl<'de> Visitor<'de> for NodeVisitor {
             } else if !self.keep_values && VALUE_FIELDS.contains(&key.as_str()) {
                 // Nested data fields (a List item, a template) drop values too.
                 match map.next_value::<DataField>()? {
-                    DataField::Names(names, not_strings, (text, decoded)) => Node::Seq(
+                    DataField::Names(names, not_strings, lengths) => Node::Seq(
                         names
                             .into_iter()
                             .map(Node::String)
@@ -188,12 +188,13 @@ impl<'de> Visitor<'de> for NodeVisitor {
                                     Node::Seq(vec![Node::String(key), Node::String(kind.into())]),
                                 )])
                             }))
-                            .chain((text > 0).then(|| {
+                            .chain((lengths.text > 0).then(|| {
                                 Node::Map(vec![(
                                     VALUE_BYTES.to_owned(),
                                     Node::Seq(vec![
-                                        Node::Number(text.into()),
-                                        Node::Number(decoded.into()),
+                                        Node::Number(lengths.text.into()),
+                                        Node::Number(lengths.decoded.into()),
+                                        lengths.not_base64.map_or(Node::Null, Node::String),
                                     ]),
                                 )])
                             }))
@@ -410,9 +411,21 @@ macro_rules! scalars_answer {
 enum DataField {
     /// The key names, and those whose value is no string, with what it
     /// is instead ([`ValueKind`]).
-    Names(BTreeSet<String>, Vec<(String, &'static str)>, (u64, u64)),
+    Names(BTreeSet<String>, Vec<(String, &'static str)>, Lengths),
     List(Vec<ListItem>),
     Other,
+}
+
+/// What is left of a `data`-like map's string values: lengths, and the
+/// first key whose value is not base64 (which matters for a Secret's `data`
+/// and a ConfigMap's `binaryData`, not known while parsing).
+#[derive(Debug, Default)]
+struct Lengths {
+    /// Their bytes as text.
+    text: u64,
+    /// The bytes those that are base64 decode to.
+    decoded: u64,
+    not_base64: Option<String>,
 }
 
 /// What a `data`-like map holds for a key, its value skipped unread: a
@@ -455,12 +468,7 @@ impl<'de> Deserialize<'de> for ValueKind {
             fn visit_str<E>(self, v: &str) -> Result<ValueKind, E> {
                 // Looked at, not kept: whether it is base64 is all that
                 // is left of it.
-                let decoded = std_base64_len(v);
-                Ok(ValueKind(
-                    decoded.is_none().then_some(NOT_BASE64),
-                    v.len() as u64,
-                    decoded,
-                ))
+                Ok(ValueKind(None, v.len() as u64, std_base64_len(v)))
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ValueKind, A::Error> {
                 while seq.next_element::<IgnoredAny>()?.is_some() {}
@@ -474,11 +482,6 @@ impl<'de> Deserialize<'de> for ValueKind {
         d.deserialize_any(V)
     }
 }
-
-/// What [`ValueKind`] says of a string that is not base64 as the API server
-/// decodes a Secret's `data` and a ConfigMap's `binaryData` (Go's
-/// `base64.StdEncoding`); for other fields such a string is just a string.
-pub(crate) const NOT_BASE64: &str = "text that is not base64";
 
 /// How many bytes `v` decodes to if the API server decodes it as base64
 /// (Go's `StdEncoding`, as `encoding/json` reads a `[]byte`): the standard
@@ -499,9 +502,10 @@ pub(crate) fn std_base64_len(v: &str) -> Option<u64> {
 }
 
 /// The key of the map that stands, in a [`DataField::Names`] read as a
-/// [`Node`], for the lengths of its string values: `{(value bytes): [TEXT,
-/// DECODED]}`, TEXT their bytes as text, DECODED the bytes those that are
-/// base64 decode to. Present when some value is a non-empty string.
+/// [`Node`], for its [`Lengths`]: `{(value bytes): [TEXT, DECODED, KEY]}`,
+/// TEXT its string values' bytes as text, DECODED the bytes those that are
+/// base64 decode to, KEY the first key whose value is not base64 (or
+/// null). Present when some value is a non-empty string.
 pub(crate) const VALUE_BYTES: &str = "(value bytes)";
 
 /// The key of the map that stands, in a [`DataField::Names`] read as a
@@ -518,28 +522,39 @@ impl<'de> Deserialize<'de> for DataField {
                 f.write_str("a map of key names")
             }
             fn visit_unit<E>(self) -> Result<DataField, E> {
-                Ok(DataField::Names(BTreeSet::new(), Vec::new(), (0, 0)))
+                Ok(DataField::Names(
+                    BTreeSet::new(),
+                    Vec::new(),
+                    Lengths::default(),
+                ))
             }
             fn visit_none<E>(self) -> Result<DataField, E> {
-                Ok(DataField::Names(BTreeSet::new(), Vec::new(), (0, 0)))
+                Ok(DataField::Names(
+                    BTreeSet::new(),
+                    Vec::new(),
+                    Lengths::default(),
+                ))
             }
             scalars_answer!(DataField, DataField::Other);
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<DataField, A::Error> {
                 let mut keys = BTreeSet::new();
                 let mut not_strings = Vec::new();
-                let (mut text, mut decoded) = (0u64, 0u64);
+                let mut lengths = Lengths::default();
                 while let Some(Key(key, read_as)) = map.next_key()? {
                     let ValueKind(kind, len, decodes_to) = map.next_value()?;
                     if !keys.insert(key.clone()) {
                         return Err(duplicate(&key, read_as));
                     }
-                    text = text.saturating_add(len);
-                    decoded = decoded.saturating_add(decodes_to.unwrap_or(0));
-                    if let Some(kind) = kind {
-                        not_strings.push((key, kind));
+                    lengths.text = lengths.text.saturating_add(len);
+                    match (kind, decodes_to) {
+                        (Some(kind), _) => not_strings.push((key, kind)),
+                        (None, Some(n)) => lengths.decoded = lengths.decoded.saturating_add(n),
+                        (None, None) => {
+                            lengths.not_base64.get_or_insert(key);
+                        }
                     }
                 }
-                Ok(DataField::Names(keys, not_strings, (text, decoded)))
+                Ok(DataField::Names(keys, not_strings, lengths))
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<DataField, A::Error> {
                 let mut items = Vec::new();
@@ -1013,7 +1028,11 @@ mod tests {
                 Node::String("token".into()),
                 Node::Map(vec![(
                     VALUE_BYTES.into(),
-                    Node::Seq(vec![Node::Number(12.into()), Node::Number(9.into())])
+                    Node::Seq(vec![
+                        Node::Number(12.into()),
+                        Node::Number(9.into()),
+                        Node::Null
+                    ])
                 )]),
             ])
         );
@@ -1080,7 +1099,11 @@ metadata:
                 // 8 bytes of text, 2 decoded.
                 Node::Map(vec![(
                     VALUE_BYTES.into(),
-                    Node::Seq(vec![Node::Number(8.into()), Node::Number(2.into())])
+                    Node::Seq(vec![
+                        Node::Number(8.into()),
+                        Node::Number(2.into()),
+                        Node::Null
+                    ])
                 )]),
             ]))
         );
