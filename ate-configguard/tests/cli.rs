@@ -17,6 +17,14 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
     p.display().to_string()
 }
 
+/// `ate-configguard check --current CURRENT --proposed PROPOSED`.
+fn check(current: &str, proposed: &str) -> Output {
+    bin()
+        .args(["check", "--current", current, "--proposed", proposed])
+        .output()
+        .unwrap()
+}
+
 fn all_output(o: &Output) -> String {
     format!(
         "{}{}",
@@ -39,20 +47,14 @@ fn current(dir: &Path) -> String {
 fn exit_codes_are_0_safe_1_unsafe_2_unusable() {
     let dir = tempfile::tempdir().unwrap();
     let cur = current(dir.path());
-    let same = bin()
-        .args(["check", "--current", &cur, "--proposed", &cur])
-        .output()
-        .unwrap();
+    let same = check(&cur, &cur);
     assert_eq!(same.status.code(), Some(0), "{}", all_output(&same));
     let removed = write(
         dir.path(),
         "p.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata: { name: cfg }\ndata: { DB_HOST: x }\n",
     );
-    let unsafe_run = bin()
-        .args(["check", "--current", &cur, "--proposed", &removed])
-        .output()
-        .unwrap();
+    let unsafe_run = check(&cur, &removed);
     assert_eq!(unsafe_run.status.code(), Some(1));
     let text = all_output(&unsafe_run);
     assert!(
@@ -62,10 +64,7 @@ fn exit_codes_are_0_safe_1_unsafe_2_unusable() {
         "{text}"
     );
     let broken = write(dir.path(), "b.yaml", "kind: [\n");
-    let bad = bin()
-        .args(["check", "--current", &cur, "--proposed", &broken])
-        .output()
-        .unwrap();
+    let bad = check(&cur, &broken);
     assert_eq!(bad.status.code(), Some(2));
     let missing = bin()
         .args([
@@ -369,10 +368,7 @@ fn values_never_appear_in_any_output() {
 fn text_summaries_say_what_was_counted() {
     let dir = tempfile::tempdir().unwrap();
     let cur = current(dir.path());
-    let out = bin()
-        .args(["check", "--current", &cur, "--proposed", &cur])
-        .output()
-        .unwrap();
+    let out = check(&cur, &cur);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("workload(s)") && text.contains("reference(s) checked"),
@@ -403,12 +399,6 @@ fn an_empty_file_or_directory_is_unusable_input_and_an_empty_list_is_an_empty_st
     // leaves an empty file behind: reading it as "no objects" would pass.
     let dir = tempfile::tempdir().unwrap();
     let cur = current(dir.path());
-    let run = |current: &str, proposed: &str| {
-        bin()
-            .args(["check", "--current", current, "--proposed", proposed])
-            .output()
-            .unwrap()
-    };
     let empty = write(dir.path(), "empty.yaml", "");
     let comments = write(dir.path(), "comments.yaml", "# Source: chart/x\n---\n---\n");
     let empty_dir = dir.path().join("rendered");
@@ -421,7 +411,7 @@ fn an_empty_file_or_directory_is_unusable_input_and_an_empty_list_is_an_empty_st
         (empty.as_str(), cur.as_str(), "empty.yaml"),
         (cur.as_str(), empty_dir.as_str(), "rendered"),
     ] {
-        let o = run(current, proposed);
+        let o = check(current, proposed);
         let text = all_output(&o);
         assert_eq!(o.status.code(), Some(2), "{names}: {text}");
         assert!(
@@ -442,7 +432,7 @@ fn an_empty_file_or_directory_is_unusable_input_and_an_empty_list_is_an_empty_st
         (cur.as_str(), nothing.as_str()),
         (cur.as_str(), nothing_json.as_str()),
     ] {
-        let o = run(current, proposed);
+        let o = check(current, proposed);
         assert_eq!(o.status.code(), Some(0), "{}", all_output(&o));
     }
 }
@@ -458,10 +448,7 @@ fn a_kustomization_is_unusable_input_not_an_empty_state() {
         "kustomization.yaml",
         "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [deployment.yaml]\nconfigMapGenerator:\n  - name: cfg\n    literals: [DB_HOST=x]\n",
     );
-    let o = bin()
-        .args(["check", "--current", &cur, "--proposed", &k])
-        .output()
-        .unwrap();
+    let o = check(&cur, &k);
     let text = all_output(&o);
     assert_eq!(o.status.code(), Some(2), "{text}");
     assert!(
@@ -542,10 +529,7 @@ fn utf16_files_and_byte_order_marks_are_read_as_kubectl_reads_them() {
         "apiVersion: v1\nkind: ConfigMap\nmetadata: { name: cfg }\ndata: { DB_HOST: x }\n",
     );
     let unsafe_with = |current: &str| {
-        let run = bin()
-            .args(["check", "--current", current, "--proposed", &removed])
-            .output()
-            .unwrap();
+        let run = check(current, &removed);
         assert_eq!(run.status.code(), Some(1), "{}", all_output(&run));
         assert!(all_output(&run).contains("REDIS"), "{}", all_output(&run));
     };
@@ -683,10 +667,7 @@ fn a_configmap_mounted_directory_is_read_once_through_its_links() {
     // And a link back up, which must not be walked forever.
     std::os::unix::fs::symlink("..", real.join("up")).unwrap();
     let mount = mount.display().to_string();
-    let run = bin()
-        .args(["check", "--current", &mount, "--proposed", &cur])
-        .output()
-        .unwrap();
+    let run = check(&mount, &cur);
     assert_eq!(run.status.code(), Some(0), "{}", all_output(&run));
     let twice = bin()
         .args([
@@ -746,10 +727,7 @@ fn manifests_without_a_namespace_that_miss_the_other_state_are_unusable_input() 
             std::fs::read_to_string(&live).unwrap()
         ),
     );
-    let missed = bin()
-        .args(["check", "--current", &all, "--proposed", &rendered])
-        .output()
-        .unwrap();
+    let missed = check(&all, &rendered);
     assert_eq!(missed.status.code(), Some(2), "{}", all_output(&missed));
     assert!(
         all_output(&missed).contains(
@@ -772,19 +750,13 @@ fn manifests_without_a_namespace_that_miss_the_other_state_are_unusable_input() 
     assert_eq!(chosen.status.code(), Some(0), "{}", all_output(&chosen));
     // Both states without namespaces (two renders) meet in `default`; a
     // cluster-scoped object has none to give, and does not count.
-    let same = bin()
-        .args(["check", "--current", &rendered, "--proposed", &rendered])
-        .output()
-        .unwrap();
+    let same = check(&rendered, &rendered);
     assert_eq!(same.status.code(), Some(0), "{}", all_output(&same));
     let cluster_only = write(
         dir.path(),
         "cluster.yaml",
         "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: { name: reader }\n",
     );
-    let scoped = bin()
-        .args(["check", "--current", &live, "--proposed", &cluster_only])
-        .output()
-        .unwrap();
+    let scoped = check(&live, &cluster_only);
     assert_eq!(scoped.status.code(), Some(0), "{}", all_output(&scoped));
 }
