@@ -190,8 +190,15 @@ impl AppState {
             id(config::REQUESTS)?,
         );
         std::fs::create_dir_all(&config.data_dir).map_err(|e| {
+            // create_dir_all's own error for a file in the way is "File
+            // exists", which reads as if the directory were fine.
+            let what = if config.data_dir.exists() && !config.data_dir.is_dir() {
+                "it exists and is not a directory".to_owned()
+            } else {
+                e.to_string()
+            };
             ConfigError::Other(format!(
-                "cannot create data dir {}: {e}",
+                "cannot create data dir {}: {what}",
                 config.data_dir.display()
             ))
         })?;

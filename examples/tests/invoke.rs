@@ -273,6 +273,34 @@ async fn a_second_process_on_the_same_data_dir_refuses_to_start() {
     }
 }
 
+#[test]
+fn a_data_dir_that_is_a_file_is_a_startup_error_saying_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("data");
+    std::fs::write(&file, "not a directory").unwrap();
+    for bin in SERVICES {
+        let out = std::process::Command::new(bin)
+            .args(["--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{bin}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&format!(
+                "{}: it exists and is not a directory",
+                file.display()
+            )),
+            "{bin}: {stderr}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            "not a directory",
+            "{bin}: the file is left as it was"
+        );
+    }
+}
+
 /// A clock stopped in the past, to write records that are already old.
 #[derive(Debug)]
 struct Past(chrono::DateTime<chrono::Utc>);
