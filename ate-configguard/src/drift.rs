@@ -258,7 +258,11 @@ pub fn drift(
         name,
     };
 
-    let mut rendered = vec![(format!("base {}", base.name), Some(base_data.clone()))];
+    let mut rendered = vec![(
+        format!("base {}", base.name),
+        object.clone(),
+        Some(base_data.clone()),
+    )];
     for overlay in overlays {
         require_configmap(*overlay, true)?;
         let patch = single(*overlay)?;
@@ -268,15 +272,26 @@ pub fn drift(
             explicit_namespace.as_deref(),
             overlay.name,
         )?;
+        // Where the base states no namespace, the overlay's is the
+        // rendered object's (kustomize's `namespace:` or the patch's own).
+        let mut rendered_object = object.clone();
+        if let Some(ns) = patch
+            .get("metadata")
+            .and_then(|m| m.get("namespace"))
+            .and_then(Node::as_str)
+        {
+            rendered_object.namespace = ns.to_owned();
+        }
         rendered.push((
             format!("overlay {}", overlay.name),
+            rendered_object,
             render(&base_data, &patch, overlay.name)?,
         ));
     }
 
     let mut failures = Vec::new();
     let mut compared = 0;
-    for (site, data) in &rendered {
+    for (site, object, data) in &rendered {
         let mut finding = |code: &str, key: &str, message: String| {
             failures.push(Finding {
                 severity: Severity::Failure,

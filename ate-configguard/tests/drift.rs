@@ -247,14 +247,21 @@ fn an_overlay_that_names_another_configmap_is_refused() {
         "{err}"
     );
     // Naming the base, or nothing, patches the base; so does a namespace
-    // where the base states none (it is the overlay's to set).
-    for meta in [
-        "metadata: { name: app }\n",
-        "metadata: { name: app, namespace: prod }\n",
-        "",
+    // where the base states none (it is the overlay's to set, and the
+    // rendered object's: findings name it there).
+    for (meta, namespace) in [
+        ("metadata: { name: app }\n", "default"),
+        ("metadata: { name: app, namespace: prod }\n", "prod"),
+        ("", "default"),
     ] {
         let patch = format!("kind: ConfigMap\n{meta}data: {{ LOG_LEVEL: debug }}\n");
         let report = run(BASE, &[&patch], &["API_KEY"]).unwrap();
+        let object = report.failures[0].object.as_ref().unwrap();
+        assert_eq!(
+            (object.namespace.as_str(), object.name.as_str()),
+            (namespace, "app"),
+            "{meta}"
+        );
         assert_eq!(
             codes(&report),
             vec![(
