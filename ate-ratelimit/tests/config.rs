@@ -77,9 +77,26 @@ fn tables_deserialize_with_serde_and_refuse_zero() {
     let table: LimitTable = serde_json::from_str(json).unwrap();
     assert_eq!(table.specs()[0].window.as_secs(), 60);
     assert_eq!(table.specs()[1].window.as_secs(), 10);
-    assert!(serde_json::from_str::<LimitTable>(r#"[{"name":"x","limit":0}]"#).is_err());
-    assert!(serde_json::from_str::<LimitTable>(r#"[{"name":"x","limit":1,"window":0}]"#).is_err());
-    assert!(serde_json::from_str::<LimitTable>(r#"[{"name":"x","limit":1,"bogus":1}]"#).is_err());
+    // Each refusal names the bad value (or field).
+    for (json, names) in [
+        (r#"[{"name":"x","limit":0}]"#, "integer `0`"),
+        (r#"[{"name":"x","limit":-5}]"#, "integer `-5`"),
+        (r#"[{"name":"x","limit":"150"}]"#, "string \"150\""),
+        (
+            r#"[{"name":"x","limit":4294967296}]"#,
+            "integer `4294967296`",
+        ),
+        (r#"[{"name":"x","limit":1,"window":0}]"#, "integer `0`"),
+        (
+            r#"[{"name":"x","limit":1,"bogus":1}]"#,
+            "unknown field `bogus`",
+        ),
+    ] {
+        let err = serde_json::from_str::<LimitTable>(json)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(names), "{json}: {err}");
+    }
 }
 
 #[cfg(feature = "serde")]
