@@ -129,10 +129,12 @@ fn patch_directives_replace_and_delete() {
         "object-deleted"
     );
     let unknown = "kind: ConfigMap\nmetadata: { name: app }\n$retainKeys: [a]\n";
-    assert!(run(BASE, &[unknown], &[]).is_err());
+    let err = run(BASE, &[unknown], &[]).unwrap_err().to_string();
+    assert!(err.contains("$retainKeys"), "{err}");
     let unknown_in_data =
         "kind: ConfigMap\nmetadata: { name: app }\ndata: { $setElementOrder: x }\n";
-    assert!(run(BASE, &[unknown_in_data], &[]).is_err());
+    let err = run(BASE, &[unknown_in_data], &[]).unwrap_err().to_string();
+    assert!(err.contains("$setElementOrder"), "{err}");
 }
 
 #[test]
@@ -153,11 +155,14 @@ fn keys_the_defaults_do_not_know_are_reported() {
 fn secrets_and_bad_input_are_refused() {
     let secret =
         "apiVersion: v1\nkind: Secret\nmetadata: { name: app }\nstringData: { LOG_LEVEL: info }\n";
-    assert!(run(secret, &[], &[]).is_err());
-    assert!(run("not: [valid", &[], &[]).is_err());
+    let err = run(secret, &[], &[]).unwrap_err().to_string();
+    assert!(err.contains("base.yaml") && err.contains("Secret"), "{err}");
+    let err = run("not: [valid", &[], &[]).unwrap_err().to_string();
+    assert!(err.contains("base.yaml"), "{err}");
     let non_string =
         "apiVersion: v1\nkind: ConfigMap\nmetadata: { name: app }\ndata: { LOG_LEVEL: [a] }\n";
-    assert!(run(non_string, &[], &[]).is_err());
+    let err = run(non_string, &[], &[]).unwrap_err().to_string();
+    assert!(err.contains("LOG_LEVEL is not a string"), "{err}");
     // What the check cannot judge is refused, naming the source and why:
     // binaryData keys would escape it, and of two documents it would have
     // to pick one.

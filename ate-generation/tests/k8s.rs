@@ -42,7 +42,8 @@ fn missing_observed_generation_is_not_converged() {
 fn missing_or_negative_generation_is_an_error() {
     let err = controller_observed(&deployment(None, Some(1))).unwrap_err();
     assert!(err.to_string().contains("Deployment/prod/web"), "{err}");
-    assert!(controller_observed(&deployment(Some(-1), Some(1))).is_err());
+    let err = controller_observed(&deployment(Some(-1), Some(1))).unwrap_err();
+    assert!(err.to_string().contains("-1"), "{err}");
     // Every negative value, -1 included.
     for observed in [-1, -2, i64::MIN] {
         let err = controller_observed(&deployment(Some(1), Some(observed))).unwrap_err();
