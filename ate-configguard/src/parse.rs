@@ -758,13 +758,19 @@ fn json_documents<W: Wrapped>(text: &str, source: &str) -> Result<Vec<Node>, Inp
     let mut de = serde_json::Deserializer::from_str(text);
     let mut out = Vec::new();
     loop {
-        let node = W::deserialize(&mut de)
-            .map(W::node)
-            .map_err(|e| InputError::Parse {
+        let node = W::deserialize(&mut de).map(W::node).map_err(|e| {
+            let location = format!("line {} column {}", e.line(), e.column());
+            // serde_json's message ends with the same position.
+            let message = e.to_string();
+            let message = message
+                .strip_suffix(&format!(" at {location}"))
+                .unwrap_or(&message);
+            InputError::Parse {
                 file: source.into(),
-                location: format!("line {} column {}", e.line(), e.column()),
-                message: redact(&e.to_string()),
-            })?;
+                location,
+                message: redact(message),
+            }
+        })?;
         match node {
             // A bare JSON array of objects is a document list.
             Node::Seq(items) => out.extend(items),
@@ -1072,10 +1078,21 @@ metadata:
 
     #[test]
     fn duplicate_keys_are_refused_at_any_depth() {
-        assert!(documents("a: 1\na: 2\n", "x.yaml").is_err());
-        assert!(documents("a:\n  b: 1\n  b: 2\n", "x.yaml").is_err());
-        assert!(documents(r#"{"a": {"b": 1, "b": 2}}"#, "x.json").is_err());
-        assert!(documents("data:\n  k: 1\n  k: 2\n", "x.yaml").is_err());
+        for (text, name, key) in [
+            ("a: 1\na: 2\n", "x.yaml", "a"),
+            ("a:\n  b: 1\n  b: 2\n", "x.yaml", "b"),
+            (r#"{"a": {"b": 1, "b": 2}}"#, "x.json", "b"),
+            ("data:\n  k: 1\n  k: 2\n", "x.yaml", "k"),
+        ] {
+            let err = documents(text, name).unwrap_err().to_string();
+            assert!(
+                err.contains(name) && err.contains("duplicate"),
+                "{text}: {err}"
+            );
+            // The key, once, and the position once (serde_json repeats it).
+            assert!(err.trim_end_matches('`').ends_with(key), "{text}: {err}");
+            assert_eq!(err.matches("column").count(), 1, "{err}");
+        }
         // Inside an ExternalSecret's data item, and among annotations
         // (whose values are otherwise skipped unread). Only JSON reaches
         // these checks: YAML's parser refuses a duplicate itself.

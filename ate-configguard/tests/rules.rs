@@ -561,7 +561,8 @@ fn duplicate_objects_in_one_state_are_input_errors() {
         current: load(&twice),
         ..Default::default()
     };
-    assert!(check(&input).is_err());
+    let err = check(&input).unwrap_err().to_string();
+    assert!(err.contains("ConfigMap") && err.contains("/a"), "{err}");
 }
 
 /// A live object as `kubectl get -o yaml` prints it: `kind`, `apiVersion`,
@@ -793,7 +794,11 @@ fn a_service_accounts_pull_secrets_are_references_of_every_pod_that_runs_as_it()
         current: load(&twice),
         ..Default::default()
     };
-    assert!(check(&input).is_err());
+    let err = check(&input).unwrap_err().to_string();
+    assert!(
+        err.contains("ServiceAccount") && err.contains("/a"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -87,7 +87,11 @@ fn unknown_kind_with_a_pod_template_is_an_input_error_unless_allowed() {
         allow_kinds: ["Service.example.com".to_owned()].into(),
         ..Default::default()
     };
-    assert!(load_str(knative, "k.yaml", &opts).is_err());
+    let err = load_str(knative, "k.yaml", &opts).unwrap_err().to_string();
+    assert!(
+        err.contains("k.yaml") && err.contains("--allow-kind Service.serving.knative.dev"),
+        "{err}"
+    );
     // A kind without a pod template is simply not a workload.
     let svc =
         "apiVersion: v1\nkind: Service\nmetadata: { name: s }\nspec: { ports: [ { port: 80 } ] }\n";
@@ -244,7 +248,11 @@ fn an_unknown_kind_whose_containers_read_config_without_a_pod_template_is_not_pa
     );
     // An allowed kind with no container at all is still an input error.
     let empty = "apiVersion: argoproj.io/v1alpha1\nkind: CronWorkflow\nmetadata: { name: e }\nspec: { schedule: x }\n";
-    assert!(load_str(empty, "e.yaml", &opts).is_err());
+    let err = load_str(empty, "e.yaml", &opts).unwrap_err().to_string();
+    assert!(
+        err.contains("e.yaml") && err.contains("CronWorkflow"),
+        "{err}"
+    );
     // A kind that reads nothing through container environments is not a
     // workload (a cert-manager Certificate names the Secret it writes).
     let cert = "apiVersion: cert-manager.io/v1\nkind: Certificate\nmetadata: { name: c }\nspec: { secretName: web-tls, dnsNames: [ a.example ] }\n";
@@ -839,9 +847,15 @@ fn a_namespace_or_config_object_name_the_api_server_refuses_is_an_input_error() 
     // Typed objects too.
     let mut typed = k8s_openapi::api::core::v1::ConfigMap::default();
     typed.metadata.name = Some("Bad_Name".into());
-    assert!(ate_configguard::ConfigObject::from_config_map(&typed, "default").is_err());
+    let err = ate_configguard::ConfigObject::from_config_map(&typed, "default")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("Bad_Name"), "{err}");
     typed.metadata.name = Some("good".into());
-    assert!(ate_configguard::ConfigObject::from_config_map(&typed, "").is_err());
+    let err = ate_configguard::ConfigObject::from_config_map(&typed, "")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("namespace"), "{err}");
     assert!(ate_configguard::ConfigObject::from_config_map(&typed, "default").is_ok());
 }
 
@@ -1013,7 +1027,10 @@ fn an_unquoted_key_that_yaml_reads_as_a_boolean_or_a_number_is_the_key_kubectl_m
     );
     // A null key is refused, as kubectl refuses it.
     let null = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata:\n  ~: a\n";
-    assert!(load_str(null, "t.yaml", &LoadOptions::default()).is_err());
+    let err = load_str(null, "t.yaml", &LoadOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("t.yaml") && err.contains("null"), "{err}");
     // JSON keys are strings as written.
     let json = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"on":"a","010":"b"}}"#;
     let keys = &load(json).objects[0].keys;
