@@ -397,11 +397,10 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
         current: &current,
         proposed: &proposed,
         proposed_in: &proposed_in,
-        inventory: input
-            .inventory
-            .iter()
-            .flat_map(|inv| inv.objects.iter().map(|o| (&o.id, &o.keys)))
-            .collect(),
+        inventory: match &input.inventory {
+            None => HashMap::new(),
+            Some(inv) => inventory_index(inv)?,
+        },
         holders: OnceCell::new(),
         pruned,
     };
@@ -966,7 +965,30 @@ pub fn inventory(manifests: &Manifests) -> Inventory {
     let mut objects = manifests.objects.clone();
     objects.sort_by(|a, b| a.id.cmp(&b.id));
     Inventory {
-        version: 1,
+        version: Inventory::VERSION,
         objects,
     }
+}
+
+/// A previous inventory's key names by object: one of another format
+/// version, or one that lists an object twice (which of its key lists
+/// holds?), is unusable input.
+fn inventory_index(inv: &Inventory) -> Result<HashMap<&ObjectId, &BTreeSet<String>>, InputError> {
+    const AT: &str = "previous inventory";
+    if inv.version != Inventory::VERSION {
+        return Err(InputError::Invalid {
+            at: AT.into(),
+            message: format!(
+                "format version {} is not one this build reads (version {})",
+                inv.version,
+                Inventory::VERSION
+            ),
+        });
+    }
+    Ok(
+        unique(&inv.objects, |o| &o.id, |first, _| first.id.to_string(), AT)?
+            .into_iter()
+            .map(|(id, o)| (id, &o.keys))
+            .collect(),
+    )
 }

@@ -207,13 +207,7 @@ fn run(cli: Cli) -> Result<ExitCode, InputError> {
                 None => None,
                 Some(path) => {
                     let text = read(&path, &mut stdin)?;
-                    Some(serde_json::from_str::<Inventory>(&text).map_err(|e| {
-                        InputError::Parse {
-                            file: display(&path),
-                            location: format!("line {} column {}", e.line(), e.column()),
-                            message: "not an inventory (see `ate-configguard inventory`)".into(),
-                        }
-                    })?)
+                    Some(Inventory::from_json(&text, &display(&path))?)
                 }
             };
             let (current, proposed) = (

@@ -438,10 +438,68 @@ impl fmt::Display for Finding {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Inventory {
-    /// Inventory format version (1).
+    /// Inventory format version ([`Inventory::VERSION`]; [`check`] refuses
+    /// any other).
+    ///
+    /// [`check`]: crate::check()
     pub version: u32,
     /// The objects.
     pub objects: Vec<ConfigObject>,
+}
+
+impl Inventory {
+    /// The format version this build writes and reads.
+    pub const VERSION: u32 = 1;
+
+    /// Reads an inventory written by `ate-configguard inventory` (JSON),
+    /// `source` naming it in errors. Refuses what is not one, naming the
+    /// missing or unknown field (never a value), and another format
+    /// version.
+    ///
+    /// # Errors
+    ///
+    /// [`InputError::Parse`](crate::InputError::Parse) for text that is not
+    /// an inventory, [`InputError::Invalid`](crate::InputError::Invalid) for
+    /// one of another format version.
+    ///
+    /// ```
+    /// use ate_configguard::Inventory;
+    ///
+    /// let inv = Inventory::from_json(r#"{"version": 1, "objects": []}"#, "inv.json").unwrap();
+    /// assert!(inv.objects.is_empty());
+    /// let err = Inventory::from_json(r#"{"objects": []}"#, "inv.json").unwrap_err();
+    /// assert!(err.to_string().contains("missing field `version`"), "{err}");
+    /// let err = Inventory::from_json(r#"{"version": 2, "objects": []}"#, "inv.json").unwrap_err();
+    /// assert!(err.to_string().contains("format version 2"), "{err}");
+    /// ```
+    pub fn from_json(text: &str, source: &str) -> Result<Self, crate::InputError> {
+        let inventory: Self = serde_json::from_str(text).map_err(|e| {
+            let location = format!("line {} column {}", e.line(), e.column());
+            let message = e.to_string();
+            let message = message
+                .strip_suffix(&format!(" at {location}"))
+                .unwrap_or(&message);
+            crate::InputError::Parse {
+                file: source.into(),
+                location,
+                message: format!(
+                    "not an inventory (see `ate-configguard inventory`): {}",
+                    crate::parse::redact(message)
+                ),
+            }
+        })?;
+        if inventory.version != Self::VERSION {
+            return Err(crate::InputError::Invalid {
+                at: source.into(),
+                message: format!(
+                    "inventory format version {} is not one this build reads (version {})",
+                    inventory.version,
+                    Self::VERSION
+                ),
+            });
+        }
+        Ok(inventory)
+    }
 }
 
 /// What a set of manifests holds.

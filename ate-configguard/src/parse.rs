@@ -696,7 +696,11 @@ pub(crate) fn redact(message: &str) -> String {
                 }
                 inner.push(d);
             }
-            let keep = out.ends_with("duplicate key ") && closed;
+            // Field and key names are names, never values.
+            let keep = closed
+                && ["duplicate key ", "missing field ", "unknown field "]
+                    .iter()
+                    .any(|before| out.ends_with(before));
             out.push(close);
             out.push_str(if keep { &inner } else { "…" });
             if closed {

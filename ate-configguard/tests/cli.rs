@@ -88,6 +88,59 @@ fn exit_codes_are_0_safe_1_unsafe_2_unusable() {
 }
 
 #[test]
+fn an_inventory_that_is_not_one_or_of_another_version_is_unusable_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let cur = current(dir.path());
+    let good = bin().args(["inventory", &cur]).output().unwrap();
+    assert_eq!(good.status.code(), Some(0), "{}", all_output(&good));
+    let good = String::from_utf8(good.stdout).unwrap();
+    for (name, text, says) in [
+        ("good.json", good.clone(), None),
+        (
+            "v2.json",
+            good.replacen("\"version\": 1", "\"version\": 2", 1),
+            Some("v2.json: inventory format version 2 is not one this build reads (version 1)"),
+        ),
+        (
+            "noversion.json",
+            r#"{"objects": []}"#.into(),
+            Some("not an inventory (see `ate-configguard inventory`): missing field `version`"),
+        ),
+        (
+            "manifest.json",
+            r#"{"apiVersion": "v1", "kind": "Secret", "data": {"k": "aHVudGVyMg=="}}"#.into(),
+            Some("not an inventory (see `ate-configguard inventory`): unknown field `apiVersion`"),
+        ),
+    ] {
+        let path = write(dir.path(), name, &text);
+        let out = bin()
+            .args([
+                "check",
+                "--current",
+                &cur,
+                "--proposed",
+                &cur,
+                "--inventory",
+                &path,
+            ])
+            .output()
+            .unwrap();
+        let all = all_output(&out);
+        match says {
+            None => assert_eq!(out.status.code(), Some(0), "{name}: {all}"),
+            Some(says) => {
+                assert_eq!(out.status.code(), Some(2), "{name}: {all}");
+                assert!(all.contains(says), "{name}: {all}");
+            }
+        }
+        assert!(
+            !all.contains("aHVudGVyMg") && !all.contains("hunter2"),
+            "{all}"
+        );
+    }
+}
+
+#[test]
 fn json_report_is_one_document_on_stdout() {
     let dir = tempfile::tempdir().unwrap();
     let cur = current(dir.path());

@@ -396,6 +396,39 @@ fn bulk_load_checks_keys_from_a_previous_inventory() {
 }
 
 #[test]
+fn a_previous_inventory_of_another_version_or_with_an_object_twice_is_unusable_input() {
+    let current = deployment("web", ENVFROM_APP);
+    let opts = LoadOptions::default();
+    let inv = inventory(&load_str(&cm("app-config", &["A", "B"]), "inv.yaml", &opts).unwrap());
+    let run = |inv: Inventory| {
+        check(&CheckInput {
+            current: load(&format!("{}\n---\n{}", current, cm("app-config", &["A"]))),
+            proposed: load(&cm("app-config", &["A"])),
+            inventory: Some(inv),
+            ..Default::default()
+        })
+    };
+    // Read with another format's rules, its key lists could mean anything.
+    let newer = Inventory {
+        version: Inventory::VERSION + 1,
+        ..inv.clone()
+    };
+    let err = run(newer).unwrap_err().to_string();
+    assert!(err.contains("format version 2"), "{err}");
+    // Which of two key lists held? (Read as the second, B's removal passed.)
+    let mut twice = inv.clone();
+    let mut fewer = inv.objects[0].clone();
+    fewer.keys.remove("B");
+    twice.objects.push(fewer);
+    let err = run(twice).unwrap_err().to_string();
+    assert!(
+        err.contains("ConfigMap/default/app-config appears twice"),
+        "{err}"
+    );
+    assert!(run(inv).is_ok());
+}
+
+#[test]
 fn bulk_loaded_object_must_still_exist() {
     let current = format!(
         "{}\n---\n{}",
