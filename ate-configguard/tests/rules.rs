@@ -2081,3 +2081,13 @@ fn a_sealed_secret_or_a_secret_provider_class_gives_the_type_it_sets() {
     // one, another type is no refused change (it is not made at all).
     assert!(run(&live, &provider("Opaque")).is_safe());
 }
+
+#[test]
+fn inputs_reports_and_errors_are_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<CheckInput>();
+    check::<ate_configguard::Manifests>();
+    check::<Inventory>();
+    check::<ate_configguard::Report>();
+    check::<ate_configguard::InputError>();
+}

@@ -57,3 +57,13 @@ fn racing_writers_never_move_observed_backwards() {
         assert!(end.observed_generation() <= end.generation());
     }
 }
+
+#[test]
+fn shared_and_value_types_are_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<SharedLatch>();
+    check::<Latch>();
+    check::<ate_generation::ApplyTicket>();
+    check::<ate_generation::Decision>();
+    check::<ate_generation::Error>();
+}

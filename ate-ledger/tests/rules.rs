@@ -822,3 +822,18 @@ fn recovery_leaves_an_attempt_another_worker_resolved_meanwhile_and_goes_on() {
         assert_eq!(record.tries.len(), 1);
     }
 }
+
+#[test]
+fn ledgers_stores_and_records_are_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<Ledger<MemoryStore>>();
+    check::<Ledger<MemoryStore, ManualClock>>();
+    #[cfg(feature = "redb")]
+    check::<Ledger<ate_ledger::RedbStore>>();
+    #[cfg(feature = "postgres")]
+    check::<Ledger<ate_ledger::PgStore>>();
+    check::<Ledger<Box<dyn Store>>>();
+    check::<Lease>();
+    check::<ate_ledger::Record>();
+    check::<Error>();
+}
