@@ -319,8 +319,9 @@ impl<'a> Ctx<'a> {
 /// # Errors
 ///
 /// [`InputError::Invalid`] for states it cannot judge: one object or
-/// ServiceAccount twice in a state, or an object both deleted (`delete`)
-/// and in the proposed manifests.
+/// ServiceAccount twice in a state, an object both deleted (`delete`)
+/// and in the proposed manifests, or a previous inventory of another
+/// format version than [`Inventory::VERSION`] or listing an object twice.
 pub fn check(input: &CheckInput) -> Result<Report, InputError> {
     let current = index(&input.current.objects, "current state")?;
     let proposed_in = index(&input.proposed.objects, "proposed state")?;
