@@ -17,6 +17,10 @@ use serde_json::{Map, Value};
 /// column: `the body is ambiguous: the key "replicas" appears twice in one
 /// object at line 1 column 30`, or `the body must be JSON: ...`.
 pub fn parse(body: &[u8]) -> Result<Value, String> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        // serde_json's "EOF while parsing a value at line 1 column 0".
+        return Err("the body is empty: it must be JSON".into());
+    }
     serde_json::from_slice::<Strict>(body)
         .map(|Strict(v)| v)
         .map_err(|e| {
@@ -132,6 +136,17 @@ pub fn canonical(value: &Value) -> Value {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn an_empty_body_says_so() {
+        for body in ["", " \r\n\t"] {
+            assert_eq!(
+                parse(body.as_bytes()),
+                Err("the body is empty: it must be JSON".into()),
+                "{body:?}"
+            );
+        }
+    }
 
     #[test]
     fn parses_what_serde_json_parses_when_no_key_repeats() {
