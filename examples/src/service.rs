@@ -638,7 +638,8 @@ impl AppState {
                 return ApiResponse::json(
                     400,
                     json!({"error": format!(
-                        "the body must be {{\"observedGeneration\": N}}, N a whole number from 0: {e}"
+                        "the body must be {{\"observedGeneration\": N}}, N a whole number from 0 to {}: {e}",
+                        u64::MAX
                     )}),
                 );
             }

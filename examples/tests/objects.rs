@@ -426,6 +426,11 @@ async fn a_bad_observed_write_body_is_a_400_naming_what_is_wrong() {
             ),
             (r#"{"observed": 1}"#, "unknown field `observed`"),
             ("{}", "missing field `observedGeneration`"),
+            // Past u64 (read as a float): the message gives the range.
+            (
+                r#"{"observedGeneration": 18446744073709551616}"#,
+                "a whole number from 0 to 18446744073709551615",
+            ),
         ] {
             let res = c
                 .post(s.url("/objects/gw/observed"))
