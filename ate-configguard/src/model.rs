@@ -474,17 +474,13 @@ impl Inventory {
     /// ```
     pub fn from_json(text: &str, source: &str) -> Result<Self, crate::InputError> {
         let inventory: Self = serde_json::from_str(text).map_err(|e| {
-            let location = format!("line {} column {}", e.line(), e.column());
-            let message = e.to_string();
-            let message = message
-                .strip_suffix(&format!(" at {location}"))
-                .unwrap_or(&message);
+            let (location, message) = crate::parse::json_error(&e);
             crate::InputError::Parse {
                 file: source.into(),
                 location,
                 message: format!(
                     "not an inventory (see `ate-configguard inventory`): {}",
-                    crate::parse::redact(message)
+                    crate::parse::redact(&message)
                 ),
             }
         })?;

@@ -755,6 +755,18 @@ fn parse_documents<W: Wrapped>(text: &str, source: &str) -> Result<Vec<Node>, In
     yaml_documents::<W>(text, source)
 }
 
+/// A serde_json error's position (`line L column C`) and its message
+/// without it (serde_json's message ends with the same position).
+pub(crate) fn json_error(e: &serde_json::Error) -> (String, String) {
+    let location = format!("line {} column {}", e.line(), e.column());
+    let message = e.to_string();
+    let message = match message.strip_suffix(&format!(" at {location}")) {
+        Some(m) => m.to_owned(),
+        None => message,
+    };
+    (location, message)
+}
+
 /// One JSON document, or a stream of them one after another (what `jq -c
 /// '.items[]'` prints), read with one deserializer so that an error's
 /// line is the file's.
@@ -763,16 +775,11 @@ fn json_documents<W: Wrapped>(text: &str, source: &str) -> Result<Vec<Node>, Inp
     let mut out = Vec::new();
     loop {
         let node = W::deserialize(&mut de).map(W::node).map_err(|e| {
-            let location = format!("line {} column {}", e.line(), e.column());
-            // serde_json's message ends with the same position.
-            let message = e.to_string();
-            let message = message
-                .strip_suffix(&format!(" at {location}"))
-                .unwrap_or(&message);
+            let (location, message) = json_error(&e);
             InputError::Parse {
                 file: source.into(),
                 location,
-                message: redact(message),
+                message: redact(&message),
             }
         })?;
         match node {

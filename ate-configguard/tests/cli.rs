@@ -19,8 +19,14 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
 
 /// `ate-configguard check --current CURRENT --proposed PROPOSED`.
 fn check(current: &str, proposed: &str) -> Output {
+    check_with(current, proposed, &[])
+}
+
+/// The same with `more` arguments after.
+fn check_with(current: &str, proposed: &str, more: &[&str]) -> Output {
     bin()
         .args(["check", "--current", current, "--proposed", proposed])
+        .args(more)
         .output()
         .unwrap()
 }
@@ -113,18 +119,7 @@ fn an_inventory_that_is_not_one_or_of_another_version_is_unusable_input() {
         ),
     ] {
         let path = write(dir.path(), name, &text);
-        let out = bin()
-            .args([
-                "check",
-                "--current",
-                &cur,
-                "--proposed",
-                &cur,
-                "--inventory",
-                &path,
-            ])
-            .output()
-            .unwrap();
+        let out = check_with(&cur, &cur, &["--inventory", &path]);
         let all = all_output(&out);
         match says {
             None => assert_eq!(out.status.code(), Some(0), "{name}: {all}"),
@@ -149,18 +144,7 @@ fn json_report_is_one_document_on_stdout() {
         "p.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata: { name: cfg }\ndata: { DB_HOST: x }\n",
     );
-    let out = bin()
-        .args([
-            "check",
-            "--current",
-            &cur,
-            "--proposed",
-            &removed,
-            "--format",
-            "json",
-        ])
-        .output()
-        .unwrap();
+    let out = check_with(&cur, &removed, &["--format", "json"]);
     let report: ate_configguard::Report = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report.result, "unsafe");
     assert_eq!(report.failures[0].key.as_deref(), Some("REDIS"));
