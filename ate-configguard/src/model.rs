@@ -61,7 +61,12 @@ impl fmt::Display for ObjectId {
 }
 
 /// A ConfigMap or Secret: its key NAMES only.
+///
+/// Serialized flat (`kind`, `namespace`, `name` beside `keys`); read back,
+/// a field it does not have is refused, naming it (a typo such as
+/// `secret_typ` in a hand-edited inventory is not dropped unread).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "FlatObject")]
 pub struct ConfigObject {
     /// Identity.
     #[serde(flatten)]
@@ -111,6 +116,49 @@ pub struct ConfigObject {
     pub kept_on_prune: Option<String>,
 }
 
+/// [`ConfigObject`] as written, read with every field named: serde cannot
+/// refuse unknown fields beside a flattened one, so the identity's three
+/// fields are spelt out here.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FlatObject {
+    kind: ConfigKind,
+    namespace: String,
+    name: String,
+    keys: BTreeSet<String>,
+    #[serde(default)]
+    immutable: bool,
+    #[serde(default)]
+    secret_type: Option<String>,
+    #[serde(default)]
+    hook: Option<Hook>,
+    #[serde(default)]
+    sync_wave: Option<i64>,
+    #[serde(default)]
+    made_by: Option<String>,
+    #[serde(default)]
+    kept_on_prune: Option<String>,
+}
+
+impl From<FlatObject> for ConfigObject {
+    fn from(o: FlatObject) -> Self {
+        Self {
+            id: ObjectId {
+                kind: o.kind,
+                namespace: o.namespace,
+                name: o.name,
+            },
+            keys: o.keys,
+            immutable: o.immutable,
+            secret_type: o.secret_type,
+            hook: o.hook,
+            sync_wave: o.sync_wave,
+            made_by: o.made_by,
+            kept_on_prune: o.kept_on_prune,
+        }
+    }
+}
+
 impl ConfigObject {
     /// Whether applying it over a Secret that exists sets that Secret's
     /// type: not for one a SecretProviderClass makes, as the Secrets Store
@@ -128,6 +176,7 @@ impl ConfigObject {
 /// resource that is not applied with the rest of the change, but created
 /// when its phase comes, in its own order, and perhaps deleted again.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Hook {
     /// The annotation that makes it one, as `helm.sh/hook=pre-upgrade`.
     pub annotation: String,

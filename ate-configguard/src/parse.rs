@@ -682,7 +682,18 @@ impl<'de> Deserialize<'de> for KeptAnnotations {
 /// Turns a parser message into one that cannot echo input values: quoted
 /// and back-ticked spans are redacted unless they are a duplicate key name.
 pub(crate) fn redact(message: &str) -> String {
-    let mut out = String::with_capacity(message.len());
+    // serde ends an unknown field's or variant's message with the names the
+    // type has ("expected `a` or `b`", "expected one of `a`, `b`, `c`"):
+    // the type's names, kept whole, however many.
+    let first = message.lines().next().unwrap_or("");
+    let (message, names) = match first.rfind("expected ") {
+        Some(at) if names_listed(&first[at + "expected ".len()..]) => {
+            let at = at + "expected ".len();
+            (&first[..at], &first[at..])
+        }
+        _ => (message, ""),
+    };
+    let mut out = String::with_capacity(message.len() + names.len());
     let mut chars = message.chars().peekable();
     while let Some(c) = chars.next() {
         if matches!(c, '"' | '`' | '\'') {
@@ -713,10 +724,34 @@ pub(crate) fn redact(message: &str) -> String {
     // Parser messages can quote a scalar without quotes ("found string x"):
     // keep only the first line and cap the length.
     let first = out.lines().next().unwrap_or("").to_owned();
-    if first.chars().count() > 160 {
+    let capped = if first.chars().count() > 160 {
         first.chars().take(160).collect::<String>() + "…"
     } else {
         first
+    };
+    capped + names
+}
+
+/// Whether `tail` is, to its end, serde's list of a type's names: "`a`",
+/// "`a` or `b`" or "one of `a`, `b`, ...", each a name (letters, digits,
+/// `_ - . $ @`).
+fn names_listed(tail: &str) -> bool {
+    let name = |n: &str| {
+        !n.is_empty()
+            && n.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '$' | '@'))
+    };
+    let quoted = |item: &str| {
+        item.strip_prefix('`')
+            .and_then(|i| i.strip_suffix('`'))
+            .is_some_and(name)
+    };
+    match tail.strip_prefix("one of ") {
+        Some(list) => list.split(", ").all(quoted),
+        None => match tail.split_once(" or ") {
+            Some((a, b)) => quoted(a) && quoted(b),
+            None => quoted(tail),
+        },
     }
 }
 
@@ -1201,6 +1236,29 @@ metadata:
             "invalid type: string \"…\", expected u64"
         );
         assert_eq!(redact("duplicate key `name`"), "duplicate key `name`");
+        // serde's expected names are the type's, and kept in full, however
+        // many; the value it did not know is not.
+        let fields: Vec<String> = (0..40).map(|i| format!("`field_{i}`")).collect();
+        let unknown = format!("unknown field `x`, expected one of {}", fields.join(", "));
+        assert_eq!(redact(&unknown), unknown);
+        assert_eq!(
+            redact("unknown variant `s3cr3t`, expected `Always` or `Never`"),
+            "unknown variant `…`, expected `Always` or `Never`"
+        );
+        assert_eq!(
+            redact("unknown variant `s3cr3t`, expected `Always`"),
+            "unknown variant `…`, expected `Always`"
+        );
+        // Only a whole list of names ending the message is kept.
+        for text in [
+            "expected `A`, found `s3cr3t`",
+            "unknown variant `x`, expected one of `A`, `s3 cr3t`",
+            "unknown variant `x`, expected `A` or `B` or `s3cr3t`",
+            "invalid value: string \"s3cr3t\", expected `A` and `s3cr3t`",
+        ] {
+            assert!(!redact(text).contains("s3cr3t"), "{text}");
+            assert!(!redact(text).contains("s3 cr3t"), "{text}");
+        }
         // An unclosed span, a second line, a long line: none can echo input.
         assert_eq!(redact("duplicate key `s3cr3t"), "duplicate key `…");
         assert_eq!(redact("bad value\nfound s3cr3t"), "bad value");

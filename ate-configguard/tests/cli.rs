@@ -113,6 +113,11 @@ fn an_inventory_that_is_not_one_or_of_another_version_is_unusable_input() {
             Some("not an inventory (see `ate-configguard inventory`): missing field `version`"),
         ),
         (
+            "typo.json",
+            good.replacen("\"keys\"", "\"secret_typ\": \"Opaque\", \"keys\"", 1),
+            Some("not an inventory (see `ate-configguard inventory`): unknown field `secret_typ`"),
+        ),
+        (
             "manifest.json",
             r#"{"apiVersion": "v1", "kind": "Secret", "data": {"k": "aHVudGVyMg=="}}"#.into(),
             Some("not an inventory (see `ate-configguard inventory`): unknown field `apiVersion`"),

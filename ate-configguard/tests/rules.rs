@@ -429,6 +429,65 @@ fn a_previous_inventory_of_another_version_or_with_an_object_twice_is_unusable_i
 }
 
 #[test]
+fn an_inventory_round_trips_every_field_and_refuses_a_field_it_does_not_have() {
+    use ate_configguard::{ConfigKind, ConfigObject, Hook, HookPhase, ObjectId};
+    let object = ConfigObject {
+        id: ObjectId {
+            kind: ConfigKind::Secret,
+            namespace: "prod".into(),
+            name: "db".into(),
+        },
+        keys: ["PASSWORD".to_string(), "USER".to_string()].into(),
+        immutable: true,
+        secret_type: Some("Opaque".into()),
+        hook: Some(Hook {
+            annotation: "helm.sh/hook=pre-upgrade".into(),
+            phase: HookPhase::BeforeChange,
+            weight: -5,
+            helm: true,
+            deleted_after: Some("helm.sh/hook-delete-policy=hook-succeeded".into()),
+        }),
+        sync_wave: Some(3),
+        made_by: Some("SealedSecret/prod/db".into()),
+        kept_on_prune: Some("helm.sh/resource-policy=keep".into()),
+    };
+    let inv = Inventory {
+        version: Inventory::VERSION,
+        objects: vec![object],
+    };
+    let text = serde_json::to_string_pretty(&inv).unwrap();
+    assert_eq!(Inventory::from_json(&text, "inv.json").unwrap(), inv);
+
+    // A hand-edited inventory with a misspelt field is refused, naming it,
+    // at the object and inside its hook: read as before, `secret_typ` was
+    // dropped and the Secret's type went unchecked.
+    for (from, to, unknown) in [
+        ("\"secret_type\"", "\"secret_typ\"", "secret_typ"),
+        ("\"immutable\"", "\"immutible\"", "immutible"),
+        ("\"deleted_after\"", "\"delete_after\"", "delete_after"),
+    ] {
+        assert!(text.contains(from), "{text}");
+        let err = Inventory::from_json(&text.replacen(from, to, 1), "inv.json")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("inv.json"), "{err}");
+        assert!(err.contains(&format!("unknown field `{unknown}`")), "{err}");
+        assert!(!err.contains("PASSWORD"), "{err}");
+    }
+    // A missing identity field is named too.
+    let err = Inventory::from_json(&text.replacen("\"namespace\"", "\"ns\"", 1), "inv.json")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("unknown field `ns`"), "{err}");
+    let nameless =
+        r#"{"version": 1, "objects": [{"kind": "Secret", "namespace": "prod", "keys": []}]}"#;
+    let err = Inventory::from_json(nameless, "inv.json")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("missing field `name`"), "{err}");
+}
+
+#[test]
 fn bulk_loaded_object_must_still_exist() {
     let current = format!(
         "{}\n---\n{}",
