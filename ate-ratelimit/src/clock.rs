@@ -121,6 +121,8 @@ pub struct MonotonicClock {
     ///
     /// [`HEADROOM`]: Self::HEADROOM
     base: u64,
+    /// How `now` turns raw counts into nanoseconds.
+    scale: Scale,
 }
 
 impl fmt::Debug for MonotonicClock {
@@ -150,30 +152,62 @@ impl MonotonicClock {
     /// nanosecond more, from rounding the scaling).
     pub fn new() -> Self {
         let clock = quanta::Clock::new();
-        let headroom = raw_counts_for(&clock, Self::HEADROOM_NANOS);
+        let scale = Scale::of(&clock);
+        let headroom = raw_counts_for(scale, Self::HEADROOM_NANOS);
         let base = clock.raw().wrapping_sub(headroom);
-        Self { clock, base }
+        Self { clock, base, scale }
     }
 }
 
-/// The fewest raw counts that `clock` scales to at least `nanos`.
-/// (Scaling is monotonic; it is the identity where the raw counter is
-/// already in nanoseconds.)
-fn raw_counts_for(clock: &quanta::Clock, nanos: u64) -> u64 {
-    let scaled = |counts: u64| clock.delta_as_nanos(0, counts);
+/// Raw counts to nanoseconds, from quanta's calibration, in one multiply:
+/// quanta's own scaling adds a variable shift and a select after it, and
+/// every step between the counter read and a limiter's stores delays the
+/// next check's lock (measured).
+#[derive(Debug, Clone, Copy)]
+enum Scale {
+    /// Raw counts are nanoseconds already (no usable TSC).
+    Identity,
+    /// Nanoseconds per 2^64 counts (a counter faster than 1 GHz).
+    Per2To64(u64),
+}
+
+impl Scale {
+    fn of(clock: &quanta::Clock) -> Self {
+        // 2^62 counts in nanoseconds: at most 2^62 for a counter at 1 GHz
+        // or faster, so this keeps 62 bits of the calibration.
+        let per_2_62 = clock.delta_as_nanos(0, 1 << 62);
+        if per_2_62 >= 1 << 62 {
+            Self::Identity
+        } else {
+            Self::Per2To64(per_2_62 << 2)
+        }
+    }
+}
+
+/// `counts` raw counts in nanoseconds (monotonic in `counts`).
+#[inline(always)]
+fn scale(scale: Scale, counts: u64) -> u64 {
+    match scale {
+        Scale::Identity => counts,
+        Scale::Per2To64(m) => ((u128::from(counts) * u128::from(m)) >> 64) as u64,
+    }
+}
+
+/// The fewest raw counts that scale to at least `nanos`.
+fn raw_counts_for(s: Scale, nanos: u64) -> u64 {
     // Double up to a bound, well below where scaling could overflow.
     let mut high = 1u64;
-    while scaled(high) < nanos {
+    while scale(s, high) < nanos {
         match high.checked_mul(2) {
             Some(h) => high = h,
             None => return high,
         }
     }
     let mut low = high / 2;
-    // Invariant: scaled(low) < nanos <= scaled(high) (or low = 0).
+    // Invariant: scale(low) < nanos <= scale(high) (or low = 0).
     while high - low > 1 {
         let mid = low + (high - low) / 2;
-        if scaled(mid) >= nanos {
+        if scale(s, mid) >= nanos {
             high = mid;
         } else {
             low = mid;
@@ -186,10 +220,7 @@ impl Clock for MonotonicClock {
     #[inline]
     fn now(&self) -> Timestamp {
         // Raw counter and one scaling: cheaper than building an Instant.
-        Timestamp(
-            self.clock
-                .delta_as_nanos(0, self.clock.raw().wrapping_sub(self.base)),
-        )
+        Timestamp(scale(self.scale, self.clock.raw().wrapping_sub(self.base)))
     }
 }
 
@@ -301,13 +332,44 @@ mod tests {
     fn the_headroom_is_the_fewest_raw_counts_that_scale_to_it() {
         let nanos = MonotonicClock::HEADROOM_NANOS;
         let clock = quanta::Clock::new();
-        let counts = raw_counts_for(&clock, nanos);
-        assert!(clock.delta_as_nanos(0, counts) >= nanos);
-        assert!(clock.delta_as_nanos(0, counts - 1) < nanos);
+        let s = Scale::of(&clock);
+        let counts = raw_counts_for(s, nanos);
+        assert!(scale(s, counts) >= nanos);
+        assert!(scale(s, counts - 1) < nanos);
         // Where raw counts are nanoseconds already (quanta's mock), exactly.
         let (mock, _) = quanta::Clock::mock();
-        assert_eq!(raw_counts_for(&mock, nanos), nanos);
-        assert_eq!(raw_counts_for(&mock, 1), 1);
+        assert!(matches!(Scale::of(&mock), Scale::Identity));
+        assert_eq!(raw_counts_for(Scale::Identity, nanos), nanos);
+        assert_eq!(raw_counts_for(Scale::Identity, 1), 1);
+    }
+
+    /// The one-multiply scaling agrees with quanta's own (within a
+    /// nanosecond per second of span) and never goes backwards.
+    #[test]
+    fn scaling_matches_quanta_and_is_monotonic() {
+        let clock = quanta::Clock::new();
+        let s = Scale::of(&clock);
+        for counts in [0u64, 1, 999, 1 << 20, 1 << 32, 1 << 40, 1 << 50, 1 << 56] {
+            let ours = scale(s, counts);
+            let theirs = clock.delta_as_nanos(0, counts);
+            let slack = theirs / 1_000_000_000 + 1;
+            assert!(
+                ours.abs_diff(theirs) <= slack,
+                "{counts}: {ours} vs {theirs}"
+            );
+        }
+        // At 3 GHz, a count is a third of a nanosecond: neighbours map to
+        // the same or the next nanosecond, never an earlier one.
+        let f = Scale::Per2To64(u64::MAX / 3);
+        let mut last = scale(f, 1 << 40);
+        for counts in (1u64 << 40)..(1 << 40) + 10_000 {
+            let ns = scale(f, counts);
+            assert!(ns >= last && ns - last <= 1);
+            last = ns;
+        }
+        assert_eq!(scale(f, 3), 0);
+        assert_eq!(scale(f, 4), 1);
+        assert_eq!(scale(Scale::Identity, 12345), 12345);
     }
 
     #[test]

@@ -160,9 +160,13 @@ pub(crate) const MAX_HELD: u32 = 1 << 31;
 /// dropped, which depends on the clock read just before it.
 #[derive(Debug, Clone)]
 pub(crate) struct Timeline {
-    start: u32,
-    end: u32,
-    /// The newest attempt recorded (zero before the first).
+    /// `start` in the low half, `end` in the high half: one store moves
+    /// both (each store a check makes must land before the next check's
+    /// lock is taken; measured).
+    pos: u64,
+    /// The newest attempt recorded (zero before the first) as of the last
+    /// time the window was left empty; while it holds attempts, the newest
+    /// is its last slot. (One store fewer per check; see `pos`.)
     newest: u64,
     slots: Box<[u64]>,
 }
@@ -182,11 +186,27 @@ impl Timeline {
     pub(crate) fn new(limit: u32) -> Self {
         let cap = (limit.min(MAX_HELD) as usize).next_power_of_two().min(4);
         Self {
-            start: 0,
-            end: 0,
+            pos: 0,
             newest: 0,
             slots: vec![0; cap].into_boxed_slice(),
         }
+    }
+
+    /// The oldest attempt's counter.
+    #[inline(always)]
+    fn start(&self) -> u32 {
+        self.pos as u32
+    }
+
+    /// One past the newest attempt's counter.
+    #[inline(always)]
+    fn end(&self) -> u32 {
+        (self.pos >> 32) as u32
+    }
+
+    #[inline(always)]
+    fn set_pos(&mut self, start: u32, end: u32) {
+        self.pos = (u64::from(end) << 32) | u64::from(start);
     }
 
     /// One check at `now` (nanoseconds) for a window of `window`
@@ -201,57 +221,94 @@ impl Timeline {
     pub(crate) fn step(&mut self, limit: u32, window: u64, now: u64, record: Record) -> Step<u64> {
         // Locals, not fields: a store into the slots could otherwise make
         // the compiler reload the counters.
-        let (mut start, mut end) = (self.start, self.end);
+        let (mut start, end) = (self.start(), self.end());
         let slots = &mut *self.slots;
         let cap = slots.len() as u32;
         let at = |i: u32| counter_slot(i, cap as usize);
-        // An attempt at `a` counts at `now` iff a > now - window; none has
-        // left before `now` reaches `window`.
-        if let Some(edge) = now.checked_sub(window) {
-            if end.wrapping_sub(start) >= limit {
-                // At the limit (a caller being denied), checks mostly drop
-                // nothing, a branch the CPU predicts: pop one at a time.
-                while start != end && slots[at(start)] <= edge {
-                    start = start.wrapping_add(1);
+        // An attempt at `a` counts at `now` iff a + window > now (none has
+        // left before `now` reaches `window`). The sum is taken on the
+        // slot, not `now - window` on the clock: work that waits for the
+        // clock read delays the stores below, and the next check's lock
+        // waits for those (measured: each step on that path costs).
+        let expired = |v: u64| v.saturating_add(window) <= now;
+        if end.wrapping_sub(start) >= limit {
+            // At the limit (a caller being denied), checks mostly drop
+            // nothing, a branch the CPU predicts: pop one at a time.
+            while start != end && expired(slots[at(start)]) {
+                start = start.wrapping_add(1);
+            }
+            let allowed = end.wrapping_sub(start) < limit;
+            self.finish(limit, now, record, start, allowed)
+        } else {
+            // Below it, how many leave at a check (0, 1, 2, ...) follows
+            // the clock's jitter. Popping one at a time mispredicts the
+            // loop's exit about every other check, and only once the clock
+            // read is done (measured: 23 ns a check where this takes 18).
+            // Instead, compare the next `WAYS` slots without branches (the
+            // ring is sorted, so the expired ones are a prefix); only a
+            // check that drops all of them looks on. A slot past the end
+            // compares as never expiring, chosen before the clock is in.
+            loop {
+                let held = end.wrapping_sub(start);
+                let mut k = 0;
+                for i in 0..WAYS {
+                    let v = slots[at(start.wrapping_add(i))];
+                    let expiry = if i < held {
+                        v.saturating_add(window)
+                    } else {
+                        u64::MAX
+                    };
+                    k += u32::from(expiry <= now);
                 }
-            } else {
-                // Below it, how many leave at a check (0, 1, 2, ...) follows
-                // the clock's jitter. Popping one at a time mispredicts the
-                // loop's exit about every other check, and only once the
-                // clock read is done (measured: 23 ns a check where this
-                // takes 18). Instead, compare the next `WAYS` slots without
-                // branches (the ring is sorted, so the expired ones are a
-                // prefix); only a check that drops all of them looks on.
-                loop {
-                    let held = end.wrapping_sub(start);
-                    let mut k = 0;
-                    for i in 0..WAYS {
-                        let v = slots[at(start.wrapping_add(i))];
-                        k += u32::from((i < held) & (v <= edge));
-                    }
-                    start = start.wrapping_add(k);
-                    if k < WAYS {
-                        break;
-                    }
+                start = start.wrapping_add(k);
+                if k < WAYS {
+                    break;
                 }
             }
+            // Fewer than `limit` were held, so fewer remain: allowed, a
+            // constant here (the verdict then waits for no compare).
+            self.finish(limit, now, record, start, true)
         }
+    }
+
+    /// The rest of a [`step`](Self::step), once what left the window is
+    /// dropped (up to `start`) and the verdict is known. Inlined into each
+    /// of the step's two paths, so that below the limit, where `allowed`
+    /// is a constant, nothing here waits for the compares.
+    #[inline(always)]
+    fn finish(
+        &mut self,
+        limit: u32,
+        now: u64,
+        record: Record,
+        mut start: u32,
+        allowed: bool,
+    ) -> Step<u64> {
+        let mut end = self.end();
+        let was_empty = end == self.start();
+        let slots = &mut *self.slots;
+        let cap = slots.len() as u32;
+        let at = |i: u32| counter_slot(i, cap as usize);
         let count = end.wrapping_sub(start);
-        let allowed = count < limit;
         let recorded = if allowed {
             record.allowed
         } else {
             record.denied
         };
         if recorded {
-            let value = now.max(self.newest);
-            self.newest = value;
-            if count == cap && count < limit {
+            let newest = if was_empty {
+                self.newest
+            } else {
+                slots[at(end.wrapping_sub(1))]
+            };
+            let value = now.max(newest);
+            if allowed && count == cap {
                 // Growing happens only below the limit: allowed, no front.
-                self.start = start;
+                self.set_pos(start, end);
                 self.resize(limit, cap as usize * 2);
-                self.slots[counter_slot(self.end, self.slots.len())] = value;
-                self.end = self.end.wrapping_add(1);
+                let (start, end) = (self.start(), self.end());
+                self.slots[counter_slot(end, self.slots.len())] = value;
+                self.set_pos(start, end.wrapping_add(1));
                 return Step {
                     allowed,
                     count,
@@ -259,22 +316,26 @@ impl Timeline {
                     front: None,
                 };
             }
-            // Full (`count == limit`): the oldest of the last N attempts is
-            // no longer needed; drop it (the append overwrites it in place
-            // when the ring is exactly full).
+            // Denied (the window holds `limit`): the oldest of the last N
+            // attempts is no longer needed; drop it (the append overwrites
+            // it in place when the ring is exactly full).
             slots[at(end)] = value;
-            start = start.wrapping_add(u32::from(count >= limit));
+            start = start.wrapping_add(u32::from(!allowed));
             end = end.wrapping_add(1);
         }
         // Only a denial needs the front (its retry time); a denial means
         // the window holds `limit` attempts, at least one.
         let front = (!allowed).then(|| slots[at(start)]);
-        self.start = start;
-        self.end = end;
+        let held = end.wrapping_sub(start);
+        if held == 0 {
+            // Empty: its last slot is the newest until something is
+            // recorded (before a shrink drops it).
+            self.newest = self.newest.max(slots[at(end.wrapping_sub(1))]);
+        }
+        self.set_pos(start, end);
         // Shrink once at most a quarter is used. (Only dropping attempts
         // gets a window there. Testing "did this check drop any" too would
         // put a branch on the clock's jitter back on the hot path.)
-        let held = end.wrapping_sub(start);
         if cap > 64 && held < cap / 4 {
             self.resize(limit, cap as usize / 2);
         }
@@ -292,21 +353,20 @@ impl Timeline {
     fn resize(&mut self, limit: u32, cap: usize) {
         // A power of two (wrapping is a mask), at most the limit's.
         let most = (limit.min(MAX_HELD) as usize).next_power_of_two();
-        let held = self.end.wrapping_sub(self.start);
+        let held = self.end().wrapping_sub(self.start());
         let cap = cap.min(most).max(held as usize).next_power_of_two();
         let mut fresh = vec![0u64; cap].into_boxed_slice();
         for k in 0..held {
             fresh[k as usize] =
-                self.slots[counter_slot(self.start.wrapping_add(k), self.slots.len())];
+                self.slots[counter_slot(self.start().wrapping_add(k), self.slots.len())];
         }
         self.slots = fresh;
-        self.start = 0;
-        self.end = held;
+        self.set_pos(0, held);
     }
 
     /// Attempts held.
     pub(crate) fn len(&self) -> usize {
-        self.end.wrapping_sub(self.start) as usize
+        self.end().wrapping_sub(self.start()) as usize
     }
 }
 
@@ -673,7 +733,7 @@ mod tests {
         for limit in [1u32, 2, 3, 4, 5, 37, 300, 1000] {
             for origin in [0, u32::MAX - 40] {
                 let mut line = Timeline::new(limit);
-                (line.start, line.end) = (origin, origin);
+                line.set_pos(origin, origin);
                 let mut model: VecDeque<u64> = VecDeque::new();
                 let window = 500u64;
                 let mut x = 12345u32 ^ limit;
@@ -721,8 +781,8 @@ mod tests {
                     };
                     assert_eq!(step.front, front);
                     assert_eq!(line.len(), model.len());
-                    let held = (0..line.end.wrapping_sub(line.start)).map(|k| {
-                        line.slots[counter_slot(line.start.wrapping_add(k), line.slots.len())]
+                    let held = (0..line.end().wrapping_sub(line.start())).map(|k| {
+                        line.slots[counter_slot(line.start().wrapping_add(k), line.slots.len())]
                     });
                     assert!(held.eq(model.iter().copied()), "limit {limit}");
                     assert!(line.slots.len() <= (limit as usize).next_power_of_two());
@@ -743,7 +803,10 @@ mod tests {
         assert!(line.slots.len() < 256);
         // A caller's earlier time is recorded as the latest recorded one.
         let _ = line.step(1000, 100, 150, Record::ALL);
-        assert_eq!(line.slots[counter_slot(line.start, line.slots.len())], 200);
+        assert_eq!(
+            line.slots[counter_slot(line.start(), line.slots.len())],
+            200
+        );
     }
 
     #[test]
