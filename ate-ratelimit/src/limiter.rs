@@ -306,7 +306,8 @@ impl<C: Clock> Limiter<C> {
         let now = now.unwrap_or_else(|| self.clock.now());
         let step = timeline.step(limit, self.window, now.as_nanos(), record);
         drop(timeline);
-        decision(limit, step, self.window, 1, now)
+        // The timeline's front is when its attempt leaves the window.
+        decision(limit, step, 0, 1, now)
     }
 }
 

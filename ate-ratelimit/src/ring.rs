@@ -148,27 +148,35 @@ fn step(
 /// capacity): 2^31, 16 GiB of times. A larger limit acts as this one.
 pub(crate) const MAX_HELD: u32 = 1 << 31;
 
-/// The single window's ring: plain `u64` nanoseconds in a boxed slice of a
-/// power-of-two length that grows (doubling, at most to the limit rounded
-/// up to a power of two) and shrinks after a burst. A process has one such
-/// window per limit, so exactness to the nanosecond and speed win over the
-/// compactness keyed windows need.
+/// The single window's ring: the times at which its attempts leave the
+/// window (attempt time + window, saturating; whole nanoseconds), oldest
+/// first, in a boxed slice of a power-of-two length that grows (doubling,
+/// at most to the limit rounded up to a power of two) and shrinks after a
+/// burst. A process has one such window per limit, so exactness to the
+/// nanosecond and speed win over the compactness keyed windows need.
 ///
 /// Its position is two free-running counters, `start` (the oldest) and
 /// `end` (one past the newest), not a head and a length: the slot a check
 /// writes (`end`) then does not depend on how many attempts that check
 /// dropped, which depends on the clock read just before it.
+///
+/// The check holds a lock around a clock read and this ring's work, and
+/// that work is what it costs beside governor's (whose whole check hides
+/// behind its clock read): every instruction counts, and the layout below
+/// is the one that measured fastest (`benches/README.md`).
 #[derive(Debug, Clone)]
 pub(crate) struct Timeline {
     /// `start` in the low half, `end` in the high half: one store moves
-    /// both (each store a check makes must land before the next check's
-    /// lock is taken; measured).
+    /// both.
     pos: u64,
-    /// The newest attempt recorded (zero before the first) as of the last
-    /// time the window was left empty; while it holds attempts, the newest
-    /// is its last slot. (One store fewer per check; see `pos`.)
-    newest: u64,
+    /// Slots, each the time its attempt leaves the window. The slot before
+    /// `end` is the newest recorded even once the window is empty (until
+    /// something else is recorded; a resize keeps it), so no separate
+    /// field is kept for it.
     slots: Box<[u64]>,
+    /// Shrink when fewer than this many are held: a quarter of the
+    /// capacity, or zero while it is 64 or less.
+    shrink_below: u32,
 }
 
 /// Where counter `i` falls in a power-of-two ring of `cap` slots (which
@@ -185,11 +193,18 @@ impl Timeline {
     /// An empty window for `limit`.
     pub(crate) fn new(limit: u32) -> Self {
         let cap = (limit.min(MAX_HELD) as usize).next_power_of_two().min(4);
-        Self {
+        Self::with_slots(0, vec![0; cap].into_boxed_slice())
+    }
+
+    fn with_slots(end: u32, slots: Box<[u64]>) -> Self {
+        let cap = slots.len() as u32;
+        let mut line = Self {
             pos: 0,
-            newest: 0,
-            slots: vec![0; cap].into_boxed_slice(),
-        }
+            slots,
+            shrink_below: if cap > 64 { cap / 4 } else { 0 },
+        };
+        line.set_pos(0, end);
+        line
     }
 
     /// The oldest attempt's counter.
@@ -212,63 +227,57 @@ impl Timeline {
     /// One check at `now` (nanoseconds) for a window of `window`
     /// nanoseconds:
     ///
-    /// 1. drops every attempt at or before `now - window`;
+    /// 1. drops every attempt at or before `now - window` (whose slot, its
+    ///    leaving time, is at or before `now`);
     /// 2. the attempt is allowed iff fewer than `limit` remain;
     /// 3. if `record` says so for that verdict, appends `now` (raised to the
     ///    newest, so the ring stays sorted), dropping the oldest when the
     ///    ring already holds `limit`.
+    ///
+    /// A denial's front is the time the oldest counted attempt leaves.
     #[inline(always)]
     pub(crate) fn step(&mut self, limit: u32, window: u64, now: u64, record: Record) -> Step<u64> {
-        // Locals, not fields: a store into the slots could otherwise make
-        // the compiler reload the counters.
         let (mut start, end) = (self.start(), self.end());
-        let slots = &mut *self.slots;
+        let slots = &*self.slots;
         let cap = slots.len() as u32;
         let at = |i: u32| counter_slot(i, cap as usize);
-        // An attempt at `a` counts at `now` iff a + window > now (none has
-        // left before `now` reaches `window`). The sum is taken on the
-        // slot, not `now - window` on the clock: work that waits for the
-        // clock read delays the stores below, and the next check's lock
-        // waits for those (measured: each step on that path costs).
-        let expired = |v: u64| v.saturating_add(window) <= now;
-        if end.wrapping_sub(start) >= limit {
+        let held = end.wrapping_sub(start);
+        if held >= limit {
             // At the limit (a caller being denied), checks mostly drop
             // nothing, a branch the CPU predicts: pop one at a time.
-            while start != end && expired(slots[at(start)]) {
+            while start != end && slots[at(start)] <= now {
                 start = start.wrapping_add(1);
             }
             let allowed = end.wrapping_sub(start) < limit;
-            self.finish(limit, now, record, start, allowed)
-        } else {
-            // Below it, how many leave at a check (0, 1, 2, ...) follows
-            // the clock's jitter. Popping one at a time mispredicts the
-            // loop's exit about every other check, and only once the clock
-            // read is done (measured: 23 ns a check where this takes 18).
-            // Instead, compare the next `WAYS` slots without branches (the
-            // ring is sorted, so the expired ones are a prefix); only a
-            // check that drops all of them looks on. A slot past the end
-            // compares as never expiring, chosen before the clock is in.
-            loop {
-                let held = end.wrapping_sub(start);
-                let mut k = 0;
-                for i in 0..WAYS {
-                    let v = slots[at(start.wrapping_add(i))];
-                    let expiry = if i < held {
-                        v.saturating_add(window)
-                    } else {
-                        u64::MAX
-                    };
-                    k += u32::from(expiry <= now);
-                }
-                start = start.wrapping_add(k);
-                if k < WAYS {
-                    break;
+            return self.finish(limit, window, now, record, start, allowed);
+        }
+        // Below it, how many leave at a check (0, 1, 2, ...) follows the
+        // clock's jitter. Popping one at a time mispredicts the loop's exit
+        // about every other check (measured: 23 ns a check where this takes
+        // 18). Instead, compare the next `WAYS` slots without branches (the
+        // ring is sorted, so those that left are a prefix); only a check
+        // that drops all of them looks on, one at a time.
+        if held >= WAYS {
+            let mut k = 0;
+            for i in 0..WAYS {
+                k += u32::from(slots[at(start.wrapping_add(i))] <= now);
+            }
+            start = start.wrapping_add(k);
+            if k == WAYS {
+                while start != end && slots[at(start)] <= now {
+                    start = start.wrapping_add(1);
                 }
             }
-            // Fewer than `limit` were held, so fewer remain: allowed, a
-            // constant here (the verdict then waits for no compare).
-            self.finish(limit, now, record, start, true)
+        } else {
+            // Nearly empty (a branch the CPU predicts while the window is
+            // busy): pop one at a time.
+            while start != end && slots[at(start)] <= now {
+                start = start.wrapping_add(1);
+            }
         }
+        // Fewer than `limit` were held, so fewer remain: allowed, a
+        // constant here (the verdict then waits for no compare).
+        self.finish(limit, window, now, record, start, true)
     }
 
     /// The rest of a [`step`](Self::step), once what left the window is
@@ -279,15 +288,14 @@ impl Timeline {
     fn finish(
         &mut self,
         limit: u32,
+        window: u64,
         now: u64,
         record: Record,
         mut start: u32,
         allowed: bool,
     ) -> Step<u64> {
         let mut end = self.end();
-        let was_empty = end == self.start();
-        let slots = &mut *self.slots;
-        let cap = slots.len() as u32;
+        let cap = self.slots.len() as u32;
         let at = |i: u32| counter_slot(i, cap as usize);
         let count = end.wrapping_sub(start);
         let recorded = if allowed {
@@ -296,18 +304,17 @@ impl Timeline {
             record.denied
         };
         if recorded {
-            let newest = if was_empty {
-                self.newest
-            } else {
-                slots[at(end.wrapping_sub(1))]
-            };
-            let value = now.max(newest);
+            // An attempt at or before the newest recorded one is taken as
+            // that one (the ring stays sorted).
+            let leaves = now
+                .saturating_add(window)
+                .max(self.slots[at(end.wrapping_sub(1))]);
             if allowed && count == cap {
                 // Growing happens only below the limit: allowed, no front.
                 self.set_pos(start, end);
                 self.resize(limit, cap as usize * 2);
                 let (start, end) = (self.start(), self.end());
-                self.slots[counter_slot(end, self.slots.len())] = value;
+                self.slots[counter_slot(end, self.slots.len())] = leaves;
                 self.set_pos(start, end.wrapping_add(1));
                 return Step {
                     allowed,
@@ -319,24 +326,18 @@ impl Timeline {
             // Denied (the window holds `limit`): the oldest of the last N
             // attempts is no longer needed; drop it (the append overwrites
             // it in place when the ring is exactly full).
-            slots[at(end)] = value;
+            self.slots[at(end)] = leaves;
             start = start.wrapping_add(u32::from(!allowed));
             end = end.wrapping_add(1);
         }
         // Only a denial needs the front (its retry time); a denial means
         // the window holds `limit` attempts, at least one.
-        let front = (!allowed).then(|| slots[at(start)]);
-        let held = end.wrapping_sub(start);
-        if held == 0 {
-            // Empty: its last slot is the newest until something is
-            // recorded (before a shrink drops it).
-            self.newest = self.newest.max(slots[at(end.wrapping_sub(1))]);
-        }
+        let front = (!allowed).then(|| self.slots[at(start)]);
         self.set_pos(start, end);
         // Shrink once at most a quarter is used. (Only dropping attempts
         // gets a window there. Testing "did this check drop any" too would
         // put a branch on the clock's jitter back on the hot path.)
-        if cap > 64 && held < cap / 4 {
+        if end.wrapping_sub(start) < self.shrink_below {
             self.resize(limit, cap as usize / 2);
         }
         Step {
@@ -348,20 +349,25 @@ impl Timeline {
     }
 
     /// Moves the contents into `cap` slots, rounded up to a power of two
-    /// and kept between the contents and the limit's power of two.
+    /// and kept between the contents and the limit's power of two. The
+    /// newest recorded stays in the slot before `end`, also when none is
+    /// held.
     #[cold]
     fn resize(&mut self, limit: u32, cap: usize) {
         // A power of two (wrapping is a mask), at most the limit's.
         let most = (limit.min(MAX_HELD) as usize).next_power_of_two();
-        let held = self.end().wrapping_sub(self.start());
+        let (start, end) = (self.start(), self.end());
+        let held = end.wrapping_sub(start);
         let cap = cap.min(most).max(held as usize).next_power_of_two();
+        let old = self.slots.len();
         let mut fresh = vec![0u64; cap].into_boxed_slice();
         for k in 0..held {
-            fresh[k as usize] =
-                self.slots[counter_slot(self.start().wrapping_add(k), self.slots.len())];
+            fresh[k as usize] = self.slots[counter_slot(start.wrapping_add(k), old)];
         }
-        self.slots = fresh;
-        self.set_pos(0, held);
+        if held == 0 {
+            fresh[cap - 1] = self.slots[counter_slot(end.wrapping_sub(1), old)];
+        }
+        *self = Self::with_slots(held, fresh);
     }
 
     /// Attempts held.
@@ -774,17 +780,27 @@ mod tests {
                         }
                         model.push_back(value);
                     }
+                    // Slots hold when each attempt leaves: its time plus
+                    // the window.
                     let front = if allowed {
                         None
                     } else {
-                        model.front().copied()
+                        model.front().map(|t| t + window)
                     };
                     assert_eq!(step.front, front);
                     assert_eq!(line.len(), model.len());
                     let held = (0..line.end().wrapping_sub(line.start())).map(|k| {
                         line.slots[counter_slot(line.start().wrapping_add(k), line.slots.len())]
                     });
-                    assert!(held.eq(model.iter().copied()), "limit {limit}");
+                    assert!(held.eq(model.iter().map(|t| t + window)), "limit {limit}");
+                    // The newest recorded stays before the end, held or not.
+                    if newest > 0 {
+                        let before_end = line.end().wrapping_sub(1);
+                        assert_eq!(
+                            line.slots[counter_slot(before_end, line.slots.len())],
+                            newest + window
+                        );
+                    }
                     assert!(line.slots.len() <= (limit as usize).next_power_of_two());
                 }
             }
@@ -801,11 +817,12 @@ mod tests {
         let _ = line.step(1000, 100, 10_000, Record::NONE);
         assert_eq!(line.len(), 0);
         assert!(line.slots.len() < 256);
-        // A caller's earlier time is recorded as the latest recorded one.
+        // A caller's earlier time is recorded as the latest recorded one
+        // (the slot holds when it leaves: 200 + the window).
         let _ = line.step(1000, 100, 150, Record::ALL);
         assert_eq!(
             line.slots[counter_slot(line.start(), line.slots.len())],
-            200
+            300
         );
     }
 
