@@ -152,62 +152,79 @@ impl MonotonicClock {
     /// nanosecond more, from rounding the scaling).
     pub fn new() -> Self {
         let clock = quanta::Clock::new();
-        let scale = Scale::of(&clock);
-        let headroom = raw_counts_for(scale, Self::HEADROOM_NANOS);
+        let quanta = |counts| clock.delta_as_nanos(0, counts);
+        let s = Scale::of(quanta);
+        let headroom = raw_counts_for(|c| scale(s, c, quanta), Self::HEADROOM_NANOS);
         let base = clock.raw().wrapping_sub(headroom);
-        Self { clock, base, scale }
-    }
-}
-
-/// Raw counts to nanoseconds, from quanta's calibration, in one multiply:
-/// quanta's own scaling adds a variable shift and a select after it, and
-/// every step between the counter read and a limiter's stores delays the
-/// next check's lock (measured).
-#[derive(Debug, Clone, Copy)]
-enum Scale {
-    /// Raw counts are nanoseconds already (no usable TSC).
-    Identity,
-    /// Nanoseconds per 2^64 counts (a counter faster than 1 GHz).
-    Per2To64(u64),
-}
-
-impl Scale {
-    fn of(clock: &quanta::Clock) -> Self {
-        // 2^62 counts in nanoseconds: at most 2^62 for a counter at 1 GHz
-        // or faster, so this keeps 62 bits of the calibration.
-        let per_2_62 = clock.delta_as_nanos(0, 1 << 62);
-        if per_2_62 >= 1 << 62 {
-            Self::Identity
-        } else {
-            Self::Per2To64(per_2_62 << 2)
+        Self {
+            clock,
+            base,
+            scale: s,
         }
     }
 }
 
-/// `counts` raw counts in nanoseconds (monotonic in `counts`).
-#[inline(always)]
-fn scale(scale: Scale, counts: u64) -> u64 {
-    match scale {
-        Scale::Identity => counts,
-        Scale::Per2To64(m) => ((u128::from(counts) * u128::from(m)) >> 64) as u64,
+/// Raw counts to nanoseconds, from quanta's calibration. Where the counter
+/// runs faster than 1 GHz (a TSC) it takes one multiply: quanta's own
+/// scaling adds a variable shift and a select after it, and every step
+/// between the counter read and a limiter's stores delays the next check
+/// (measured). A slower counter (as on many ARM machines) is scaled by
+/// quanta itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scale {
+    /// Raw counts are nanoseconds already (no usable counter; quanta reads
+    /// the OS's monotonic clock).
+    Identity,
+    /// Nanoseconds per 2^64 counts, for a counter faster than 1 GHz.
+    Fast(u64),
+    /// A counter at 1 GHz or slower: quanta's scaling.
+    Slow,
+}
+
+impl Scale {
+    /// The scaling for a counter that `nanos` (quanta's scaling) turns into
+    /// nanoseconds.
+    fn of(nanos: impl Fn(u64) -> u64) -> Self {
+        let per_2_32 = nanos(1 << 32);
+        if per_2_32 == 1 << 32 {
+            Self::Identity
+        } else if per_2_32 < 1 << 32 {
+            // Under a nanosecond a count, so 2^62 counts scale to under
+            // 2^62 nanoseconds without overflow: 62 bits of the
+            // calibration.
+            Self::Fast(nanos(1 << 62) << 2)
+        } else {
+            Self::Slow
+        }
     }
 }
 
-/// The fewest raw counts that scale to at least `nanos`.
-fn raw_counts_for(s: Scale, nanos: u64) -> u64 {
+/// `counts` raw counts in nanoseconds (monotonic in `counts`); `slow` is
+/// quanta's scaling, for [`Scale::Slow`].
+#[inline(always)]
+fn scale(s: Scale, counts: u64, slow: impl Fn(u64) -> u64) -> u64 {
+    match s {
+        Scale::Identity => counts,
+        Scale::Fast(m) => ((u128::from(counts) * u128::from(m)) >> 64) as u64,
+        Scale::Slow => slow(counts),
+    }
+}
+
+/// The fewest raw counts that `scaled` turns into at least `nanos`.
+fn raw_counts_for(scaled: impl Fn(u64) -> u64, nanos: u64) -> u64 {
     // Double up to a bound, well below where scaling could overflow.
     let mut high = 1u64;
-    while scale(s, high) < nanos {
+    while scaled(high) < nanos {
         match high.checked_mul(2) {
             Some(h) => high = h,
             None => return high,
         }
     }
     let mut low = high / 2;
-    // Invariant: scale(low) < nanos <= scale(high) (or low = 0).
+    // Invariant: scaled(low) < nanos <= scaled(high) (or low = 0).
     while high - low > 1 {
         let mid = low + (high - low) / 2;
-        if scale(s, mid) >= nanos {
+        if scaled(mid) >= nanos {
             high = mid;
         } else {
             low = mid;
@@ -220,7 +237,10 @@ impl Clock for MonotonicClock {
     #[inline]
     fn now(&self) -> Timestamp {
         // Raw counter and one scaling: cheaper than building an Instant.
-        Timestamp(scale(self.scale, self.clock.raw().wrapping_sub(self.base)))
+        let counts = self.clock.raw().wrapping_sub(self.base);
+        Timestamp(scale(self.scale, counts, |c| {
+            self.clock.delta_as_nanos(0, c)
+        }))
     }
 }
 
@@ -332,44 +352,65 @@ mod tests {
     fn the_headroom_is_the_fewest_raw_counts_that_scale_to_it() {
         let nanos = MonotonicClock::HEADROOM_NANOS;
         let clock = quanta::Clock::new();
-        let s = Scale::of(&clock);
-        let counts = raw_counts_for(s, nanos);
-        assert!(scale(s, counts) >= nanos);
-        assert!(scale(s, counts - 1) < nanos);
+        let quanta = |c| clock.delta_as_nanos(0, c);
+        let s = Scale::of(quanta);
+        let scaled = |c| scale(s, c, quanta);
+        let counts = raw_counts_for(scaled, nanos);
+        assert!(scaled(counts) >= nanos);
+        assert!(scaled(counts - 1) < nanos);
         // Where raw counts are nanoseconds already (quanta's mock), exactly.
         let (mock, _) = quanta::Clock::mock();
-        assert!(matches!(Scale::of(&mock), Scale::Identity));
-        assert_eq!(raw_counts_for(Scale::Identity, nanos), nanos);
-        assert_eq!(raw_counts_for(Scale::Identity, 1), 1);
+        let s = Scale::of(|c| mock.delta_as_nanos(0, c));
+        assert_eq!(s, Scale::Identity);
+        let identity = |c| scale(s, c, |_| unreachable!());
+        assert_eq!(raw_counts_for(identity, nanos), nanos);
+        assert_eq!(raw_counts_for(identity, 1), 1);
     }
 
     /// The one-multiply scaling agrees with quanta's own (within a
-    /// nanosecond per second of span) and never goes backwards.
+    /// nanosecond per second) and never goes backwards.
     #[test]
     fn scaling_matches_quanta_and_is_monotonic() {
         let clock = quanta::Clock::new();
-        let s = Scale::of(&clock);
+        let quanta = |c| clock.delta_as_nanos(0, c);
+        let s = Scale::of(quanta);
         for counts in [0u64, 1, 999, 1 << 20, 1 << 32, 1 << 40, 1 << 50, 1 << 56] {
-            let ours = scale(s, counts);
-            let theirs = clock.delta_as_nanos(0, counts);
+            let ours = scale(s, counts, quanta);
+            let theirs = quanta(counts);
             let slack = theirs / 1_000_000_000 + 1;
             assert!(
                 ours.abs_diff(theirs) <= slack,
                 "{counts}: {ours} vs {theirs}"
             );
         }
-        // At 3 GHz, a count is a third of a nanosecond: neighbours map to
-        // the same or the next nanosecond, never an earlier one.
-        let f = Scale::Per2To64(u64::MAX / 3);
-        let mut last = scale(f, 1 << 40);
+        // A 3 GHz counter: a count is a third of a nanosecond; neighbours
+        // map to the same or the next nanosecond, never an earlier one.
+        let ghz3 = Scale::of(|c| (u128::from(c) / 3) as u64);
+        let Scale::Fast(m) = ghz3 else {
+            panic!("{ghz3:?}")
+        };
+        assert!(m.abs_diff(u64::MAX / 3) < 1 << 3, "{m}");
+        let mut last = scale(ghz3, 1 << 40, |_| unreachable!());
         for counts in (1u64 << 40)..(1 << 40) + 10_000 {
-            let ns = scale(f, counts);
+            let ns = scale(ghz3, counts, |_| unreachable!());
             assert!(ns >= last && ns - last <= 1);
             last = ns;
         }
-        assert_eq!(scale(f, 3), 0);
-        assert_eq!(scale(f, 4), 1);
-        assert_eq!(scale(Scale::Identity, 12345), 12345);
+        assert_eq!(scale(ghz3, 3, |_| unreachable!()), 0);
+        assert_eq!(scale(ghz3, 4, |_| unreachable!()), 1);
+        assert_eq!(scale(Scale::Identity, 12345, |_| unreachable!()), 12345);
+    }
+
+    /// A counter slower than 1 GHz (ARM's is often 24 MHz: 41.7 ns a
+    /// count) is scaled by quanta, never taken as nanoseconds.
+    #[test]
+    fn a_slow_counter_is_scaled_by_quanta() {
+        let mhz24 = |c: u64| (u128::from(c) * 125 / 3).min(u128::from(u64::MAX)) as u64;
+        let s = Scale::of(mhz24);
+        assert_eq!(s, Scale::Slow);
+        assert_eq!(scale(s, 24_000_000, mhz24), 1_000_000_000);
+        let counts = raw_counts_for(|c| scale(s, c, mhz24), 1_000_000_000);
+        assert_eq!(counts, 24_000_000);
     }
 
     #[test]
