@@ -257,10 +257,11 @@ impl Timeline {
         // Below it, how many leave at a check (0, 1, 2, ...) follows the
         // clock's jitter. Popping one at a time mispredicts the loop's exit
         // about every other check (measured when this was first written: 23
-        // ns a check, against 18 for this). Instead, compare the next `WAYS`
-        // slots without branches (the
-        // ring is sorted, so those that left are a prefix); only a check
-        // that drops all of them looks on, one at a time.
+        // ns a check, against 18 for this). Instead, compare the next
+        // `WAYS` slots without branches (the ring is sorted, so those that
+        // left are a prefix); only a check that drops all of them looks on,
+        // one at a time. (The three pop loops here are written out: one
+        // closure for them measured 0.3-0.5 ns slower a check.)
         if held >= WAYS {
             let mut k = 0;
             for i in 0..WAYS {
