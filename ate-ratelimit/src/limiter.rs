@@ -154,8 +154,10 @@ fn decision(limit: u32, step: Step<u64>, window: u64, unit: u64, now: Timestamp)
 /// upstream).
 ///
 /// Times are exact to the nanosecond. The window keeps the attempts inside
-/// it (at most N) as `u64` nanoseconds in a ring that grows and shrinks
-/// with them; a check holds a short lock around that ring. A window holds
+/// it (at most N) as `u64` nanoseconds in a ring that grows with them and
+/// shrinks (to at most four times what it holds) once it has stayed at
+/// most a quarter used for a whole window, so a window that drains and
+/// refills keeps its storage; a check holds a short lock around that ring. A window holds
 /// at most 2^31 attempts (16 GiB of times): a larger limit acts as 2^31.
 /// `Send + Sync`.
 pub struct Limiter<C: Clock = MonotonicClock> {
