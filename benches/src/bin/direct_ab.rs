@@ -9,7 +9,10 @@
 //! Beside the criterion rows' two paths it measures a third, `allowed_few`:
 //! allowed again, but under a quota whose window holds a few hundred
 //! attempts at this rate, as a service's limiter does, where the `allowed`
-//! row's holds about 50,000 (a ring of 400 KB, beyond this CPU's L2). And a
+//! row's holds 50,000-80,000 (a ring of 512 KB or 1 MB). Each of ate's
+//! batches follows one of governor's, a pause longer than the `allowed`
+//! row's window (1 ms) but not `allowed_few`'s (10 µs): that row's window
+//! drains and refills every batch, as a burst after a pause does. And a
 //! batch of bare reads of the clock both limiters read (quanta's TSC), the
 //! floor under every direct row, printed as governor's column of a `clock`
 //! line with ate's column the same reads through ate's `MonotonicClock`.
