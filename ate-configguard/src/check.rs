@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 use crate::InputError;
 use crate::model::{
     ConfigKind, ConfigObject, Finding, Hook, HookPhase, Inventory, Manifests, ObjectId,
-    PULL_SECRET_KEYS, PULL_SECRET_TYPES, Reference, ServiceAccount, Severity, Side, Workload,
-    WorkloadId,
+    PULL_SECRET_KEYS, PULL_SECRET_TYPES, Reference, RetiredKey, ServiceAccount, Severity, Side,
+    Workload, WorkloadId,
 };
 
 /// Which current objects the proposed state deletes.
@@ -73,6 +73,10 @@ pub struct CheckInput {
     pub deletion: Deletion,
     /// Objects the proposed state deletes explicitly.
     pub delete: Vec<ObjectId>,
+    /// Keys the proposed state removes on purpose: a bulk load that loses
+    /// one is a warning, not a failure ([`RetiredKey`]). One that waives
+    /// nothing is a warning of its own, `retired-key-unused`.
+    pub retired: Vec<RetiredKey>,
 }
 
 /// The outcome of a check.
@@ -141,33 +145,90 @@ impl Report {
 /// or the kind is not a ConfigMap or Secret.
 pub fn parse_object_id(s: &str) -> Result<ObjectId, InputError> {
     let parts: Vec<&str> = s.split('/').collect();
-    let bad = || InputError::Invalid {
-        at: "--delete".into(),
-        message: format!("{s:?} is not ConfigMap/NAMESPACE/NAME or Secret/NAMESPACE/NAME"),
-    };
+    let shape = "ConfigMap/NAMESPACE/NAME or Secret/NAMESPACE/NAME";
     let [kind, namespace, name] = parts.as_slice() else {
-        return Err(bad());
+        return Err(not_shaped(s, "--delete", shape));
     };
-    if namespace.is_empty() || name.is_empty() {
-        return Err(bad());
+    object_id(s, [kind, namespace, name], "--delete", shape)
+}
+
+/// Parses `KIND/NAMESPACE/NAME/KEY` for a key retired on purpose
+/// (`--retire-key`), held to the rules of [`parse_object_id`] and of the
+/// keys the API server takes.
+///
+/// ```
+/// let r = ate_configguard::parse_retired_key("cm/shop/api-config/db_password").unwrap();
+/// assert_eq!(r.to_string(), "ConfigMap/shop/api-config/db_password");
+/// assert!(ate_configguard::parse_retired_key("cm/shop/api-config").is_err());
+/// ```
+///
+/// # Errors
+///
+/// [`InputError::Invalid`] naming `s`, if it is not four non-empty parts,
+/// the kind is not a ConfigMap or Secret, the namespace or name is none
+/// the API server takes, or the key is none a ConfigMap or Secret can
+/// hold.
+pub fn parse_retired_key(s: &str) -> Result<RetiredKey, InputError> {
+    let at = "--retire-key";
+    let shape = "ConfigMap/NAMESPACE/NAME/KEY or Secret/NAMESPACE/NAME/KEY";
+    let parts: Vec<&str> = s.split('/').collect();
+    let [kind, namespace, name, key] = parts.as_slice() else {
+        return Err(not_shaped(s, at, shape));
+    };
+    let object = object_id(s, [kind, namespace, name], at, shape)?;
+    if key.is_empty() {
+        return Err(not_shaped(s, at, shape));
     }
-    let kind = ConfigKind::parse(kind).ok_or_else(bad)?;
+    if !crate::load::is_key(key) {
+        return Err(InputError::Invalid {
+            at: at.into(),
+            message: format!(
+                "{s:?}: {key:?} is no key a ConfigMap or Secret can hold (at most 253 \
+                 characters of a-z, A-Z, 0-9, '-', '_' and '.', not '.' nor starting with '..')"
+            ),
+        });
+    }
+    Ok(RetiredKey {
+        object,
+        key: (*key).to_owned(),
+    })
+}
+
+fn not_shaped(s: &str, at: &str, shape: &str) -> InputError {
+    InputError::Invalid {
+        at: at.into(),
+        message: format!("{s:?} is not {shape}"),
+    }
+}
+
+/// The object named by `s`'s parts `[kind, namespace, name]`, for the
+/// option `at`.
+fn object_id(
+    s: &str,
+    [kind, namespace, name]: [&str; 3],
+    at: &str,
+    shape: &str,
+) -> Result<ObjectId, InputError> {
+    if namespace.is_empty() || name.is_empty() {
+        return Err(not_shaped(s, at, shape));
+    }
+    let kind = ConfigKind::parse(kind).ok_or_else(|| not_shaped(s, at, shape))?;
     // A mistyped namespace (`Prod`) names nothing the current state holds,
     // so the deletion would pass unchecked.
     if !crate::load::is_namespace_name(namespace) {
         return Err(InputError::Invalid {
-            at: "--delete".into(),
+            at: at.into(),
             message: format!(
                 "{s:?}: namespace {namespace:?} {}",
                 crate::load::NOT_A_NAMESPACE
             ),
         });
     }
-    crate::load::object_name_ok(kind, name, "--delete")?;
+    crate::load::object_name_ok(kind, name, at)?;
     Ok(ObjectId {
         kind,
-        namespace: (*namespace).to_owned(),
-        name: (*name).to_owned(),
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
     })
 }
 
@@ -287,6 +348,8 @@ struct Ctx<'a> {
     holders: OnceCell<HashMap<(&'a str, &'a str), Vec<&'a ObjectId>>>,
     /// Current workloads that `--prune` deletes along with the change.
     pruned: HashSet<&'a WorkloadId>,
+    /// Keys the change retires on purpose.
+    retired: HashSet<(&'a ObjectId, &'a str)>,
 }
 
 impl<'a> Ctx<'a> {
@@ -404,6 +467,11 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
         },
         holders: OnceCell::new(),
         pruned,
+        retired: input
+            .retired
+            .iter()
+            .map(|r| (&r.object, r.key.as_str()))
+            .collect(),
     };
 
     let current_accounts = accounts(&input.current.service_accounts, "current state")?;
@@ -477,6 +545,42 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
             findings.insert(note);
         }
     }
+    // A retirement that waived nothing: kept in a pipeline, it would waive
+    // the next, unintended removal of that key.
+    let waived: HashSet<(&ObjectId, &str)> = findings
+        .iter()
+        .filter(|f| f.code == "bulk-key-removed")
+        .filter_map(|f| Some((f.object.as_ref()?, f.key.as_deref()?)))
+        .collect();
+    let mut unused: Vec<Finding> = Vec::new();
+    for r in &input.retired {
+        if waived.contains(&(&r.object, r.key.as_str())) {
+            continue;
+        }
+        let kept = ctx
+            .proposed
+            .get(&r.object)
+            .is_some_and(|o| o.keys.contains(&r.key));
+        unused.push(Finding {
+            severity: Severity::Warning,
+            code: "retired-key-unused".into(),
+            workload: None,
+            side: None,
+            container: None,
+            site: None,
+            object: Some(r.object.clone()),
+            key: Some(r.key.clone()),
+            message: if kept {
+                "retired, but the proposed state keeps this key: nothing was waived (drop the \
+                 retirement, or remove the key)"
+            } else {
+                "retired, but no bulk load in this change loses this key: nothing was waived \
+                 (drop the retirement)"
+            }
+            .into(),
+        });
+    }
+    findings.extend(unused);
     let (failures, warnings): (Vec<Finding>, Vec<Finding>) = findings
         .into_iter()
         .partition(|f| f.severity == Severity::Failure);
@@ -714,6 +818,17 @@ fn check_reference(
         Severity::Failure
     };
     let mut finding = |code: &str, key: Option<&str>, mut message: String| {
+        let retired = key.is_some_and(|k| ctx.retired.contains(&(&target, k)));
+        // Retiring a key on purpose waives its loss from a bulk load (the
+        // pods start without that variable or file), never a reference by
+        // name (the pods would not start).
+        let waived = retired && code == "bulk-key-removed";
+        if retired && code == "missing-key" {
+            message.push_str(
+                " (it is retired, which waives its loss from bulk loads only: a reference by \
+                 name still fails; remove the reference in an earlier step)",
+            );
+        }
         if r.optional {
             message.push_str(" (optional reference: not a failure)");
         }
@@ -729,7 +844,7 @@ fn check_reference(
             );
         }
         out.insert(Finding {
-            severity,
+            severity: if waived { Severity::Warning } else { severity },
             code: code.into(),
             workload: Some(w.id.clone()),
             side: Some(side),
@@ -929,11 +1044,15 @@ fn check_reference(
             }
             for key in before {
                 if !object.keys.contains(key) {
-                    finding(
-                        "bulk-key-removed",
-                        Some(key),
-                        "the object is bulk-loaded and the proposed state removes this key: the variable or file silently disappears".into(),
-                    );
+                    let message = if ctx.retired.contains(&(&target, key.as_str())) {
+                        "the object is bulk-loaded and the proposed state removes this key, \
+                         which is retired: new pods start without that variable or file (not \
+                         a failure)"
+                    } else {
+                        "the object is bulk-loaded and the proposed state removes this key: \
+                         the variable or file silently disappears"
+                    };
+                    finding("bulk-key-removed", Some(key), message.into());
                 }
             }
         }

@@ -12,7 +12,9 @@
 //! rollout, and each of the PROPOSED state) must have each non-optional
 //! reference resolve in the proposed config state: the object exists, in the
 //! workload's namespace, as the same kind, and holds the key. Bulk loads
-//! (`envFrom`, volumes without `items`) must keep every key they had.
+//! (`envFrom`, volumes without `items`) must keep every key they had,
+//! unless the change retires that key on purpose ([`RetiredKey`]: then a
+//! warning).
 //! A current workload that live state shows to be dormant (a finished Pod
 //! or Job, a Deployment's old ReplicaSet at 0 replicas; see
 //! [`Workload::dormant`]) serves nothing, so what the transition breaks for
@@ -120,6 +122,7 @@ pub mod testing;
 
 pub use check::{
     CONTROL_PLANE_OBJECTS, CheckInput, Deletion, Report, check, inventory, parse_object_id,
+    parse_retired_key,
 };
 pub use drift::{Source, drift};
 pub use load::{
@@ -127,7 +130,7 @@ pub use load::{
 };
 pub use model::{
     ConfigKind, ConfigObject, Finding, Hook, HookPhase, Inventory, Manifests, ObjectId,
-    PULL_SECRET_KEYS, Reference, ServiceAccount, Severity, Side, Workload, WorkloadId,
+    PULL_SECRET_KEYS, Reference, RetiredKey, ServiceAccount, Severity, Side, Workload, WorkloadId,
 };
 
 /// Input the guard cannot use: the CLI exits 2. Messages name files,

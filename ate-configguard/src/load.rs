@@ -514,16 +514,21 @@ fn key_names(
     }
 }
 
+/// Whether `key` is one a ConfigMap or Secret can hold ([`valid_key`]).
+pub(crate) fn is_key(key: &str) -> bool {
+    let chars_ok = key
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    chars_ok && key.len() <= 253 && key != "." && !key.starts_with("..")
+}
+
 /// A ConfigMap's or a Secret's key as the API server takes it: at most
 /// 253 characters of `a-z`, `A-Z`, `0-9`, `-`, `_` and `.`, not `.` and
 /// not starting with `..`. It refuses the whole object for another (a
 /// path such as `conf/app.yaml`, from a chart that keys files by their
 /// paths), which then keeps the keys it had.
 fn valid_key(key: &str, field: &str, at: &str) -> Result<(), InputError> {
-    let chars_ok = key
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
-    if chars_ok && key.len() <= 253 && key != "." && !key.starts_with("..") {
+    if is_key(key) {
         return Ok(());
     }
     Err(bad(

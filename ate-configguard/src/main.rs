@@ -9,8 +9,8 @@ use std::process::ExitCode;
 
 use ate_configguard::{
     CheckInput, Deletion, InputError, Inventory, LoadOptions, Manifests, Report, Source, check,
-    decode_text, drift, inventory, load_paths, load_str, parse_object_id, read_text,
-    unplaced_namespace,
+    decode_text, drift, inventory, load_paths, load_str, parse_object_id, parse_retired_key,
+    read_text, unplaced_namespace,
 };
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -56,6 +56,11 @@ enum Command {
         /// An object the proposed state deletes: KIND/NAMESPACE/NAME.
         #[arg(long, num_args = 1..)]
         delete: Vec<String>,
+        /// A key the proposed state removes on purpose: KIND/NAMESPACE/NAME/KEY.
+        /// A bulk load (envFrom, a volume without items) that loses it is a
+        /// warning, not a failure; a reference to it by name still fails.
+        #[arg(long = "retire-key", num_args = 1..)]
+        retire_key: Vec<String>,
         /// Namespace for manifests without one [default: default]. Left out,
         /// manifests without one that would land where the other state holds
         /// nothing (`helm template` output against `kubectl get -n prod`)
@@ -194,6 +199,7 @@ fn run(cli: Cli) -> Result<ExitCode, InputError> {
             inventory: inv,
             prune,
             delete,
+            retire_key,
             namespace,
             allow_kind,
             format,
@@ -231,6 +237,10 @@ fn run(cli: Cli) -> Result<ExitCode, InputError> {
                 delete: delete
                     .iter()
                     .map(|d| parse_object_id(d))
+                    .collect::<Result<_, _>>()?,
+                retired: retire_key
+                    .iter()
+                    .map(|r| parse_retired_key(r))
                     .collect::<Result<_, _>>()?,
             };
             Ok(emit(&check(&input)?, format, Report::to_text))

@@ -60,6 +60,28 @@ impl fmt::Display for ObjectId {
     }
 }
 
+/// A key that a change removes from a ConfigMap or Secret on purpose
+/// (`KIND/NAMESPACE/NAME/KEY`, [`parse_retired_key`](crate::parse_retired_key)).
+///
+/// A bulk load ([`Reference::bulk`]: `envFrom`, a volume without `items`)
+/// that loses a retired key is a warning instead of a `bulk-key-removed`
+/// failure: its pods start without that variable or file, which is what
+/// retiring it means. A reference to the key by name still fails, since
+/// its pods would not start.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RetiredKey {
+    /// The ConfigMap or Secret.
+    pub object: ObjectId,
+    /// The key it loses.
+    pub key: String,
+}
+
+impl fmt::Display for RetiredKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.object, self.key)
+    }
+}
+
 /// A ConfigMap or Secret: its key NAMES only.
 ///
 /// Serialized flat (`kind`, `namespace`, `name` beside `keys`); read back,
@@ -421,7 +443,8 @@ pub struct Finding {
     /// A stable code: `missing-object`, `missing-key`, `reclassified`,
     /// `bulk-key-removed`, `immutable-changed` (the keys of an immutable
     /// object, or a Secret's type), `outside-pod-spec`,
-    /// `applied-after-hook`, `later-sync-wave`, `created-by-post-hook`.
+    /// `applied-after-hook`, `later-sync-wave`, `created-by-post-hook`,
+    /// `retired-key-unused` (a [`RetiredKey`] that waived nothing).
     pub code: String,
     /// The workload, if any.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -20,7 +20,7 @@ use proptest::prelude::*;
 
 use crate::model::{
     ConfigKind, ConfigObject, Hook, HookPhase, Manifests, ObjectId, PULL_SECRET_KEYS, Reference,
-    Workload, WorkloadId,
+    RetiredKey, Workload, WorkloadId,
 };
 use crate::{CheckInput, Deletion};
 
@@ -40,7 +40,10 @@ use crate::{CheckInput, Deletion};
 ///   its phase created after it;
 /// - for any other proposed workload reading a config object that Argo CD
 ///   syncs in a later wave, or that only a hook run after the change
-///   creates, in that object as it is now as well.
+///   creates, in that object as it is now as well;
+///
+/// where a bulk load must keep every key the object had before the
+/// change, but the ones [`CheckInput::retired`] retires.
 pub fn naive_safe(input: &CheckInput) -> bool {
     // A workload that runs another's pod template (an Argo Rollout's
     // `workloadRef`) reads what that template reads: the template as its
@@ -224,7 +227,15 @@ pub fn naive_safe(input: &CheckInput) -> bool {
                 return false;
             }
             if let Some(cur) = find(&input.current.objects, &id) {
-                if r.bulk && !cur.keys.iter().all(|k| obj.keys.contains(k)) {
+                // A bulk load keeps every key it had, but one retired on
+                // purpose.
+                let retired = |k: &String| {
+                    input
+                        .retired
+                        .iter()
+                        .any(|rk| rk.object == id && rk.key == *k)
+                };
+                if r.bulk && !cur.keys.iter().all(|k| obj.keys.contains(k) || retired(k)) {
                     return false;
                 }
                 // The API server refuses these changes (but a hook is made
@@ -431,8 +442,39 @@ fn rollout_of(n: Option<usize>, templates: &[&Workload]) -> Option<Workload> {
     })
 }
 
-/// A random transition: current objects and workloads, proposed ones, and
-/// a deletion mode.
+/// Keys to retire: the ones `held` picks among the keys of `current`'s
+/// objects, and the `any` ones.
+fn retired(
+    current: &[ConfigObject],
+    held: &[proptest::sample::Index],
+    any: Vec<(ConfigKind, u8, u8)>,
+) -> Vec<RetiredKey> {
+    let keys: Vec<RetiredKey> = current
+        .iter()
+        .flat_map(|o| {
+            o.keys.iter().map(|k| RetiredKey {
+                object: o.id.clone(),
+                key: k.clone(),
+            })
+        })
+        .collect();
+    let picked = held
+        .iter()
+        .filter(|_| !keys.is_empty())
+        .map(|i| keys[i.index(keys.len())].clone());
+    let named = any.into_iter().map(|(kind, n, k)| RetiredKey {
+        object: ObjectId {
+            kind,
+            namespace: "default".into(),
+            name: format!("obj{n}"),
+        },
+        key: key_name(k),
+    });
+    picked.chain(named).collect()
+}
+
+/// A random transition: current objects and workloads, proposed ones, a
+/// deletion mode, and now and then a retired key.
 pub fn transition() -> impl Strategy<Value = CheckInput> {
     (
         objects(),
@@ -444,9 +486,24 @@ pub fn transition() -> impl Strategy<Value = CheckInput> {
         any::<bool>(),
         proptest::collection::vec((kind(), 0u8..3), 0..2),
         (rollout(), rollout()),
+        // Retired keys: mostly keys the current objects hold (which the
+        // proposed state then often drops), now and then any key.
+        (
+            proptest::collection::vec(any::<proptest::sample::Index>(), 0..3),
+            proptest::collection::vec((kind(), 0u8..3, 0u8..5), 0..2),
+        ),
     )
         .prop_map(
-            |(cur_objs, mut cur_w, prop_objs, mut prop_w, prune, deletes, rollouts)| {
+            |(
+                cur_objs,
+                mut cur_w,
+                prop_objs,
+                mut prop_w,
+                prune,
+                deletes,
+                rollouts,
+                (held, any),
+            )| {
                 // A proposed Rollout may run a template the proposed input
                 // leaves as it is (one of the current state's).
                 let (cur_rollout, prop_rollout) = rollouts;
@@ -472,6 +529,7 @@ pub fn transition() -> impl Strategy<Value = CheckInput> {
                         .into_iter()
                         .collect()
                 };
+                let retired = retired(&cur_objs, &held, any);
                 CheckInput {
                     current: Manifests {
                         objects: cur_objs,
@@ -494,6 +552,7 @@ pub fn transition() -> impl Strategy<Value = CheckInput> {
                         Deletion::Listed
                     },
                     delete,
+                    retired,
                 }
             },
         )
@@ -560,6 +619,7 @@ pub fn order_transition() -> impl Strategy<Value = CheckInput> {
                     inventory: None,
                     deletion: Deletion::Listed,
                     delete: Vec::new(),
+                    retired: Vec::new(),
                 }
             },
         )

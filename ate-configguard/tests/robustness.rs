@@ -433,6 +433,7 @@ proptest! {
             inventory: None,
             deletion: if prune { Deletion::Prune } else { Deletion::Listed },
             delete: Vec::new(),
+            retired: Vec::new(),
         };
         if let Ok(report) = check(&input) {
             prop_assert_eq!(report.is_safe(), report.failures.is_empty());
@@ -604,6 +605,7 @@ proptest! {
                 inventory: None,
                 deletion: if prune { Deletion::Prune } else { Deletion::Listed },
                 delete: Vec::new(),
+                retired: Vec::new(),
             })
             .map_err(|e| e.to_string())
         };

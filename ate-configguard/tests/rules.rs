@@ -387,6 +387,7 @@ fn bulk_load_checks_keys_from_a_previous_inventory() {
         inventory: Some(inv),
         deletion: Deletion::Listed,
         delete: vec![],
+        retired: Vec::new(),
     };
     let report = check(&input).unwrap();
     assert_eq!(
@@ -1663,6 +1664,7 @@ fn a_cluster_external_secret_stands_for_the_secret_in_each_namespace_it_lists() 
         inventory: None,
         deletion: Deletion::Listed,
         delete: Vec::new(),
+        retired: Vec::new(),
     };
     let err = check(&input).unwrap_err().to_string();
     assert!(

@@ -142,6 +142,7 @@ fn one_workload_twice_in_one_state_is_an_input_error() {
             inventory: None,
             deletion: Deletion::Listed,
             delete: Vec::new(),
+            retired: Vec::new(),
         })
         .unwrap_err()
         .to_string();
@@ -388,6 +389,7 @@ fn an_argo_rollout_that_runs_a_deployments_template_reads_what_it_reads() {
             inventory: None,
             deletion: Deletion::Listed,
             delete: Vec::new(),
+            retired: Vec::new(),
         })
     };
     let removed = cm("cfg", &["OTHER"]);
@@ -425,6 +427,7 @@ fn an_argo_rollout_that_runs_a_deployments_template_reads_what_it_reads() {
         inventory: None,
         deletion: Deletion::Listed,
         delete: vec![parse_object_id("Secret/default/regcred").unwrap()],
+        retired: Vec::new(),
     })
     .unwrap();
     let failing: Vec<String> = report

@@ -20,6 +20,7 @@ pub fn run_with(current: &str, proposed: &str, deletion: Deletion, delete: &[&st
             .iter()
             .map(|d| ate_configguard::parse_object_id(d).unwrap())
             .collect(),
+        retired: Vec::new(),
     };
     check(&input).unwrap()
 }
