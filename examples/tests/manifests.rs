@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use ate_configguard::{CheckInput, LoadOptions, check, load_paths};
+use ate_configguard::{CheckInput, LoadOptions, check, load_paths, load_str, parse_retired_key};
 use k8s_openapi::api::apps::v1::Deployment;
 
 fn manifest() -> PathBuf {
@@ -24,6 +24,50 @@ fn the_example_manifests_pass_the_config_guard() {
     .unwrap();
     assert!(report.is_safe(), "{}", report.to_text());
     assert!(report.references_checked >= 2);
+}
+
+#[test]
+fn dropping_a_setting_from_the_envfrom_config_map_fails_the_guard_unless_retired() {
+    // The service reads its settings with envFrom, so nothing names each
+    // key: a setting dropped from config.yaml would silently leave the
+    // pods' environment. The guard fails that, until the pipeline says it
+    // is meant (`--retire-key cm/default/ate-example-limits/...`).
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("k8s");
+    let opts = LoadOptions::default();
+    let live = load_paths(std::slice::from_ref(&dir), &opts).unwrap();
+    let config = std::fs::read_to_string(dir.join("config.yaml")).unwrap();
+    let dropped = config.replace("  ATE_MAX_CALLERS: \"100000\"\n", "");
+    assert_ne!(dropped, config);
+    let proposed = load_str(&dropped, "config.yaml", &opts).unwrap();
+    let run = |retired: &[&str]| {
+        check(&CheckInput {
+            current: live.clone(),
+            proposed: proposed.clone(),
+            retired: retired
+                .iter()
+                .map(|r| parse_retired_key(r).unwrap())
+                .collect(),
+            ..Default::default()
+        })
+        .unwrap()
+    };
+    let report = run(&[]);
+    assert!(!report.is_safe());
+    assert!(
+        report
+            .failures
+            .iter()
+            .all(|f| f.code == "bulk-key-removed" && f.key.as_deref() == Some("ATE_MAX_CALLERS")),
+        "{}",
+        report.to_text()
+    );
+    let report = run(&["cm/default/ate-example-limits/ATE_MAX_CALLERS"]);
+    assert!(report.is_safe(), "{}", report.to_text());
+    assert!(
+        report.warnings.iter().any(|w| w.code == "bulk-key-removed"),
+        "{}",
+        report.to_text()
+    );
 }
 
 #[test]
