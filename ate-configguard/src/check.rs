@@ -1046,8 +1046,8 @@ fn check_reference(
                 if !object.keys.contains(key) {
                     let message = if ctx.retired.contains(&(&target, key.as_str())) {
                         "the object is bulk-loaded and the proposed state removes this key, \
-                         which is retired: new pods start without that variable or file (not \
-                         a failure)"
+                         which is retired: the variable or file goes from its pods (not a \
+                         failure)"
                     } else {
                         "the object is bulk-loaded and the proposed state removes this key: \
                          the variable or file silently disappears"
