@@ -65,7 +65,7 @@ impl fmt::Display for ObjectId {
 ///
 /// A bulk load ([`Reference::bulk`]: `envFrom`, a volume without `items`)
 /// that loses a retired key is a warning instead of a `bulk-key-removed`
-/// failure: its pods start without that variable or file, which is what
+/// failure: its pods go without that variable or file, which is what
 /// retiring it means. A reference to the key by name still fails, since
 /// its pods would not start.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
