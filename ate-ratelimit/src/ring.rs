@@ -290,9 +290,7 @@ impl Timeline {
         } else {
             // Nearly empty (a branch the CPU predicts while the window is
             // busy): pop one at a time.
-            while start != end && slots[at(start)] <= now {
-                start = start.wrapping_add(1);
-            }
+            start = self.drop_left(start, now);
         }
         // Fewer than `limit` were held, so fewer remain: allowed, a
         // constant here (the verdict then waits for no compare).
