@@ -318,11 +318,7 @@ fn object() -> impl Strategy<Value = ConfigObject> {
     )
         .prop_map(
             |(kind, n, keys, immutable, hook, sync_wave, kept, secret_type)| ConfigObject {
-                id: ObjectId {
-                    kind,
-                    namespace: "default".into(),
-                    name: format!("obj{n}"),
-                },
+                id: object_id(kind, n),
                 keys: keys.into_iter().map(key_name).collect(),
                 immutable,
                 secret_type: secret_type
@@ -343,6 +339,15 @@ fn objects() -> impl Strategy<Value = Vec<ConfigObject>> {
             .filter(|o| seen.insert(o.id.clone()))
             .collect()
     })
+}
+
+/// Object `n` of the strategies (`obj0`, `obj1`, ...), in `default`.
+fn object_id(kind: ConfigKind, n: u8) -> ObjectId {
+    ObjectId {
+        kind,
+        namespace: "default".into(),
+        name: format!("obj{n}"),
+    }
 }
 
 /// Key `k` of the five the strategies use; the last is the key the kubelet
@@ -463,11 +468,7 @@ fn retired(
         .filter(|_| !keys.is_empty())
         .map(|i| keys[i.index(keys.len())].clone());
     let named = any.into_iter().map(|(kind, n, k)| RetiredKey {
-        object: ObjectId {
-            kind,
-            namespace: "default".into(),
-            name: format!("obj{n}"),
-        },
+        object: object_id(kind, n),
         key: key_name(k),
     });
     picked.chain(named).collect()
@@ -519,11 +520,7 @@ pub fn transition() -> impl Strategy<Value = CheckInput> {
                 } else {
                     deletes
                         .into_iter()
-                        .map(|(kind, n)| ObjectId {
-                            kind,
-                            namespace: "default".into(),
-                            name: format!("obj{n}"),
-                        })
+                        .map(|(kind, n)| object_id(kind, n))
                         .filter(|id| !prop_objs.iter().any(|o| o.id == *id))
                         .collect::<BTreeSet<_>>()
                         .into_iter()
