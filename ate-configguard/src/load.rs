@@ -405,6 +405,50 @@ fn meta_names(doc: &Node, at: &str, options: &LoadOptions) -> Result<(String, St
     let name = meta
         .name_at("name")
         .ok_or_else(|| bad(at, "missing or empty metadata.name"))?;
+    Ok((meta_namespace(meta, name, at, options)?, name.to_owned()))
+}
+
+/// `metadata.generateName`, where it stands in for a missing (or empty)
+/// `metadata.name`: the API server makes the object's name from it when it
+/// creates the object (`kubectl create`, an Argo CD hook, an Argo
+/// Workflow), so it is a new object every time.
+fn generate_name(doc: &Node) -> Option<&str> {
+    let meta = doc.get("metadata")?;
+    match meta.get("name") {
+        None | Some(Node::Null) => {}
+        Some(Node::String(name)) if name.is_empty() => {}
+        Some(_) => return None,
+    }
+    meta.name_at("generateName")
+}
+
+/// A workload's namespace and name, as [`meta_names`], except that one
+/// with only a `metadata.generateName` is named by that prefix and where
+/// it was read (`migrate-<generated: jobs.yaml document 2>`): no other
+/// object, current or proposed, has that name, as none will have the one
+/// the API server makes for it.
+fn workload_names(
+    doc: &Node,
+    at: &str,
+    options: &LoadOptions,
+) -> Result<(String, String), InputError> {
+    match (doc.get("metadata"), generate_name(doc)) {
+        (Some(meta), Some(prefix)) => Ok((
+            meta_namespace(meta, prefix, at, options)?,
+            format!("{prefix}<generated: {at}>"),
+        )),
+        _ => meta_names(doc, at, options),
+    }
+}
+
+/// The namespace in `meta` (of the object `name`), or the one given for
+/// manifests without one.
+fn meta_namespace(
+    meta: &Node,
+    name: &str,
+    at: &str,
+    options: &LoadOptions,
+) -> Result<String, InputError> {
     let namespace = match meta.get("namespace") {
         None | Some(Node::Null) => {
             let ns = &options.default_namespace;
@@ -439,7 +483,7 @@ fn meta_names(doc: &Node, at: &str, options: &LoadOptions) -> Result<(String, St
             ));
         }
     };
-    Ok((namespace, name.to_owned()))
+    Ok(namespace)
 }
 
 /// What a namespace must be, for messages.
@@ -728,6 +772,9 @@ fn load_doc(
             None | Some(Node::Null)
         );
     match known_kind {
+        // Named by the API server when it is created, so no manifest can
+        // name it: nothing reads it, and nothing it holds can go missing.
+        "ConfigMap" | "Secret" if generate_name(&doc).is_some() => {}
         "ConfigMap" | "Secret" => {
             let (namespace, name) = meta_names(&doc, at, options)?;
             // The kind, and the field beside `data` that holds keys too.
@@ -820,7 +867,7 @@ fn load_doc(
             });
         }
         "Pod" => {
-            let (ns, name) = meta_names(&doc, at, options)?;
+            let (ns, name) = workload_names(&doc, at, options)?;
             let dormant = dormant(&kind, &doc);
             let spec = doc
                 .take_path(&["spec"])
@@ -843,7 +890,7 @@ fn load_doc(
         | "ReplicaSet"
         | "Job"
         | "CronJob" => {
-            let (ns, name) = meta_names(&doc, at, options)?;
+            let (ns, name) = workload_names(&doc, at, options)?;
             let path: &[&str] = match kind.as_str() {
                 "PodTemplate" => &["template", "spec"],
                 "CronJob" => &["spec", "jobTemplate", "spec", "template", "spec"],
@@ -1082,7 +1129,7 @@ fn load_doc(
         _ if options.allow_kinds.contains(&kind)
             || (!group.is_empty() && options.allow_kinds.contains(&format!("{kind}.{group}"))) =>
         {
-            let (ns, name) = meta_names(&doc, at, options)?;
+            let (ns, name) = workload_names(&doc, at, options)?;
             // A custom resource named like a Kubernetes kind is reported
             // with its group (`Job.batch.volcano.sh`), not as that kind.
             let label = if custom_kind {
