@@ -9,7 +9,11 @@ use ate_readiness::SessionAdmission;
 use futures_util::StreamExt;
 
 use crate::config::{NOTIFICATIONS, PROMPT};
-use crate::service::{ApiResponse, AppState, MAX_BODY_BYTES, Shared, body_refused, run_background};
+use crate::service::{
+    ApiResponse, AppState, CLOSE_INVALID_PAYLOAD, CLOSE_MESSAGE_TOO_BIG, CLOSE_PROTOCOL_ERROR,
+    MAX_BODY_BYTES, MAX_WS_MESSAGE_BYTES, Shared, body_refused, run_background,
+};
+use actix_ws::{AggregatedMessage, ProtocolError};
 
 fn respond(r: ApiResponse) -> HttpResponse {
     let mut builder = HttpResponse::build(
@@ -167,7 +171,12 @@ async fn ws(
 ) -> actix_web::Result<HttpResponse> {
     let admission = s.gate.admit_session();
     // Accept the upgrade in both cases; a draining gate closes right after.
-    let (response, mut session, mut stream) = actix_ws::handle(&req, body)?;
+    let (response, mut session, stream) = actix_ws::handle(&req, body)?;
+    // Whole messages, however many frames they came in, up to the bound.
+    let mut stream = stream
+        .max_frame_size(MAX_WS_MESSAGE_BYTES)
+        .aggregate_continuations()
+        .max_continuation_size(MAX_WS_MESSAGE_BYTES);
     match admission {
         SessionAdmission::Open(guard) => {
             let closing = s.sessions_closing();
@@ -186,21 +195,31 @@ async fn ws(
                             break;
                         }
                     };
-                    let Some(Ok(msg)) = msg else {
-                        break;
+                    let msg = match msg {
+                        Some(Ok(msg)) => msg,
+                        Some(Err(e)) => {
+                            reason = refusal(&e);
+                            if reason.is_none() {
+                                // The connection failed: no frame goes out.
+                                drop(guard);
+                                return;
+                            }
+                            break;
+                        }
+                        None => break,
                     };
                     let sent = match msg {
-                        actix_ws::Message::Text(t) => session.text(t).await,
-                        actix_ws::Message::Binary(b) => session.binary(b).await,
-                        actix_ws::Message::Ping(p) => session.pong(&p).await,
+                        AggregatedMessage::Text(t) => session.text(t).await,
+                        AggregatedMessage::Binary(b) => session.binary(b).await,
+                        AggregatedMessage::Ping(p) => session.pong(&p).await,
                         // The client closes: answer with its own code
                         // (RFC 6455 5.5.1); a close frame without one is
                         // 1005, "no status received", to the client.
-                        actix_ws::Message::Close(theirs) => {
+                        AggregatedMessage::Close(theirs) => {
                             reason = theirs;
                             break;
                         }
-                        _ => Ok(()),
+                        AggregatedMessage::Pong(_) => Ok(()),
                     };
                     if sent.is_err() {
                         break;
@@ -221,6 +240,35 @@ async fn ws(
         }
     }
     Ok(response)
+}
+
+/// The close frame for a read error that is the client's doing; `None`
+/// where the connection itself failed (no close frame can go out).
+fn refusal(e: &ProtocolError) -> Option<actix_ws::CloseReason> {
+    let (code, reason) = match e {
+        // A frame over the bound.
+        ProtocolError::Overflow => (CLOSE_MESSAGE_TOO_BIG, "message too big"),
+        // Text that is not UTF-8, whole or reassembled.
+        ProtocolError::Io(io) if io.kind() == std::io::ErrorKind::InvalidData => {
+            (CLOSE_INVALID_PAYLOAD, "text is not UTF-8")
+        }
+        // The connection's own failure, as actix-ws wraps it.
+        ProtocolError::Io(io)
+            if io
+                .get_ref()
+                .is_some_and(|inner| inner.is::<actix_web::error::PayloadError>()) =>
+        {
+            return None;
+        }
+        // The one other error actix-ws reads as I/O: fragments that
+        // together go over the bound.
+        ProtocolError::Io(_) => (CLOSE_MESSAGE_TOO_BIG, "message too big"),
+        _ => (CLOSE_PROTOCOL_ERROR, "protocol error"),
+    };
+    Some(actix_ws::CloseReason {
+        code: actix_ws::CloseCode::Other(code),
+        description: Some(reason.into()),
+    })
 }
 
 /// Builds the system and serves on `listen` until SIGTERM/Ctrl-C, then

@@ -17,8 +17,9 @@ use axum::routing::{get, post, put};
 
 use crate::config::{NOTIFICATIONS, PROMPT};
 use crate::service::{
-    ApiResponse, AppState, CLOSE_HANDSHAKE, MAX_BODY_BYTES, Shared, body_refused, run_background,
-    shutdown_sequence, values,
+    ApiResponse, AppState, CLOSE_HANDSHAKE, CLOSE_INVALID_PAYLOAD, CLOSE_MESSAGE_TOO_BIG,
+    CLOSE_PROTOCOL_ERROR, MAX_BODY_BYTES, MAX_WS_MESSAGE_BYTES, Shared, body_refused,
+    run_background, shutdown_sequence, values,
 };
 
 impl IntoResponse for ApiResponse {
@@ -183,6 +184,9 @@ impl<S: Send + Sync> FromRequest<S> for Limited {
 }
 
 async fn ws(State(s): State<Shared>, upgrade: WebSocketUpgrade) -> Response {
+    let upgrade = upgrade
+        .max_message_size(MAX_WS_MESSAGE_BYTES)
+        .max_frame_size(MAX_WS_MESSAGE_BYTES);
     match s.gate.admit_session() {
         SessionAdmission::Open(guard) => {
             let closing = s.sessions_closing();
@@ -211,8 +215,15 @@ async fn echo(mut socket: WebSocket, closing: impl Future<Output = ()>) {
                 return;
             }
         };
-        let Some(Ok(msg)) = msg else {
-            return;
+        let msg = match msg {
+            Some(Ok(msg)) => msg,
+            Some(Err(e)) => {
+                if let Some((code, reason)) = refusal(&e) {
+                    close_session(socket, code, reason).await;
+                }
+                return;
+            }
+            None => return,
         };
         let reply = match msg {
             Message::Text(t) => Message::Text(t),
@@ -226,6 +237,22 @@ async fn echo(mut socket: WebSocket, closing: impl Future<Output = ()>) {
         if socket.send(reply).await.is_err() {
             return;
         }
+    }
+}
+
+/// The close code and reason for a read error that is the client's doing;
+/// `None` where the connection itself failed (no close frame can go out).
+fn refusal(e: &axum::Error) -> Option<(u16, &'static str)> {
+    use tungstenite::Error;
+    let source = std::error::Error::source(e)?;
+    match source.downcast_ref::<Error>() {
+        Some(Error::Capacity(_)) => Some((CLOSE_MESSAGE_TOO_BIG, "message too big")),
+        Some(Error::Utf8(_)) => Some((CLOSE_INVALID_PAYLOAD, "text is not UTF-8")),
+        Some(Error::Protocol(_)) => Some((CLOSE_PROTOCOL_ERROR, "protocol error")),
+        Some(_) => None,
+        // Not the WebSocket library's error (axum moved on to another
+        // version of it): still a close frame, not a cut connection.
+        None => Some((CLOSE_PROTOCOL_ERROR, "protocol error")),
     }
 }
 

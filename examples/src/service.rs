@@ -1152,6 +1152,23 @@ const STORE_RETRY: Duration = Duration::from_secs(1);
 /// defaults differ (2 MB on Axum, 256 KiB on Actix).
 pub const MAX_BODY_BYTES: usize = 1 << 20;
 
+/// The largest WebSocket message the services echo, whole, however many
+/// frames it came in: the request-body bound. The frameworks' own defaults
+/// differ (64 MiB on Axum; 64 KiB a frame on Actix, which hands on the
+/// frames of a fragmented message one by one).
+pub const MAX_WS_MESSAGE_BYTES: usize = MAX_BODY_BYTES;
+
+/// Close codes (RFC 6455 7.4.1) for a session that sent what the service
+/// will not take: bad framing (1002), a text message that is not UTF-8
+/// (1007), a message over [`MAX_WS_MESSAGE_BYTES`] (1009). A session cut
+/// without a close frame is an abnormal closure to the client, which then
+/// cannot tell its own mistake from a failing server.
+pub const CLOSE_PROTOCOL_ERROR: u16 = 1002;
+/// See [`CLOSE_PROTOCOL_ERROR`].
+pub const CLOSE_INVALID_PAYLOAD: u16 = 1007;
+/// See [`CLOSE_PROTOCOL_ERROR`].
+pub const CLOSE_MESSAGE_TOO_BIG: u16 = 1009;
+
 /// The answer to a request body the framework would not read: 413 for one
 /// over [`MAX_BODY_BYTES`], 400 for any other failure (a client that hung
 /// up mid-body, a bad chunked encoding). JSON like every other error here,

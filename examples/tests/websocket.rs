@@ -185,3 +185,116 @@ async fn axum_waits_for_the_answer_to_its_own_close_frame() {
         "hung up {waited:?} after its close frame, without waiting for the answer"
     );
 }
+
+/// The largest message either service echoes: the request-body bound.
+const MAX_MESSAGE: usize = 1 << 20;
+
+/// A received item, short: its kind and length, never a megabyte of payload.
+fn short(item: &Option<Result<Message, tokio_tungstenite::tungstenite::Error>>) -> String {
+    match item {
+        Some(Ok(Message::Close(frame))) => format!("close {frame:?}"),
+        Some(Ok(m)) => format!("a message of {} bytes", m.len()),
+        Some(Err(e)) => format!("error {e}"),
+        None => "the end of the stream".into(),
+    }
+}
+
+/// The next message, failing the test (instead of hanging it) after 10 s.
+async fn next<S: StreamExt + Unpin>(ws: &mut S) -> Option<S::Item> {
+    tokio::time::timeout(std::time::Duration::from_secs(10), ws.next())
+        .await
+        .expect("no message within 10 s")
+}
+
+#[tokio::test]
+async fn a_fragmented_message_and_one_of_the_largest_size_are_echoed_whole() {
+    use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
+    // A message may come in several frames (RFC 6455 5.4): the echo is the
+    // whole message, once. And up to the request-body bound, on both
+    // services alike (actix-ws cut anything over 64 KiB, with no code).
+    for bin in SERVICES {
+        let s = Service::start(bin, &[]);
+        let ws_url = s.url("/ws").replace("http://", "ws://");
+        let (mut ws, _) = tokio_tungstenite::connect_async(&ws_url).await.unwrap();
+        let parts = [
+            Frame::message(&b"ab"[..], OpCode::Data(Data::Text), false),
+            Frame::message(&b"cd"[..], OpCode::Data(Data::Continue), false),
+            Frame::message(&b"ef"[..], OpCode::Data(Data::Continue), true),
+        ];
+        for frame in parts {
+            ws.send(Message::Frame(frame)).await.unwrap();
+        }
+        let got = next(&mut ws).await;
+        assert!(
+            matches!(&got, Some(Ok(m)) if *m == Message::text("abcdef")),
+            "{bin}: {}",
+            short(&got)
+        );
+        let largest = vec![7u8; MAX_MESSAGE];
+        ws.send(Message::binary(largest.clone())).await.unwrap();
+        let got = next(&mut ws).await;
+        assert!(
+            matches!(&got, Some(Ok(m)) if *m == Message::binary(largest)),
+            "{bin}: {}",
+            short(&got)
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_message_over_the_bound_or_not_utf8_is_closed_with_its_code() {
+    use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
+    // RFC 6455 7.4.1: 1009 for a message too big to process, 1007 for text
+    // that is not UTF-8; the session's place in flight is given back. Over
+    // the bound in one frame, or in fragments that only together are.
+    let too_big = |fragmented: bool| -> Vec<Message> {
+        if fragmented {
+            let half = vec![1u8; MAX_MESSAGE / 2 + 1];
+            vec![
+                Message::Frame(Frame::message(
+                    half.clone(),
+                    OpCode::Data(Data::Binary),
+                    false,
+                )),
+                Message::Frame(Frame::message(half, OpCode::Data(Data::Continue), true)),
+            ]
+        } else {
+            vec![Message::binary(vec![1u8; MAX_MESSAGE + 1])]
+        }
+    };
+    let not_utf8 = vec![Message::Frame(Frame::message(
+        &[0xff, 0xfe][..],
+        OpCode::Data(Data::Text),
+        true,
+    ))];
+    for bin in SERVICES {
+        let s = Service::start(bin, &[]);
+        let ws_url = s.url("/ws").replace("http://", "ws://");
+        for (what, messages, code) in [
+            ("one frame", too_big(false), CloseCode::Size),
+            ("fragments", too_big(true), CloseCode::Size),
+            ("not UTF-8", not_utf8.clone(), CloseCode::Invalid),
+        ] {
+            let (mut ws, _) = tokio_tungstenite::connect_async(&ws_url).await.unwrap();
+            for m in messages {
+                // The service may close while the rest is still on its way.
+                if ws.send(m).await.is_err() {
+                    break;
+                }
+            }
+            let got = next(&mut ws).await;
+            match &got {
+                Some(Ok(Message::Close(Some(frame)))) => {
+                    assert_eq!(frame.code, code, "{bin} {what}: {frame:?}")
+                }
+                other => panic!(
+                    "{bin} {what}: expected a {code} close frame, got {}",
+                    short(other)
+                ),
+            }
+        }
+        s.wait_for_metric("ate_in_flight 0").await;
+    }
+}
