@@ -243,12 +243,13 @@ async fn a_fragmented_message_and_one_of_the_largest_size_are_echoed_whole() {
 }
 
 #[tokio::test]
-async fn a_message_over_the_bound_or_not_utf8_is_closed_with_its_code() {
+async fn a_message_over_the_bound_not_utf8_or_badly_framed_is_closed_with_its_code() {
     use tokio_tungstenite::tungstenite::protocol::frame::Frame;
     use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
-    // RFC 6455 7.4.1: 1009 for a message too big to process, 1007 for text
-    // that is not UTF-8; the session's place in flight is given back. Over
-    // the bound in one frame, or in fragments that only together are.
+    // RFC 6455 7.4.1: 1009 for a message too big to process (over the
+    // bound in one frame, or in fragments that only together are), 1007 for
+    // text that is not UTF-8, 1002 for bad framing; the session's place in
+    // flight is given back.
     let too_big = |fragmented: bool| -> Vec<Message> {
         if fragmented {
             let half = vec![1u8; MAX_MESSAGE / 2 + 1];
@@ -269,6 +270,12 @@ async fn a_message_over_the_bound_or_not_utf8_is_closed_with_its_code() {
         OpCode::Data(Data::Text),
         true,
     ))];
+    // A continuation frame with no message to continue: bad framing.
+    let stray = vec![Message::Frame(Frame::message(
+        &b"x"[..],
+        OpCode::Data(Data::Continue),
+        true,
+    ))];
     for bin in SERVICES {
         let s = Service::start(bin, &[]);
         let ws_url = s.url("/ws").replace("http://", "ws://");
@@ -276,6 +283,7 @@ async fn a_message_over_the_bound_or_not_utf8_is_closed_with_its_code() {
             ("one frame", too_big(false), CloseCode::Size),
             ("fragments", too_big(true), CloseCode::Size),
             ("not UTF-8", not_utf8.clone(), CloseCode::Invalid),
+            ("stray continuation", stray.clone(), CloseCode::Protocol),
         ] {
             let (mut ws, _) = tokio_tungstenite::connect_async(&ws_url).await.unwrap();
             for m in messages {
