@@ -94,6 +94,20 @@ impl Model {
         self.observed == self.generation
     }
 
+    /// Whether a correct latch in this state refuses the write that `op`
+    /// makes through [`drive`](Self::drive): a client's observed write
+    /// always, a control-plane write below observed or above generation,
+    /// a spec change at `u64::MAX` (overflow is an error, never a wrap).
+    /// Call it before [`apply`](Self::apply).
+    pub fn refuses(&self, op: &Op) -> bool {
+        match *op {
+            Op::SpecChange | Op::ApplyOkWithSpecChangeDuring => self.generation == u64::MAX,
+            Op::StatusChange | Op::ApplyOk | Op::ApplyFails | Op::HealthUpdate => false,
+            Op::ControlWrite(v) => !(self.observed <= v && v <= self.generation),
+            Op::ClientWrite(_) => true,
+        }
+    }
+
     /// Drives a real [`Latch`] through `op` the way a correct reconciler
     /// does; returns whether a write was refused.
     pub fn drive(latch: &mut Latch, op: &Op) -> bool {
@@ -113,7 +127,13 @@ impl Model {
             }
             Op::ApplyOkWithSpecChangeDuring => match latch.gate() {
                 Decision::Skip => latch.bump().is_err(),
-                Decision::Apply(t) => latch.bump().is_err() | latch.record(t).is_err(),
+                Decision::Apply(t) => {
+                    // The apply succeeded, so its target is recorded
+                    // whether or not the spec change during it could be.
+                    let bumped = latch.bump();
+                    let recorded = latch.record(t);
+                    bumped.is_err() || recorded.is_err()
+                }
             },
             Op::ControlWrite(v) => latch.observe(Writer::ControlPlane, v).is_err(),
             Op::ClientWrite(v) => latch.observe(Writer::Client, v).is_err(),

@@ -52,6 +52,27 @@ fn missing_or_negative_generation_is_an_error() {
 }
 
 #[test]
+fn zero_is_a_generation_and_an_observed_generation_not_a_negative_one() {
+    // Only below zero is an error: 0 is where a latch's observed starts.
+    assert_eq!(
+        controller_observed(&deployment(Some(1), Some(0))),
+        Ok(false)
+    );
+    assert_eq!(controller_observed(&deployment(Some(0), Some(0))), Ok(true));
+}
+
+#[test]
+fn only_a_pod_missing_its_generation_is_told_about_pod_generation_tracking() {
+    // Pods got `metadata.generation` in Kubernetes 1.33; every other kind
+    // always had it, so its absence is said plainly.
+    let err = controller_observed(&deployment(None, Some(1)))
+        .unwrap_err()
+        .to_string();
+    assert!(err.ends_with("metadata.generation is missing"), "{err}");
+    assert!(!err.contains("Pod"), "{err}");
+}
+
+#[test]
 fn statefulsets_are_read_too() {
     let s = StatefulSet {
         metadata: ObjectMeta {

@@ -239,6 +239,11 @@ fn overflow_is_an_error_never_a_wrap() {
 #[test]
 fn from_parts_validates_observed_not_above_generation() {
     assert_eq!(Latch::from_parts(3, 2).unwrap().lag(), 1);
+    assert_eq!(Latch::from_parts(9, 2).unwrap().lag(), 7);
+    // Equal is a converged row, not an error.
+    let converged = Latch::from_parts(3, 3).unwrap();
+    assert!(converged.is_converged());
+    assert_eq!(converged.lag(), 0);
     let err = Latch::from_parts(2, 3).unwrap_err();
     assert_eq!(
         err,
@@ -258,4 +263,19 @@ fn condition_below_generation_is_stale() {
     assert!(latch.is_condition_stale(4));
     assert!(!latch.is_condition_stale(5));
     assert!(is_condition_stale(0, 1));
+}
+
+#[test]
+fn a_shared_bump_returns_the_new_generation() {
+    let shared = ate_generation::SharedLatch::new(Latch::from_parts(4, 4).unwrap());
+    assert_eq!(shared.bump(), Ok(5));
+    assert_eq!(shared.bump(), Ok(6));
+    assert_eq!(shared.get().generation(), 6);
+    let full = ate_generation::SharedLatch::new(Latch::backfilled(u64::MAX));
+    assert_eq!(
+        full.bump(),
+        Err(Error::Overflow {
+            generation: u64::MAX
+        })
+    );
 }

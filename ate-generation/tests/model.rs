@@ -1,6 +1,6 @@
 //! Property test: random reconciler histories against the reference model.
 
-use ate_generation::testing::{Model, ops};
+use ate_generation::testing::{Model, Op, ops};
 use ate_generation::{Decision, Latch};
 use proptest::prelude::*;
 
@@ -13,7 +13,8 @@ proptest! {
         let mut model = Model::new();
         for op in &seq {
             let before = latch;
-            let _ = Model::drive(&mut latch, op);
+            let refused = Model::drive(&mut latch, op);
+            prop_assert_eq!(refused, model.refuses(op), "{:?} from {:?}", op, model);
             model.apply(op);
             prop_assert_eq!(latch.generation(), model.generation, "{:?}", op);
             prop_assert_eq!(latch.observed_generation(), model.observed, "{:?}", op);
@@ -24,4 +25,20 @@ proptest! {
             prop_assert_eq!(matches!(latch.gate(), Decision::Skip), model.converged());
         }
     }
+}
+
+#[test]
+fn a_spec_change_during_an_apply_at_the_last_generation_is_refused_and_the_apply_recorded() {
+    // The bump overflows (an error, never a wrap), the apply it raced is
+    // still recorded: the drive reports the refusal, as the model says.
+    let mut latch = Latch::from_parts(u64::MAX, u64::MAX - 1).unwrap();
+    let model = Model {
+        generation: u64::MAX,
+        observed: u64::MAX - 1,
+    };
+    let op = Op::ApplyOkWithSpecChangeDuring;
+    assert!(model.refuses(&op));
+    assert!(Model::drive(&mut latch, &op));
+    assert_eq!(latch.observed_generation(), u64::MAX);
+    assert_eq!(latch.generation(), u64::MAX);
 }
