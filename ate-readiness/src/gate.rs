@@ -790,6 +790,16 @@ mod tests {
         let gate = Gate::new();
         let guard = gate.admit().unwrap();
         let _ = gate.begin_drain();
+        // A wait that is pending is registered (so the last guard wakes it).
+        let pending = tokio::spawn({
+            let gate = gate.clone();
+            async move { gate.wait_idle_async(Duration::MAX).await }
+        });
+        tokio::task::yield_now().await;
+        assert!(gate.has_waiters(), "a pending wait is not registered");
+        pending.abort();
+        let _ = pending.await;
+        assert!(!gate.has_waiters(), "an aborted wait is still registered");
         // Cancelled mid-wait, as a second signal's `select!` branch does.
         let cancelled =
             tokio::time::timeout(Duration::from_secs(1), gate.wait_idle_async(Duration::MAX)).await;

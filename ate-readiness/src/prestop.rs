@@ -347,6 +347,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_answer_is_whole_at_its_length_or_last_chunk_and_not_before() {
+        let plain = b"HTTP/1.1 200 OK\r\nContent-Length: 16\r\n\r\n{\"started\":true}";
+        for cut in [10, plain.len() - 16, plain.len() - 1] {
+            assert!(!answer_complete(&plain[..cut]), "cut at {cut}");
+        }
+        assert!(answer_complete(plain));
+        let chunked =
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n0\r\n\r\n";
+        assert!(!answer_complete(&chunked[..chunked.len() - 5]));
+        assert!(answer_complete(chunked));
+        // A header that merely mentions chunking is not chunked: the
+        // length decides.
+        let mention = b"HTTP/1.1 200 OK\r\nX-Note: chunked\r\nContent-Length: 2\r\n\r\nok";
+        assert!(!answer_complete(&mention[..mention.len() - 1]));
+        assert!(answer_complete(mention));
+        assert_eq!(parse_answer(mention), Some((200, "ok".into())));
+        // Neither: whole only once the connection closes.
+        assert!(!answer_complete(b"HTTP/1.1 200 OK\r\n\r\nbody"));
+    }
+
+    #[test]
     fn answers_parse_with_and_without_chunking() {
         let plain = b"HTTP/1.1 200 OK\r\nContent-Length: 16\r\n\r\n{\"started\":true}";
         assert_eq!(

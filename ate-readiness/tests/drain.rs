@@ -287,3 +287,52 @@ fn owned_guards_move_into_threads_and_count_until_dropped() {
         .unwrap();
     assert_eq!(gate.in_flight(), 0);
 }
+
+#[test]
+fn a_guard_names_its_gate_and_an_owned_guard_shares_it() {
+    let gate = Gate::new();
+    let guard = gate.admit().unwrap();
+    assert!(std::ptr::eq(guard.gate(), &gate));
+    let owned = gate.admit_owned().unwrap();
+    assert_eq!(owned.gate().in_flight(), 2);
+    let _ = gate.begin_drain();
+    assert_eq!(owned.gate().state(), State::Draining);
+}
+
+#[test]
+fn the_gate_reports_its_policy_and_a_timed_out_wait_did_not_complete() {
+    assert_eq!(Gate::new().policy(), AdmissionPolicy::LameDuck);
+    let strict = AdmissionPolicy::Strict {
+        retry_after_secs: 5,
+    };
+    assert_eq!(Gate::builder().policy(strict).build().policy(), strict);
+    assert!(WaitOutcome::Completed.is_completed());
+    assert!(!WaitOutcome::TimedOut { in_flight: 1 }.is_completed());
+}
+
+#[test]
+fn debug_shows_the_policy_and_the_snapshot() {
+    let gate = Gate::new();
+    let _guard = gate.admit().unwrap();
+    let text = format!("{gate:?}");
+    for part in ["LameDuck", "Serving", "in_flight: 1"] {
+        assert!(text.contains(part), "{part} in {text}");
+    }
+}
+
+#[test]
+fn a_manual_clock_moves_both_ways_saturates_and_can_be_set() {
+    use chrono::DateTime;
+    let clock = clock();
+    let t0 = clock.now_for_model();
+    clock.advance(TimeDelta::seconds(-5));
+    assert_eq!(clock.now_for_model(), t0 - TimeDelta::seconds(5));
+    clock.set(t0);
+    assert_eq!(clock.now_for_model(), t0);
+    clock.set(DateTime::<Utc>::MAX_UTC - TimeDelta::seconds(1));
+    clock.advance(TimeDelta::seconds(10));
+    assert_eq!(clock.now_for_model(), DateTime::<Utc>::MAX_UTC);
+    clock.set(DateTime::<Utc>::MIN_UTC + TimeDelta::seconds(1));
+    clock.advance(TimeDelta::seconds(-10));
+    assert_eq!(clock.now_for_model(), DateTime::<Utc>::MIN_UTC);
+}
