@@ -893,6 +893,22 @@ mod tests {
     }
 
     #[test]
+    fn a_timeline_of_64_slots_or_fewer_never_shrinks() {
+        // Its storage is small enough to keep: a burst of 40, then one
+        // attempt a window for several windows.
+        let mut line = Timeline::new(64);
+        for t in 0..40 {
+            let _ = line.step(64, 1_000, t, Record::ALL);
+        }
+        assert_eq!(line.slots.len(), 64);
+        for w in 1..6 {
+            let _ = line.step(64, 1_000, w * 2_000, Record::ALL);
+        }
+        assert_eq!(line.len(), 1);
+        assert_eq!(line.slots.len(), 64);
+    }
+
+    #[test]
     fn a_timeline_shrinks_after_a_burst() {
         let mut line = Timeline::new(10_000);
         for t in 0..5_000 {

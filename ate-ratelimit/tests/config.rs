@@ -114,3 +114,19 @@ fn tables_serialize_windows_as_whole_seconds_and_refuse_a_fraction() {
         "{err}"
     );
 }
+
+#[test]
+fn a_variable_the_process_does_not_have_means_the_default() {
+    // The process environment itself (not a lookup): nothing sets this.
+    let var = "ATE_RATELIMIT_TEST_NEVER_SET_6F1C";
+    assert!(std::env::var_os(var).is_none());
+    let per_min = |n| NonZeroU32::new(n).unwrap();
+    let table = LimitTable::new().limit("notifications", var, per_min(150));
+    let resolved = table.resolve_env().unwrap();
+    assert_eq!(resolved.len(), 1);
+    assert_eq!(resolved[0].0, "notifications");
+    assert_eq!(
+        resolved[0].1,
+        ate_ratelimit::Quota::per_minute(per_min(150))
+    );
+}
