@@ -1022,4 +1022,25 @@ mod tests {
         }
         assert!(ring.iter().eq(294..300));
     }
+
+    #[test]
+    fn the_newest_of_a_ring_is_its_last_offset_and_none_when_empty() {
+        assert_eq!(Ring::default().back(), None);
+        assert_eq!(filled(100, 10).back(), Some(9));
+        assert_eq!(filled(1_000, 300).back(), Some(299));
+    }
+
+    #[test]
+    fn a_ring_more_than_a_quarter_used_keeps_its_size() {
+        // Halved only below a quarter: a quarter exactly (128 of 512), or
+        // more, stays.
+        for (edge, held) in [(99, 200), (171, 128)] {
+            let mut ring = filled(1_000, 300);
+            let _ = ring.step(Some(edge), 1_000, 300, Record::NONE);
+            assert_eq!((ring.len(), ring.capacity()), (held, 512), "edge {edge}");
+        }
+        let mut ring = filled(1_000, 300);
+        let _ = ring.step(Some(172), 1_000, 300, Record::NONE);
+        assert_eq!((ring.len(), ring.capacity()), (127, 256));
+    }
 }

@@ -170,17 +170,21 @@ mod tests {
         let g = Geometry::new(3, Duration::from_secs(60));
         let mut w = Window::default();
         let mut t = 0u64;
-        // Walk far past u32::MAX ticks in steps inside the window.
-        for _ in 0..200 {
+        // Walk far past u32::MAX ticks in steps of half a window: each
+        // check finds exactly the one before it (the one before that left
+        // exactly a window ago), across every rebase.
+        for i in 0..200 {
             t += 30_000_000;
             let v = w.step(&g, t, t, Record::ALL);
-            assert!(v.count <= 2, "{v:?}");
+            assert_eq!(v.count, u32::from(i > 0), "step {i}: {v:?}");
         }
         assert!(
             t > u64::from(u32::MAX) && w.ring.base() > 0,
             "no rebase happened"
         );
         assert_eq!(w.len(), 2);
+        // The newest is where it was recorded, not moved by the rebases.
+        assert_eq!(w.drained_at(&g), t + g.window);
     }
 
     #[test]
@@ -192,5 +196,10 @@ mod tests {
         }
         assert_eq!(w.len(), 600);
         assert!(w.ring.capacity() <= 600 + 8, "{}", w.ring.capacity());
+        // What the memory bound counts: the slots and the ring's header,
+        // four bytes each; nothing while inline.
+        let bytes = w.heap_bytes();
+        assert!((4 * 600..=4 * (600 + 8 + 8)).contains(&bytes), "{bytes}");
+        assert_eq!(Window::default().heap_bytes(), 0);
     }
 }

@@ -260,3 +260,39 @@ fn seeding_with_an_old_trail_changes_nothing() {
     l.seed([10, 20, 30].map(Timestamp::from_secs));
     assert_eq!(l.check(), Decision::Allowed { remaining: 1 });
 }
+
+#[test]
+fn an_hour_window_keyed_is_exact_on_its_millisecond_grid() {
+    // Keyed windows over ~35 minutes keep millisecond ticks: exact for
+    // times on whole milliseconds, boundary and retry time included.
+    let hour = 3_600_000;
+    let l = KeyedLimiter::with_clock(quota(2, 3_600), ManualClock::default());
+    let t0 = 5_000_000;
+    assert_eq!(l.check_at(&"k", ms(t0)), Decision::Allowed { remaining: 1 });
+    assert_eq!(
+        l.check_at(&"k", ms(t0 + 7)),
+        Decision::Allowed { remaining: 0 }
+    );
+    let d = l.peek_at(&"k", ms(t0 + 10));
+    assert_eq!(d.retry_after(), Some(Duration::from_millis(hour - 10)));
+    // A millisecond before the first leaves it still counts...
+    assert!(!l.peek_at(&"k", ms(t0 + hour - 1)).is_allowed());
+    // ...and exactly an hour later it no longer does: one slot free.
+    assert_eq!(
+        l.check_at(&"k", ms(t0 + hour)),
+        Decision::Allowed { remaining: 0 }
+    );
+}
+
+#[test]
+fn a_month_window_keyed_is_exact_on_its_second_grid() {
+    // Over ~24 days: whole-second ticks.
+    let month = 30 * 24 * 3_600;
+    let l = KeyedLimiter::with_clock(quota(1, month), ManualClock::default());
+    let t0 = 86_400;
+    assert!(l.check_at(&"k", ms(t0 * 1_000)).is_allowed());
+    let d = l.peek_at(&"k", ms((t0 + 1) * 1_000));
+    assert_eq!(d.retry_after(), Some(Duration::from_secs(month - 1)));
+    assert!(!l.peek_at(&"k", ms((t0 + month - 1) * 1_000)).is_allowed());
+    assert!(l.check_at(&"k", ms((t0 + month) * 1_000)).is_allowed());
+}
