@@ -367,6 +367,17 @@ mod tests {
         assert_eq!(raw_counts_for(identity, 1), 1);
     }
 
+    /// The headroom is what its doc says: 2^55 ns in whole seconds, about
+    /// 417 days. And the clock's Debug names it (its state is opaque).
+    #[test]
+    fn the_headroom_is_2_to_the_55_nanoseconds_in_whole_seconds() {
+        assert_eq!(MonotonicClock::HEADROOM, Duration::from_secs(36_028_797));
+        assert_eq!(
+            format!("{:?}", MonotonicClock::new()),
+            "MonotonicClock { .. }"
+        );
+    }
+
     /// The one-multiply scaling agrees with quanta's own (within a
     /// nanosecond per second) and never goes backwards.
     #[test]

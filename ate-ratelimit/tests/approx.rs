@@ -182,3 +182,26 @@ fn extreme_windows_and_times_neither_panic_nor_let_a_second_attempt_through() {
         }
     }
 }
+
+#[test]
+fn retry_after_is_exact_for_the_bucketed_history_windows_later() {
+    // The same rule long after the start, where the counted buckets are
+    // the 11 up to the current one (100 s in: buckets 91..=101).
+    let (bq, _) = quotas(2, 10_000, 10); // 1 s buckets
+    let clock = ManualClock::new(Timestamp::from_millis(100_500));
+    let l = ApproxKeyedLimiter::with_clock(bq, Policy::AllowedOnly, clock.clone());
+    assert!(l.check(&1).is_allowed()); // bucket 100
+    assert!(!l.is_empty());
+    clock.advance(Duration::from_millis(1_000));
+    assert!(l.check(&1).is_allowed()); // bucket 101
+    let d = l.check(&1);
+    // Bucket 100 leaves when bucket 111 starts (t = 111 s).
+    assert_eq!(
+        d.retry_after(),
+        Some(Duration::from_millis(111_000 - 101_500))
+    );
+    clock.set(Timestamp::from_millis(111_000));
+    assert!(l.check(&1).is_allowed());
+    let text = format!("{l:?}");
+    assert!(text.contains("ApproxKeyedLimiter"), "{text}");
+}
