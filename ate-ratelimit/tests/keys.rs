@@ -466,3 +466,38 @@ fn a_shard_count_past_the_most_is_the_most_not_an_overflow() {
         assert!(!l.check(&1u32).is_allowed());
     }
 }
+
+#[test]
+fn a_keyed_limiter_reports_its_policy_emptiness_and_heap_bytes() {
+    let l: KeyedLimiter<u64, ManualClock> = KeyedLimiter::builder(quota(600, 60))
+        .policy(Policy::AllowedOnly)
+        .build_with_clock(ManualClock::default());
+    assert_eq!(l.policy(), Policy::AllowedOnly);
+    assert!(l.is_empty());
+    assert!(l.check_at(&7, Timestamp::ZERO).is_allowed());
+    assert!(!l.is_empty());
+    // One inline key: table slots only, each an entry (a u64 key and its
+    // 24-byte window) and a control byte.
+    let slot = 8 + 24 + 1;
+    let bytes = l.heap_bytes();
+    assert!(
+        bytes >= slot && bytes.is_multiple_of(slot),
+        "{bytes} for slots of {slot}"
+    );
+    // A saturated key adds its ring: 600 offsets of 4 bytes at least.
+    for i in 1..600u64 {
+        let _ = l.check_at(&7, Timestamp::from_nanos(i * 1_000));
+    }
+    assert!(l.heap_bytes() >= bytes + 600 * 4, "{}", l.heap_bytes());
+}
+
+#[test]
+fn a_limit_set_debug_names_its_limits() {
+    let mut set: LimitSet<u64, ManualClock> =
+        LimitSet::new(Policy::default(), ManualClock::default());
+    let _ = set.add("notifications", quota(150, 60));
+    let text = format!("{set:?}");
+    for part in ["LimitSet", "notifications"] {
+        assert!(text.contains(part), "{part} in {text}");
+    }
+}

@@ -296,3 +296,15 @@ fn a_month_window_keyed_is_exact_on_its_second_grid() {
     assert!(!l.peek_at(&"k", ms((t0 + month - 1) * 1_000)).is_allowed());
     assert!(l.check_at(&"k", ms((t0 + month) * 1_000)).is_allowed());
 }
+
+#[test]
+fn a_limiter_reports_its_quota_and_policy_and_debug_shows_what_it_holds() {
+    let l = Limiter::with_policy(quota(3, 60), Policy::AllowedOnly, ManualClock::default());
+    assert_eq!(l.policy(), Policy::AllowedOnly);
+    assert_eq!(l.quota(), quota(3, 60));
+    assert!(l.check_at(ms(0)).is_allowed());
+    let text = format!("{l:?}");
+    for part in ["Limiter", "AllowedOnly", "in_window: 1"] {
+        assert!(text.contains(part), "{part} in {text}");
+    }
+}
