@@ -10,8 +10,8 @@ use futures_util::StreamExt;
 
 use crate::config::{NOTIFICATIONS, PROMPT};
 use crate::service::{
-    ApiResponse, AppState, CLOSE_INVALID_PAYLOAD, CLOSE_MESSAGE_TOO_BIG, CLOSE_PROTOCOL_ERROR,
-    MAX_BODY_BYTES, MAX_WS_MESSAGE_BYTES, Shared, body_refused, run_background,
+    ApiResponse, AppState, MAX_BODY_BYTES, MAX_WS_MESSAGE_BYTES, Shared, WsRefusal, body_refused,
+    run_background,
 };
 use actix_ws::{AggregatedMessage, ProtocolError};
 
@@ -245,13 +245,11 @@ async fn ws(
 /// The close frame for a read error that is the client's doing; `None`
 /// where the connection itself failed (no close frame can go out).
 fn refusal(e: &ProtocolError) -> Option<actix_ws::CloseReason> {
-    let (code, reason) = match e {
+    let refusal = match e {
         // A frame over the bound.
-        ProtocolError::Overflow => (CLOSE_MESSAGE_TOO_BIG, "message too big"),
+        ProtocolError::Overflow => WsRefusal::TooBig,
         // Text that is not UTF-8, whole or reassembled.
-        ProtocolError::Io(io) if io.kind() == std::io::ErrorKind::InvalidData => {
-            (CLOSE_INVALID_PAYLOAD, "text is not UTF-8")
-        }
+        ProtocolError::Io(io) if io.kind() == std::io::ErrorKind::InvalidData => WsRefusal::NotUtf8,
         // The connection's own failure, as actix-ws wraps it.
         ProtocolError::Io(io)
             if io
@@ -262,12 +260,12 @@ fn refusal(e: &ProtocolError) -> Option<actix_ws::CloseReason> {
         }
         // The one other error actix-ws reads as I/O: fragments that
         // together go over the bound.
-        ProtocolError::Io(_) => (CLOSE_MESSAGE_TOO_BIG, "message too big"),
-        _ => (CLOSE_PROTOCOL_ERROR, "protocol error"),
+        ProtocolError::Io(_) => WsRefusal::TooBig,
+        _ => WsRefusal::Protocol,
     };
     Some(actix_ws::CloseReason {
-        code: actix_ws::CloseCode::Other(code),
-        description: Some(reason.into()),
+        code: actix_ws::CloseCode::Other(refusal.code()),
+        description: Some(refusal.reason().into()),
     })
 }
 

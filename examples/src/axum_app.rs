@@ -17,9 +17,8 @@ use axum::routing::{get, post, put};
 
 use crate::config::{NOTIFICATIONS, PROMPT};
 use crate::service::{
-    ApiResponse, AppState, CLOSE_HANDSHAKE, CLOSE_INVALID_PAYLOAD, CLOSE_MESSAGE_TOO_BIG,
-    CLOSE_PROTOCOL_ERROR, MAX_BODY_BYTES, MAX_WS_MESSAGE_BYTES, Shared, body_refused,
-    run_background, shutdown_sequence, values,
+    ApiResponse, AppState, CLOSE_HANDSHAKE, MAX_BODY_BYTES, MAX_WS_MESSAGE_BYTES, Shared,
+    WsRefusal, body_refused, run_background, shutdown_sequence, values,
 };
 
 impl IntoResponse for ApiResponse {
@@ -218,8 +217,8 @@ async fn echo(mut socket: WebSocket, closing: impl Future<Output = ()>) {
         let msg = match msg {
             Some(Ok(msg)) => msg,
             Some(Err(e)) => {
-                if let Some((code, reason)) = refusal(&e) {
-                    close_session(socket, code, reason).await;
+                if let Some(refusal) = refusal(&e) {
+                    close_session(socket, refusal.code(), refusal.reason()).await;
                 }
                 return;
             }
@@ -240,19 +239,19 @@ async fn echo(mut socket: WebSocket, closing: impl Future<Output = ()>) {
     }
 }
 
-/// The close code and reason for a read error that is the client's doing;
-/// `None` where the connection itself failed (no close frame can go out).
-fn refusal(e: &axum::Error) -> Option<(u16, &'static str)> {
+/// Why to close after a read error that is the client's doing; `None`
+/// where the connection itself failed (no close frame can go out).
+fn refusal(e: &axum::Error) -> Option<WsRefusal> {
     use tungstenite::Error;
     let source = std::error::Error::source(e)?;
     match source.downcast_ref::<Error>() {
-        Some(Error::Capacity(_)) => Some((CLOSE_MESSAGE_TOO_BIG, "message too big")),
-        Some(Error::Utf8(_)) => Some((CLOSE_INVALID_PAYLOAD, "text is not UTF-8")),
-        Some(Error::Protocol(_)) => Some((CLOSE_PROTOCOL_ERROR, "protocol error")),
+        Some(Error::Capacity(_)) => Some(WsRefusal::TooBig),
+        Some(Error::Utf8(_)) => Some(WsRefusal::NotUtf8),
+        Some(Error::Protocol(_)) => Some(WsRefusal::Protocol),
         Some(_) => None,
         // Not the WebSocket library's error (axum moved on to another
         // version of it): still a close frame, not a cut connection.
-        None => Some((CLOSE_PROTOCOL_ERROR, "protocol error")),
+        None => Some(WsRefusal::Protocol),
     }
 }
 

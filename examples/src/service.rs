@@ -1158,16 +1158,39 @@ pub const MAX_BODY_BYTES: usize = 1 << 20;
 /// frames of a fragmented message one by one).
 pub const MAX_WS_MESSAGE_BYTES: usize = MAX_BODY_BYTES;
 
-/// Close codes (RFC 6455 7.4.1) for a session that sent what the service
-/// will not take: bad framing (1002), a text message that is not UTF-8
-/// (1007), a message over [`MAX_WS_MESSAGE_BYTES`] (1009). A session cut
-/// without a close frame is an abnormal closure to the client, which then
-/// cannot tell its own mistake from a failing server.
-pub const CLOSE_PROTOCOL_ERROR: u16 = 1002;
-/// See [`CLOSE_PROTOCOL_ERROR`].
-pub const CLOSE_INVALID_PAYLOAD: u16 = 1007;
-/// See [`CLOSE_PROTOCOL_ERROR`].
-pub const CLOSE_MESSAGE_TOO_BIG: u16 = 1009;
+/// Why a service closes a session that sent what it will not take, with
+/// the close code (RFC 6455 7.4.1) and reason both adapters send. A session
+/// cut without a close frame is an abnormal closure to the client, which
+/// then cannot tell its own mistake from a failing server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WsRefusal {
+    /// Bad framing: 1002.
+    Protocol,
+    /// A text message that is not UTF-8: 1007.
+    NotUtf8,
+    /// A message over [`MAX_WS_MESSAGE_BYTES`]: 1009.
+    TooBig,
+}
+
+impl WsRefusal {
+    /// The close code.
+    pub fn code(self) -> u16 {
+        match self {
+            Self::Protocol => 1002,
+            Self::NotUtf8 => 1007,
+            Self::TooBig => 1009,
+        }
+    }
+
+    /// The close frame's reason.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Self::Protocol => "protocol error",
+            Self::NotUtf8 => "text is not UTF-8",
+            Self::TooBig => "message too big",
+        }
+    }
+}
 
 /// The answer to a request body the framework would not read: 413 for one
 /// over [`MAX_BODY_BYTES`], 400 for any other failure (a client that hung
