@@ -408,18 +408,18 @@ fn meta_names(doc: &Node, at: &str, options: &LoadOptions) -> Result<(String, St
     Ok((meta_namespace(meta, name, at, options)?, name.to_owned()))
 }
 
-/// `metadata.generateName`, where it stands in for a missing (or empty)
-/// `metadata.name`: the API server makes the object's name from it when it
-/// creates the object (`kubectl create`, an Argo CD hook, an Argo
-/// Workflow), so it is a new object every time.
-fn generate_name(doc: &Node) -> Option<&str> {
+/// The metadata and its `generateName`, where that stands in for a
+/// missing (or empty) `metadata.name`: the API server makes the object's
+/// name from it when it creates the object (`kubectl create`, an Argo CD
+/// hook, an Argo Workflow), so it is a new object every time.
+fn generate_name(doc: &Node) -> Option<(&Node, &str)> {
     let meta = doc.get("metadata")?;
     match meta.get("name") {
         None | Some(Node::Null) => {}
         Some(Node::String(name)) if name.is_empty() => {}
         Some(_) => return None,
     }
-    meta.name_at("generateName")
+    Some((meta, meta.name_at("generateName")?))
 }
 
 /// A workload's namespace and name, as [`meta_names`], except that one
@@ -432,12 +432,12 @@ fn workload_names(
     at: &str,
     options: &LoadOptions,
 ) -> Result<(String, String), InputError> {
-    match (doc.get("metadata"), generate_name(doc)) {
-        (Some(meta), Some(prefix)) => Ok((
+    match generate_name(doc) {
+        Some((meta, prefix)) => Ok((
             meta_namespace(meta, prefix, at, options)?,
             format!("{prefix}<generated: {at}>"),
         )),
-        _ => meta_names(doc, at, options),
+        None => meta_names(doc, at, options),
     }
 }
 
