@@ -278,3 +278,18 @@ fn a_lease_that_never_expires_is_stored_and_read_back_on_redb() {
     assert_eq!(record.lease.unwrap().expires_at, expires_at);
     assert_eq!(record.state, State::InFlight);
 }
+
+#[test]
+fn a_redb_store_debugs_as_itself_without_its_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = RedbStore::open(dir.path().join("l.redb")).unwrap();
+    let ledger = Ledger::new(store);
+    let Begin::Started(_) = ledger
+        .begin(&Key::new("t", "secret-id"), &fp(), "w")
+        .unwrap()
+    else {
+        panic!("a new key starts")
+    };
+    let shown = format!("{:?}", ledger.store());
+    assert_eq!(shown, "RedbStore { .. }");
+}

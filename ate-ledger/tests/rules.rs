@@ -559,13 +559,22 @@ fn renew_before_next_write(
 fn the_owners_own_renewal_racing_a_transition_is_not_a_lost_lease() {
     // Dispatch, with a renewal landing between its read and its write.
     let (worker, renewer, lease) = owner_with_a_renewer();
+    // Later, so that the renewal moves the expiry on.
+    worker.clock().advance(Duration::from_secs(10));
     let renewed = renew_before_next_write(&worker, &renewer, &lease);
     worker
         .mark_dispatched(&lease)
         .expect("the lease still owns the attempt: a renewal is not a takeover");
-    assert!(renewed.lock().is_some(), "the renewal ran in between");
+    let renewal = renewed.lock().clone().expect("the renewal ran in between");
+    assert_eq!(
+        renewal.expires_at,
+        lease.expires_at + Duration::from_secs(10)
+    );
     let record = worker.get(&k()).unwrap().unwrap();
     assert!(record.tries[0].dispatched_at.is_some());
+    // The dispatch was written over the renewal, not over what it read
+    // before: the renewed expiry is kept.
+    assert_eq!(record.lease.map(|l| l.expires_at), Some(renewal.expires_at));
 
     // The provider answered; closing races the next renewal. The outcome
     // must be recorded, not lost to a StaleLease (which would leave the
@@ -836,4 +845,87 @@ fn ledgers_stores_and_records_are_send_and_sync() {
     check::<Lease>();
     check::<ate_ledger::Record>();
     check::<Error>();
+}
+
+#[test]
+fn every_written_transition_bumps_the_version_by_one() {
+    let (ledger, clock) = setup();
+    let version = || ledger.get(&k()).unwrap().unwrap().version;
+    let lease = start(&ledger);
+    let mut expected = version();
+    for step in ["renew", "dispatch", "renew", "close"] {
+        clock.advance(Duration::from_secs(1));
+        match step {
+            "renew" => drop(ledger.renew(&lease).unwrap()),
+            "dispatch" => ledger.mark_dispatched(&lease).unwrap(),
+            _ => {
+                let record = ledger
+                    .close(&lease, Close::Succeeded("out".into()))
+                    .unwrap();
+                assert_eq!(record.version, expected + 1, "the record close returns");
+            }
+        }
+        expected += 1;
+        assert_eq!(version(), expected, "after {step}");
+    }
+
+    // A revived key too: its close and its revive are each one write.
+    let other = Key::new("t", "revived");
+    let Begin::Started(lease) = ledger.begin(&other, &fp(), "w1").unwrap() else {
+        panic!("a new key starts")
+    };
+    let before = ledger.get(&other).unwrap().unwrap().version;
+    ledger
+        .close(&lease, Close::PreProvider("no credential".into()))
+        .unwrap();
+    ledger.revive(&other, &fp(), "w2").unwrap();
+    assert_eq!(ledger.get(&other).unwrap().unwrap().version, before + 2);
+}
+
+#[test]
+fn a_ledger_reports_the_config_it_was_built_with() {
+    let config = Config {
+        lease_ttl: Duration::from_secs(7),
+        retention: Duration::from_secs(60),
+    };
+    let ledger = Ledger::with_clock(MemoryStore::new(), config, ManualClock::default());
+    assert_eq!(ledger.config(), config);
+    assert_eq!(Ledger::new(MemoryStore::new()).config(), Config::default());
+}
+
+#[test]
+fn the_open_try_is_the_one_in_flight_and_none_once_closed() {
+    let (ledger, _) = setup();
+    let lease = start(&ledger);
+    let record = ledger.get(&k()).unwrap().unwrap();
+    let open = record.open_try().expect("a try is open while in flight");
+    assert_eq!(open.id, lease.try_id);
+    ledger
+        .close(&lease, Close::PreProvider("no credential".into()))
+        .unwrap();
+    assert!(ledger.get(&k()).unwrap().unwrap().open_try().is_none());
+    // Revived: the new try is the open one, not the first.
+    let revived = ledger.revive(&k(), &fp(), "w2").unwrap();
+    let record = ledger.get(&k()).unwrap().unwrap();
+    assert_ne!(revived.try_id, lease.try_id);
+    assert_eq!(record.open_try().map(|t| t.id), Some(revived.try_id));
+}
+
+#[test]
+fn a_shared_store_purges_through_its_arc() {
+    let clock = ManualClock::default();
+    let store = std::sync::Arc::new(MemoryStore::new());
+    let ledger = Ledger::with_clock(store.clone(), Config::default(), clock.clone());
+    for id in ["a", "b"] {
+        let Begin::Started(lease) = ledger.begin(&Key::new("t", id), &fp(), "w").unwrap() else {
+            panic!("a new key starts")
+        };
+        ledger
+            .close(&lease, Close::PreProvider("x".into()))
+            .unwrap();
+    }
+    clock.advance(Config::default().retention + Duration::from_secs(1));
+    assert_eq!(ledger.purge().unwrap(), 2, "both ended past the retention");
+    assert_eq!(ledger.purge().unwrap(), 0, "nothing left to purge");
+    assert!(store.open().unwrap().is_empty());
 }
