@@ -1044,13 +1044,28 @@ fn check_reference(
             }
             for key in before {
                 if !object.keys.contains(key) {
-                    let message = if ctx.retired.contains(&(&target, key.as_str())) {
-                        "the object is bulk-loaded and the proposed state removes this key, \
-                         which is retired: the variable or file goes from its pods (not a \
-                         failure)"
-                    } else {
-                        "the object is bulk-loaded and the proposed state removes this key: \
-                         the variable or file silently disappears"
+                    let retired = ctx.retired.contains(&(&target, key.as_str()));
+                    let message = match (r.is_plugin_secret(), retired) {
+                        (false, true) => {
+                            "the object is bulk-loaded and the proposed state removes this \
+                             key, which is retired: the variable or file goes from its pods \
+                             (not a failure)"
+                        }
+                        (false, false) => {
+                            "the object is bulk-loaded and the proposed state removes this \
+                             key: the variable or file silently disappears"
+                        }
+                        (true, true) => {
+                            "the volume plugin is given every key of this Secret, and the \
+                             proposed state removes this key, which is retired: the plugin \
+                             no longer gets it (not a failure)"
+                        }
+                        (true, false) => {
+                            "the volume plugin is given every key of this Secret, and the \
+                             proposed state removes this key: a mount that needs it fails, \
+                             and pods that mount it never start (retire the key if the \
+                             plugin does not read it)"
+                        }
                     };
                     finding("bulk-key-removed", Some(key), message.into());
                 }

@@ -2440,15 +2440,19 @@ pub fn pod_references(spec: &PodSpec) -> Result<Vec<Reference>, String> {
                 }
             }
         }
-        // Volume types that name a Secret (the whole object).
+        // Volume types that name a Secret: the plugin is handed every key
+        // of it (the keys it reads are its own business), so the Secret is
+        // loaded whole, as by a volume without `items`: a key it loses may
+        // be one a mount needs, and a pod that cannot mount never starts.
         let mut secret_site = |site: &str, name: &str| {
+            debug_assert!(crate::model::PLUGIN_SECRET_SITES.contains(&site));
             r.push(
                 None,
                 format!("{base}.{site}"),
                 ConfigKind::Secret,
                 name,
                 None,
-                false,
+                true,
                 None,
             )
         };

@@ -302,7 +302,8 @@ pub struct Reference {
     /// The key, for a single-key reference; `None` for a whole object.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
-    /// Every key is loaded (envFrom, a volume without `items`).
+    /// Every key is loaded (envFrom, a volume without `items`, the Secret
+    /// of a volume plugin such as `csi.nodePublishSecretRef`).
     pub bulk: bool,
     /// `optional: true`.
     pub optional: bool,
@@ -322,7 +323,33 @@ pub(crate) const PULL_SECRET_TYPES: [(&str, &str); 2] = [
     (".dockercfg", "kubernetes.io/dockercfg"),
 ];
 
+/// The volume types that name a Secret and hand the volume plugin every
+/// key of it, as the end of a reference's site (`volumes[data].csi.
+/// nodePublishSecretRef`).
+pub(crate) const PLUGIN_SECRET_SITES: [&str; 9] = [
+    "csi.nodePublishSecretRef",
+    "cephfs.secretRef",
+    "rbd.secretRef",
+    "iscsi.secretRef",
+    "cinder.secretRef",
+    "flexVolume.secretRef",
+    "storageos.secretRef",
+    "scaleIO.secretRef",
+    "azureFile.secretName",
+];
+
 impl Reference {
+    /// Whether it names the Secret of a volume plugin (CSI, Ceph, Azure
+    /// File, ...), which is handed every key of it.
+    pub(crate) fn is_plugin_secret(&self) -> bool {
+        self.kind == ConfigKind::Secret
+            && self.container.is_none()
+            && self.site.starts_with("volumes[")
+            && PLUGIN_SECRET_SITES
+                .iter()
+                .any(|s| self.site.strip_suffix(s).is_some_and(|b| b.ends_with('.')))
+    }
+
     /// Whether it names an image pull secret (`imagePullSecrets`, the
     /// pod's or its ServiceAccount's), whose [`PULL_SECRET_KEYS`] the
     /// kubelet reads.

@@ -295,3 +295,62 @@ fn retired_keys_parse_as_kind_namespace_name_key_and_bad_ones_are_named() {
     );
     assert!(parse_retired_key(&format!("cm/prod/app/{}", "k".repeat(253))).is_ok());
 }
+
+#[test]
+fn a_key_lost_by_a_volume_plugins_secret_fails_and_can_be_retired() {
+    // A CSI driver (or Ceph, Azure File, ...) is handed every key of the
+    // Secret its volume names: a key it reads and loses fails the mount,
+    // and the pod never starts. This passed as safe before.
+    for (volume, site) in [
+        (
+            "csi: {driver: secrets.example.com, nodePublishSecretRef: {name: creds}}",
+            "volumes[data].csi.nodePublishSecretRef",
+        ),
+        (
+            "azureFile: {secretName: creds, shareName: share}",
+            "volumes[data].azureFile.secretName",
+        ),
+        (
+            "cephfs: {monitors: [m], secretRef: {name: creds}}",
+            "volumes[data].cephfs.secretRef",
+        ),
+    ] {
+        let pod = format!(
+            "      containers:\n        - name: app\n          image: app:1\n      \
+             volumes:\n        - name: data\n          {volume}\n"
+        );
+        let current = docs(&[
+            &secret("creds", &["clientID", "clientSecret"]),
+            &deployment("web", &pod),
+        ]);
+        let proposed = secret("creds", &["clientID"]);
+        let without = run_retiring(&current, &proposed, &[]);
+        let with = run_retiring(&current, &proposed, &["secret/default/creds/clientSecret"]);
+        assert_waived(&without, &with, "clientSecret");
+        let f = &without.failures[0];
+        assert_eq!(f.site.as_deref(), Some(site));
+        assert!(
+            f.message.starts_with(
+                "the volume plugin is given every key of this Secret, and the proposed state \
+                 removes this key: a mount that needs it fails"
+            ),
+            "{}",
+            f.message
+        );
+        let w = &with.warnings[0];
+        assert!(
+            w.message
+                .contains("which is retired: the plugin no longer gets it"),
+            "{}",
+            w.message
+        );
+        // A key added, or the Secret kept as it is: safe.
+        for proposed in [
+            secret("creds", &["clientID", "clientSecret", "tenant"]),
+            secret("creds", &["clientID", "clientSecret"]),
+        ] {
+            let report = run_retiring(&current, &proposed, &[]);
+            assert!(report.is_safe(), "{volume}: {}", report.to_text());
+        }
+    }
+}
