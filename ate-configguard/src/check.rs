@@ -1077,16 +1077,18 @@ fn check_reference(
 
 /// The key (`true` or `false`) kubectl makes of `word` written as an
 /// unquoted map key, if YAML 1.1 reads it as a boolean (`on`, `Yes`, `n`,
-/// ...), not as itself.
+/// ...). For `true` and `false` themselves that is the word: a reference
+/// to one is missing only where the object holds no such key, so no hint.
 fn yaml_boolean(word: &str) -> Option<&'static str> {
     const TRUE: [&str; 4] = ["y", "yes", "on", "true"];
     const FALSE: [&str; 4] = ["n", "no", "off", "false"];
     let is = |words: &[&str]| words.iter().any(|w| w.eq_ignore_ascii_case(word));
-    match word {
-        "true" | "false" => None,
-        _ if is(&TRUE) => Some("true"),
-        _ if is(&FALSE) => Some("false"),
-        _ => None,
+    if is(&TRUE) {
+        Some("true")
+    } else if is(&FALSE) {
+        Some("false")
+    } else {
+        None
     }
 }
 

@@ -1011,6 +1011,32 @@ fn an_unquoted_key_that_yaml_reads_as_a_boolean_or_a_number_is_the_key_kubectl_m
             f.message
         );
     }
+    // Each spelling hints at the boolean it is, and only at that one: a
+    // key that is no boolean gets no hint though the object holds both.
+    for (key, hint) in [
+        ("N", Some("false")),
+        ("Off", Some("false")),
+        ("YES", Some("true")),
+        ("y", Some("true")),
+        ("OTHER", None),
+        ("nope", None),
+    ] {
+        let reads = workload.replace("key: \"on\"", &format!("key: \"{key}\""));
+        let state = format!("{doc}---\n{reads}");
+        let report = run(&state, &state);
+        let f = &report.failures[0];
+        assert_eq!(f.key.as_deref(), Some(key));
+        match hint {
+            Some(canon) => assert!(
+                f.message.contains(&format!(
+                    "the object holds the key {canon}, which an unquoted `{key}:`"
+                )),
+                "{}",
+                f.message
+            ),
+            None => assert!(!f.message.contains("quote"), "{key}: {}", f.message),
+        }
+    }
     // No hint where the object holds no such key either.
     let plain = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata:\n  N2: b\n";
     let state = format!("{plain}---\n{workload}");
