@@ -59,8 +59,8 @@ fn string_map(
 }
 
 /// Checks that `source` is a ConfigMap before its values are read (so a
-/// Secret's values are never loaded). `patch` allows an overlay without
-/// apiVersion.
+/// Secret's values are never loaded). `patch` allows an overlay without a
+/// kind (a patch names only what it changes).
 fn require_configmap(source: Source<'_>, patch: bool) -> Result<(), InputError> {
     let docs = documents(source.text, source.name)?;
     let [doc] = docs.as_slice() else {

@@ -169,6 +169,8 @@ fn secrets_and_bad_input_are_refused() {
     let binary = format!("{BASE}binaryData: {{ LOGO: aGk= }}\n");
     let overlay = "kind: ConfigMap\nbinaryData: { LOGO: aGk= }\n";
     let two = format!("{BASE}---\n{BASE}");
+    let no_kind = BASE.replace("kind: ConfigMap\n", "");
+    let secret_overlay = "kind: Secret\nmetadata: { name: app }\ndata: { TIMEOUT: MzA= }\n";
     for (what, base, overlays, want) in [
         (
             "binaryData in the base",
@@ -187,6 +189,18 @@ fn secrets_and_bad_input_are_refused() {
             two.as_str(),
             vec![],
             "base.yaml: expected one document, found 2",
+        ),
+        (
+            "a base without a kind",
+            no_kind.as_str(),
+            vec![],
+            "base.yaml: missing kind",
+        ),
+        (
+            "an overlay of another kind",
+            BASE,
+            vec![secret_overlay],
+            "overlay.yaml: expected a ConfigMap, found Secret",
         ),
     ] {
         let err = run(base, &overlays, &["API_KEY"]).unwrap_err().to_string();
@@ -277,4 +291,21 @@ fn an_overlay_that_names_another_configmap_is_refused() {
             "{meta}"
         );
     }
+}
+
+#[test]
+fn an_overlay_may_leave_out_its_kind_and_api_version() {
+    // A strategic-merge patch names only what it changes.
+    let bare = "metadata: { name: app }\ndata: { LOG_LEVEL: debug }\n";
+    let report = run(BASE, &[bare], &["API_KEY"]).unwrap();
+    assert_eq!(
+        codes(&report),
+        vec![(
+            "value-differs".into(),
+            "LOG_LEVEL".into(),
+            "overlay overlay.yaml".into()
+        )]
+    );
+    let agreeing = "metadata: { name: app }\ndata: { LOG_LEVEL: info }\n";
+    assert!(run(BASE, &[agreeing], &["API_KEY"]).unwrap().is_safe());
 }
