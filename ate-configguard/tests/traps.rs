@@ -413,6 +413,23 @@ fn an_argo_rollout_that_runs_a_deployments_template_reads_what_it_reads() {
         report.to_text()
     );
     assert!(judge(&current, &cm("cfg", &["DB_HOST"])).unwrap().is_safe());
+    // It runs the template it names, whatever other workloads come first.
+    let first = deployment(
+        "api",
+        "      containers:\n        - name: api\n          image: api:1\n",
+    );
+    let report = judge(&docs(&[&first, &current]), &removed).unwrap();
+    let failing: Vec<String> = report
+        .failures
+        .iter()
+        .map(|f| f.workload.as_ref().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        failing,
+        ["Deployment/default/web", "Rollout/default/web"],
+        "{}",
+        report.to_text()
+    );
     // The Rollout's pods run as the template's ServiceAccount: the pull
     // secret it adds is theirs too.
     let account = "apiVersion: v1\nkind: ServiceAccount\nmetadata: { name: web }\nimagePullSecrets: [ { name: regcred } ]\n";

@@ -174,3 +174,44 @@ fn a_typed_config_object_reads_its_hook_annotations_as_a_manifest_does() {
         Some("helm.sh/hook-delete-policy=hook-succeeded")
     );
 }
+
+#[test]
+fn a_typed_object_given_twice_in_one_state_is_an_input_error_naming_it() {
+    // Which of the two key lists would count is not known.
+    let cm = |keys: &[&str]| {
+        ConfigObject::from_config_map(
+            &ConfigMap {
+                metadata: meta("app", Some("shop")),
+                data: Some(
+                    keys.iter()
+                        .map(|k| (k.to_string(), String::new()))
+                        .collect(),
+                ),
+                ..Default::default()
+            },
+            "default",
+        )
+        .unwrap()
+    };
+    let twice = Manifests {
+        objects: vec![cm(&["A", "B"]), cm(&["A"])],
+        ..Default::default()
+    };
+    for (current, proposed, side) in [
+        (twice.clone(), Manifests::default(), "current state"),
+        (Manifests::default(), twice, "proposed state"),
+    ] {
+        let err = check(&CheckInput {
+            current,
+            proposed,
+            ..Default::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            err,
+            format!("{side}: ConfigMap/shop/app appears twice"),
+            "one the input itself gives twice names no maker"
+        );
+    }
+}
