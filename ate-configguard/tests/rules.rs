@@ -837,6 +837,8 @@ fn a_service_accounts_pull_secrets_are_references_of_every_pod_that_runs_as_it()
     ] {
         let current = [regcred.as_str(), &accounts, &workload].join("\n---\n");
         let report = run_with(&current, &accounts, Deletion::Listed, &delete);
+        // The pull secret the account adds is the pod's one reference.
+        assert_eq!(report.references_checked, usize::from(breaks), "{what}");
         if breaks {
             assert_eq!(
                 codes(&report),
@@ -2151,4 +2153,82 @@ fn inputs_reports_and_errors_are_send_and_sync() {
     check::<Inventory>();
     check::<ate_configguard::Report>();
     check::<ate_configguard::InputError>();
+}
+
+#[test]
+fn hooks_read_what_is_there_when_their_phase_runs() {
+    let codes_of = |current: &str, proposed: &str| codes(&run(current, proposed));
+    let wave_1 = "{argocd.argoproj.io/sync-wave: '1'}";
+
+    // An Argo CD Sync hook runs in its wave, as the other resources do:
+    // in wave 0 it cannot read what the ConfigMap brings in wave 1.
+    let current = cm("cfg", &["DB_HOST"]);
+    let cfg = hook_cm("cfg", &["DB_HOST", "NEW"], wave_1);
+    let sync_hook = hook_job("migrate", "NEW", false, "{argocd.argoproj.io/hook: Sync}");
+    assert_eq!(
+        codes_of(&current, &docs(&[&cfg, &sync_hook])),
+        vec![("later-sync-wave".into(), Some("NEW".into()))]
+    );
+
+    // A Job that finished starts no pod: it waits for no wave.
+    let job = hook_job("migrate", "NEW", false, "{}");
+    assert_eq!(
+        codes_of(&current, &docs(&[&cfg, &job])),
+        vec![("later-sync-wave".into(), Some("NEW".into()))]
+    );
+    let finished =
+        format!("{job}status:\n  conditions:\n    - {{type: Complete, status: 'True'}}\n");
+    let report = run(&current, &docs(&[&cfg, &finished]));
+    assert!(report.is_safe(), "{}", report.to_text());
+
+    // A post-upgrade hook runs after the change: a key the change removes
+    // is gone for it, and so is one a bulk load of its loses.
+    let current = cm("cfg", &["OLD", "DB_HOST"]);
+    let post = "{helm.sh/hook: post-upgrade}";
+    let proposed = docs(&[
+        &cm("cfg", &["DB_HOST"]),
+        &hook_job("cleanup", "OLD", false, post),
+    ]);
+    assert_eq!(
+        codes_of(&current, &proposed),
+        vec![("missing-key".into(), Some("OLD".into()))]
+    );
+    let bulk = format!(
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: cleanup\n  annotations: {post}\n\
+         spec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n        \
+         - name: cleanup\n          image: app:2\n          envFrom: [{{configMapRef: {{name: cfg}}}}]\n"
+    );
+    assert_eq!(
+        codes_of(&current, &docs(&[&cm("cfg", &["DB_HOST"]), &bulk])),
+        vec![("bulk-key-removed".into(), Some("OLD".into()))]
+    );
+    // ... while a pre-upgrade one still sees the ConfigMap as it was.
+    let pre_bulk = bulk.replace("post-upgrade", "pre-upgrade");
+    let report = run(&current, &docs(&[&cm("cfg", &["DB_HOST"]), &pre_bulk]));
+    assert!(report.is_safe(), "{}", report.to_text());
+
+    // A pre-upgrade hook reading a ConfigMap that only a later hook of its
+    // phase creates (and deletes once the hooks succeed): too late.
+    let later = hook_cm(
+        "cfg",
+        &["K"],
+        "{helm.sh/hook: pre-upgrade, helm.sh/hook-weight: '5', \
+         helm.sh/hook-delete-policy: hook-succeeded}",
+    );
+    let report = run(
+        NOTHING,
+        &docs(&[
+            &later,
+            &hook_job("migrate", "K", false, "{helm.sh/hook: pre-upgrade}"),
+        ]),
+    );
+    assert_eq!(
+        codes(&report),
+        vec![("applied-after-hook".into(), Some("K".into()))]
+    );
+    let message = &report.failures[0].message;
+    assert!(
+        message.contains("and the ConfigMap comes only with the change"),
+        "{message}"
+    );
 }
