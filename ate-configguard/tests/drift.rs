@@ -123,6 +123,14 @@ fn patch_directives_replace_and_delete() {
     let r = run(BASE, &[replace_object], &["API_KEY"]).unwrap();
     let missing: Vec<_> = codes(&r).into_iter().map(|c| c.1).collect();
     assert_eq!(missing, ["API_KEY", "TIMEOUT"]);
+    // `$patch: merge` is the default, said out loud: omitted keys inherit.
+    let merge =
+        "$patch: merge\nkind: ConfigMap\nmetadata: { name: app }\ndata: { TIMEOUT: '30' }\n";
+    let r = run(BASE, &[merge], &["API_KEY"]).unwrap();
+    assert!(r.is_safe(), "{}", r.to_text());
+    let bogus = "$patch: squash\nkind: ConfigMap\nmetadata: { name: app }\n";
+    let err = run(BASE, &[bogus], &[]).unwrap_err().to_string();
+    assert!(err.contains("unsupported directive $patch"), "{err}");
     let delete = "$patch: delete\nkind: ConfigMap\nmetadata: { name: app }\n";
     assert_eq!(
         run(BASE, &[delete], &["API_KEY"]).unwrap().failures[0].code,
