@@ -61,6 +61,15 @@ fn agreeing_defaults_base_and_overlay_pass_and_secret_keys_are_not_compared() {
     let overlay = "kind: ConfigMap\nmetadata: { name: app }\ndata: { TIMEOUT: '30' }\n";
     let r = run(BASE, &[overlay], &["API_KEY"]).unwrap();
     assert!(r.is_safe(), "{}", r.to_text());
+    // Three defaults, in the base and in the base with the overlay.
+    assert_eq!(r.references_checked, 6);
+    assert!(
+        r.to_drift_text().ends_with("6 key(s) compared\n"),
+        "{}",
+        r.to_drift_text()
+    );
+    let r = run(BASE, &[overlay, overlay], &["API_KEY"]).unwrap();
+    assert_eq!(r.references_checked, 9);
 }
 
 #[test]
@@ -143,6 +152,14 @@ fn patch_directives_replace_and_delete() {
         "kind: ConfigMap\nmetadata: { name: app }\ndata: { $setElementOrder: x }\n";
     let err = run(BASE, &[unknown_in_data], &[]).unwrap_err().to_string();
     assert!(err.contains("$setElementOrder"), "{err}");
+    // Only `$patch` takes `replace` or `merge`.
+    let other_directive =
+        "kind: ConfigMap\nmetadata: { name: app }\ndata: { $retainKeys: merge }\n";
+    let err = run(BASE, &[other_directive], &[]).unwrap_err().to_string();
+    assert!(
+        err.contains("unsupported directive $retainKeys in data"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -1246,6 +1246,11 @@ fn a_config_hook_counts_for_a_workload_hook_only_if_it_is_created_first() {
         "{argocd.argoproj.io/hook: PreSync, argocd.argoproj.io/sync-wave: '2'}",
         job(presync)
     )));
+    // One of the two ordered by Helm (either tool may run them): by name,
+    // the stricter order.
+    assert!(!safe(with_cm("migrate-config", same, job(presync))));
+    assert!(!safe(with_cm("migrate-config", presync, job(same))));
+    assert!(safe(with_cm("a-config", same, job(presync))));
 }
 
 #[test]
