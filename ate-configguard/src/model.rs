@@ -248,7 +248,9 @@ impl Hook {
     /// created before a workload hook `self` named `name` runs: a hook of
     /// the same phase with a lower weight, or of the same weight and
     /// ordered first (by name where Helm orders either; Argo CD creates a
-    /// wave's config objects first).
+    /// wave's config objects first). Helm sorts a phase's hooks by kind
+    /// (ConfigMaps and Secrets before workloads), then stably by weight
+    /// and name: a config object named as the workload is created first.
     pub fn runs_after(&self, name: &str, object: &Hook, object_name: &str) -> bool {
         if object.phase != self.phase {
             return false;
@@ -256,8 +258,9 @@ impl Hook {
         match object.weight.cmp(&self.weight) {
             std::cmp::Ordering::Less => true,
             std::cmp::Ordering::Greater => false,
-            // Either one ordered by Helm: by name (the stricter order).
-            std::cmp::Ordering::Equal => !(self.helm || object.helm) || object_name < name,
+            // Either one ordered by Helm: by name (the stricter order),
+            // and for one name by kind.
+            std::cmp::Ordering::Equal => !(self.helm || object.helm) || object_name <= name,
         }
     }
 

@@ -1236,6 +1236,10 @@ fn a_config_hook_counts_for_a_workload_hook_only_if_it_is_created_first() {
     let same = "{helm.sh/hook: pre-upgrade}";
     assert!(!safe(with_cm("migrate-config", same, job(same))));
     assert!(safe(with_cm("a-config", same, job(same))));
+    // One name (a chart's `{{ .Release.Name }}-migrate` for both): Helm
+    // sorts a phase's hooks by kind first, then stably by weight and name,
+    // so the ConfigMap is created first. This failed before.
+    assert!(safe(with_cm("migrate", same, job(same))));
     // A ConfigMap that is no hook is applied after every pre-upgrade hook.
     assert!(!safe(with_cm("a-config", "{}", job(same))));
     // Argo CD: by wave, and a wave's ConfigMaps before its workloads.
