@@ -215,3 +215,17 @@ fn a_typed_object_given_twice_in_one_state_is_an_input_error_naming_it() {
         );
     }
 }
+
+#[test]
+fn a_workload_read_back_without_its_service_account_runs_as_default() {
+    // As Kubernetes applies it: a pod spec without serviceAccountName
+    // runs as the namespace's `default` account.
+    let manifests = load_str(MANIFESTS, "m.yaml", &LoadOptions::default()).unwrap();
+    let web = &manifests.workloads[0];
+    assert_eq!(web.service_account, "default");
+    let mut json = serde_json::to_value(web).unwrap();
+    assert_eq!(json["service_account"], "default");
+    json.as_object_mut().unwrap().remove("service_account");
+    let back: Workload = serde_json::from_value(json).unwrap();
+    assert_eq!(&back, web);
+}
