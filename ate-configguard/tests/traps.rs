@@ -1141,3 +1141,28 @@ fn a_service_account_token_secret_that_names_no_account_is_an_input_error() {
     );
     assert!(load(&spc).objects[0].keys.contains("token"));
 }
+
+#[test]
+fn a_map_key_or_annotations_of_the_wrong_shape_say_what_was_expected() {
+    // A YAML complex key (`? [a, b]`) is no key kubectl could write.
+    let complex =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata:\n  ? [a, b]\n  : v\n";
+    let err = load_err(complex).to_string();
+    assert!(
+        err.contains("line 5 column 5: invalid type: sequence, expected a map key"),
+        "{err}"
+    );
+    // Annotations that are not a map; the value itself is not shown.
+    for (annotations, got) in [("5", "integer `…`"), ("[a]", "sequence")] {
+        let doc = format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c, annotations: {annotations}}}\n"
+        );
+        let err = load_err(&doc).to_string();
+        assert!(
+            err.contains(&format!(
+                "invalid type: {got}, expected a map of annotations"
+            )),
+            "{err}"
+        );
+    }
+}
