@@ -3,7 +3,7 @@
 //! Exit codes: 0 safe, 1 unsafe transition found, 2 unusable input.
 
 use std::collections::BTreeSet;
-use std::io::Read;
+use std::io::{ErrorKind, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -176,18 +176,44 @@ fn display(path: &Path) -> String {
     }
 }
 
+/// Writes `text` to standard output. A reader that has gone away (`|
+/// head`) is no error: what it read is whole lines, and the exit code
+/// still carries the verdict. Any other failure to write is (a report that
+/// could not be written must not pass for one that was).
+fn write_stdout(text: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != ErrorKind::BrokenPipe => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Writes a message to standard error; one that cannot be written (stderr
+/// closed) is dropped rather than a panic.
+fn write_stderr(message: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{message}");
+}
+
+/// Writes `what` (`text`) to standard output: `None` if it was written (or
+/// its reader left), else exit code 2 with the error on standard error.
+fn output(what: &str, text: &str) -> Option<ExitCode> {
+    let e = write_stdout(text).err()?;
+    write_stderr(&format!("error: cannot write the {what}: {e}"));
+    Some(ExitCode::from(2))
+}
+
 fn emit(report: &Report, format: Format, text: fn(&Report) -> String) -> ExitCode {
-    match format {
-        Format::Text => print!("{}", text(report)),
+    let written = match format {
+        Format::Text => output("report", &text(report)),
         Format::Json => match serde_json::to_string_pretty(report) {
-            Ok(json) => println!("{json}"),
+            Ok(json) => output("report", &format!("{json}\n")),
             Err(e) => {
-                eprintln!("error: cannot encode the report: {e}");
+                write_stderr(&format!("error: cannot encode the report: {e}"));
                 return ExitCode::from(2);
             }
         },
-    }
-    ExitCode::from(report.exit_code() as u8)
+    };
+    written.unwrap_or(ExitCode::from(report.exit_code() as u8))
 }
 
 fn run(cli: Cli) -> Result<ExitCode, InputError> {
@@ -256,13 +282,14 @@ fn run(cli: Cli) -> Result<ExitCode, InputError> {
             };
             let inv = inventory(&load(&paths, &options, &mut stdin)?);
             match serde_json::to_string_pretty(&inv) {
-                Ok(json) => println!("{json}"),
+                Ok(json) => {
+                    Ok(output("inventory", &format!("{json}\n")).unwrap_or(ExitCode::SUCCESS))
+                }
                 Err(e) => {
-                    eprintln!("error: cannot encode the inventory: {e}");
-                    return Ok(ExitCode::from(2));
+                    write_stderr(&format!("error: cannot encode the inventory: {e}"));
+                    Ok(ExitCode::from(2))
                 }
             }
-            Ok(ExitCode::SUCCESS)
         }
         Command::Drift {
             defaults,
@@ -325,14 +352,15 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e}");
+            write_stderr(&format!("error: {e}"));
             if json {
                 let doc = serde_json::json!({
                     "result": "unusable_input",
                     "exit_code": InputError::EXIT_CODE,
                     "error": e.to_string(),
                 });
-                println!("{doc:#}");
+                // Exit 2 whether or not it could be written.
+                let _ = write_stdout(&format!("{doc:#}\n"));
             }
             ExitCode::from(InputError::EXIT_CODE as u8)
         }
