@@ -353,3 +353,24 @@ fn parallel_decoding_keeps_document_order_and_reports_the_first_error() {
     let err = load_err(&broken.join("---\n")).to_string();
     assert!(err.contains("document 1501"), "{err}");
 }
+
+#[test]
+fn a_big_stream_is_cut_only_at_document_markers() {
+    // `---x:` at column 0 is a map key, not a document marker: cutting a
+    // big stream (read in parallel chunks) there would start a chunk with
+    // half a document.
+    let docs: Vec<String> = (0..3_000)
+        .map(|i| {
+            format!(
+                "{}---x: 1\n",
+                cm(&format!("cm-{i}"), &[&format!("KEY_{}", "K".repeat(200))])
+            )
+        })
+        .collect();
+    let stream = docs.join("---\n");
+    assert!(stream.len() > 512 * 1024, "big enough to be cut");
+    let m = load(&stream);
+    let names: Vec<String> = m.objects.iter().map(|o| o.id.name.clone()).collect();
+    let want: Vec<String> = (0..3_000).map(|i| format!("cm-{i}")).collect();
+    assert_eq!(names, want);
+}
