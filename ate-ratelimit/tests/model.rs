@@ -270,3 +270,44 @@ proptest! {
         }
     }
 }
+
+/// The reference model is public (`test-util`): users compare their own
+/// integration against it, so its own rules are pinned here, not only
+/// through the limiters that agree with it.
+#[test]
+fn the_reference_model_counts_records_and_waits_exactly() {
+    let q = Quota::new(NonZeroU32::new(2).unwrap(), Duration::from_secs(10));
+    let t = Timestamp::from_secs;
+    let mut m = Model::new(q, Policy::CountDenied);
+    m.record(1u8, t(100));
+    assert_eq!(m.count(&1, t(100)), 1);
+    assert_eq!(m.wait(&1, t(100)), Duration::ZERO);
+    assert_eq!(m.peek(&1, t(100)), Decision::Allowed { remaining: 1 });
+    m.record(1, t(104));
+    // Two inside, the limit: allowed again once the one at 100 s leaves.
+    assert_eq!(m.count(&1, t(105)), 2);
+    assert_eq!(m.wait(&1, t(105)), Duration::from_secs(5));
+    assert_eq!(
+        m.peek(&1, t(105)),
+        Decision::Denied {
+            retry_after: Duration::from_secs(5)
+        }
+    );
+    // Exactly a window later the one at 100 s no longer counts.
+    assert_eq!(m.count(&1, t(110)), 1);
+    assert_eq!(m.wait(&1, t(110)), Duration::ZERO);
+    // count_within: the attempts in (now - span, now].
+    let s = Duration::from_secs;
+    assert_eq!(m.count_within(&1, t(110), s(10)), 1, "100 s is a span back");
+    assert_eq!(m.count_within(&1, t(110), s(11)), 2);
+    assert_eq!(m.count_within(&1, t(103), s(60)), 1, "104 s is after now");
+    assert_eq!(m.count_within(&2, t(110), s(60)), 0, "another key");
+    // A check records per the policy: a denial counts under CountDenied.
+    assert!(!m.check(1, t(106)).is_allowed());
+    assert_eq!(m.count(&1, t(106)), 3);
+    let mut allowed_only = Model::new(q, Policy::AllowedOnly);
+    allowed_only.record(1u8, t(100));
+    allowed_only.record(1, t(104));
+    assert!(!allowed_only.check(1, t(106)).is_allowed());
+    assert_eq!(allowed_only.count(&1, t(106)), 2);
+}
