@@ -177,9 +177,9 @@ fn display(path: &Path) -> String {
 }
 
 /// Writes `text` to standard output. A reader that has gone away (`|
-/// head`) is no error: what it read is whole lines, and the exit code
-/// still carries the verdict. Any other failure to write is (a report that
-/// could not be written must not pass for one that was).
+/// head`) is no error: it took what it wanted, and the exit code still
+/// carries the verdict. Any other failure to write is (a report that could
+/// not be written must not pass for one that was).
 fn write_stdout(text: &str) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
