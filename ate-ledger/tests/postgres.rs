@@ -932,3 +932,20 @@ fn a_test_database_is_dropped_with_its_handle_even_with_connections_open() {
     assert!(!exists(), "database {name} still exists");
     drop(ledger);
 }
+
+#[test]
+fn a_stores_debug_names_its_database_and_user_but_never_the_password() {
+    let db = TestDatabase::new();
+    let url = db.url().to_owned();
+    // The throwaway server trusts local connections: the password is sent
+    // to no one, but the store is given it, as a service's would be.
+    let store = PgStore::connect(&format!("{url} password=CANARY-pw-7f3a")).unwrap();
+    let shown = format!("{store:?}");
+    let (dbname, user) = (param(&url, "dbname"), param(&url, "user"));
+    assert!(
+        shown.starts_with("PgStore { target: ")
+            && shown.contains(&format!("dbname={dbname} user={user} (1 host(s))")),
+        "{shown}"
+    );
+    assert!(!shown.contains("CANARY"), "{shown}");
+}
