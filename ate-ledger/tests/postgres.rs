@@ -511,6 +511,43 @@ fn after_a_failover_a_pooled_store_fails_one_call_not_one_per_connection() {
     assert!(failed <= 1, "{failed} calls failed after the failover");
 }
 
+#[test]
+fn a_pooled_store_checks_its_connections_only_after_one_broke() {
+    // Checking a connection before a call is a round trip to the server
+    // (an empty query): the store makes it only once another of its
+    // connections found itself broken, never before every call.
+    let db = TestDatabase::new();
+    let url = db.url().to_owned();
+    let front = ping_counter(&url);
+    let three = std::num::NonZeroUsize::new(3).unwrap();
+    let plain = format!(
+        "host=127.0.0.1 port={} user={} dbname={}",
+        front.port,
+        param(&url, "user"),
+        param(&url, "dbname")
+    );
+    let ledger = Ledger::new(PgStore::connect_pooled(&plain, three).unwrap());
+    let key = Key::new("t", "pings");
+    let _ = ledger.begin(&key, &fp(), "w").unwrap();
+    for _ in 0..9 {
+        ledger.get(&key).unwrap();
+    }
+    assert_eq!(front.pings(), 0, "a ping while no connection had broken");
+    end_every_session(&url);
+    let failed = (0..9).filter(|_| ledger.get(&key).is_err()).count();
+    assert!(failed <= 1, "{failed} calls failed after the failover");
+    // Every connection is open again: no more checks.
+    let before = front.pings();
+    for _ in 0..9 {
+        ledger.get(&key).unwrap();
+    }
+    assert_eq!(
+        front.pings(),
+        before,
+        "pings once every connection was reopened"
+    );
+}
+
 #[tokio::test]
 async fn a_store_works_when_called_from_inside_an_async_runtime() {
     // The `postgres` client drives a runtime of its own on every call, which
@@ -772,6 +809,106 @@ fn tls_front(url: &str) -> TlsFront {
         port: front_port,
         sessions,
         _runtime: runtime,
+    }
+}
+
+/// A plain TCP front to the test server that counts the empty queries
+/// clients send through it: the ping of `postgres::Client::is_valid`.
+struct PingCounter {
+    port: u16,
+    pings: std::sync::Arc<AtomicUsize>,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl PingCounter {
+    fn pings(&self) -> usize {
+        self.pings.load(Ordering::SeqCst)
+    }
+}
+
+fn ping_counter(url: &str) -> PingCounter {
+    let (host, port) = (param(url, "host").to_owned(), param(url, "port").to_owned());
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let front_port = listener.local_addr().unwrap().port();
+    let pings = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = pings.clone();
+    runtime.spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
+            let (client_in, client_out) = tcp.into_split();
+            let (counted, host, port) = (counted.clone(), host.clone(), port.clone());
+            tokio::spawn(async move {
+                if host.starts_with('/') {
+                    let socket = format!("{host}/.s.PGSQL.{port}");
+                    let server = tokio::net::UnixStream::connect(socket).await.unwrap();
+                    let (server_in, server_out) = server.into_split();
+                    relay(client_in, client_out, server_in, server_out, &counted).await;
+                } else {
+                    let server = tokio::net::TcpStream::connect(format!("{host}:{port}"))
+                        .await
+                        .unwrap();
+                    let (server_in, server_out) = server.into_split();
+                    relay(client_in, client_out, server_in, server_out, &counted).await;
+                }
+            });
+        }
+    });
+    PingCounter {
+        port: front_port,
+        pings,
+        _runtime: runtime,
+    }
+}
+
+/// Passes bytes both ways until either side ends (then drops both).
+async fn relay(
+    client_in: impl tokio::io::AsyncRead + Unpin,
+    mut client_out: impl tokio::io::AsyncWrite + Unpin,
+    mut server_in: impl tokio::io::AsyncRead + Unpin,
+    server_out: impl tokio::io::AsyncWrite + Unpin,
+    pings: &AtomicUsize,
+) {
+    tokio::select! {
+        _ = count_pings(client_in, server_out, pings) => {}
+        _ = tokio::io::copy(&mut server_in, &mut client_out) => {}
+    }
+}
+
+/// Passes the client's messages on, counting its empty simple queries
+/// (`Q`, length 5, the query `""`).
+async fn count_pings(
+    mut from: impl tokio::io::AsyncRead + Unpin,
+    mut to: impl tokio::io::AsyncWrite + Unpin,
+    pings: &AtomicUsize,
+) -> std::io::Result<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // The startup message has no type byte: its length, then the rest.
+    let mut length = [0u8; 4];
+    from.read_exact(&mut length).await?;
+    let mut rest = vec![0u8; (u32::from_be_bytes(length) as usize).saturating_sub(4)];
+    from.read_exact(&mut rest).await?;
+    to.write_all(&length).await?;
+    to.write_all(&rest).await?;
+    loop {
+        let mut head = [0u8; 5];
+        from.read_exact(&mut head).await?;
+        let length = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize;
+        let mut body = vec![0u8; length.saturating_sub(4)];
+        from.read_exact(&mut body).await?;
+        if head[0] == b'Q' && body == [0] {
+            pings.fetch_add(1, Ordering::SeqCst);
+        }
+        to.write_all(&head).await?;
+        to.write_all(&body).await?;
     }
 }
 
