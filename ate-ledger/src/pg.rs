@@ -143,6 +143,8 @@ struct Conn {
 impl Conn {
     /// Reopens the connection if it is closed, or, when another connection
     /// found itself broken since the last check, if it does not answer.
+    /// Otherwise it asks the server nothing: a check is a round trip, and
+    /// one before every call would double its latency.
     fn ensure_open(&mut self) -> Result<(), Error> {
         let broken = self.broken.load(Ordering::Acquire);
         let suspect = broken != self.checked;
