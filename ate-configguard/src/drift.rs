@@ -234,10 +234,12 @@ pub fn drift(
         .filter(|n| !n.is_empty())
         .ok_or_else(|| bad(base.name, "missing metadata.name"))?
         .to_owned();
+    // `namespace: ""` is left out too, as kubectl and kustomize take it.
     let explicit_namespace = base_node
         .get("metadata")
         .and_then(|m| m.get("namespace"))
         .and_then(Node::as_str)
+        .filter(|ns| !ns.is_empty())
         .map(str::to_owned);
     let namespace = explicit_namespace
         .clone()
@@ -279,6 +281,7 @@ pub fn drift(
             .get("metadata")
             .and_then(|m| m.get("namespace"))
             .and_then(Node::as_str)
+            .filter(|ns| !ns.is_empty())
         {
             rendered_object.namespace = ns.to_owned();
         }

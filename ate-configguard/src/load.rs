@@ -442,15 +442,16 @@ fn workload_names(
 }
 
 /// The namespace in `meta` (of the object `name`), or the one given for
-/// manifests without one.
+/// manifests without one (or with `""`: [`namespace_left_out`]).
 fn meta_namespace(
     meta: &Node,
     name: &str,
     at: &str,
     options: &LoadOptions,
 ) -> Result<String, InputError> {
-    let namespace = match meta.get("namespace") {
-        None | Some(Node::Null) => {
+    let stated = meta.get("namespace");
+    let namespace = match stated {
+        _ if namespace_left_out(stated) => {
             let ns = &options.default_namespace;
             if !is_namespace_name(ns) {
                 return Err(bad(
@@ -464,7 +465,7 @@ fn meta_namespace(
             }
             ns.clone()
         }
-        Some(Node::String(ns)) if !ns.is_empty() => {
+        Some(Node::String(ns)) => {
             if !is_namespace_name(ns) {
                 return Err(bad(
                     at,
@@ -476,14 +477,25 @@ fn meta_namespace(
             }
             ns.clone()
         }
-        Some(_) => {
+        _ => {
             return Err(bad(
                 at,
-                format!("{name}: metadata.namespace is not a non-empty string"),
+                format!("{name}: metadata.namespace is not a string"),
             ));
         }
     };
     Ok(namespace)
+}
+
+/// Whether a `metadata.namespace` is left out: absent, null or `""`.
+/// kubectl and Helm place such an object in the namespace they are given
+/// (`-n`, the release's), and the API server in the one of the request.
+pub(crate) fn namespace_left_out(ns: Option<&Node>) -> bool {
+    match ns {
+        None | Some(Node::Null) => true,
+        Some(Node::String(ns)) => ns.is_empty(),
+        Some(_) => false,
+    }
 }
 
 /// What a namespace must be, for messages.
@@ -767,10 +779,7 @@ fn load_doc(
     let (workloads_before, objects_before) = (before.0, before.1);
     // Cluster-scoped: it names the namespaces of what it stands for.
     let placed = kind == "ClusterExternalSecret"
-        || !matches!(
-            doc.get("metadata").and_then(|m| m.get("namespace")),
-            None | Some(Node::Null)
-        );
+        || !namespace_left_out(doc.get("metadata").and_then(|m| m.get("namespace")));
     match known_kind {
         // Named by the API server when it is created, so no manifest can
         // name it: nothing reads it, and nothing it holds can go missing.

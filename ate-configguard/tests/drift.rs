@@ -316,6 +316,20 @@ fn an_overlay_that_names_another_configmap_is_refused() {
             "{meta}"
         );
     }
+    // `namespace: ""` is left out, as kubectl and kustomize take it: in the
+    // base (the overlay's namespace is then the rendered object's) and in
+    // the overlay (the base's is).
+    let empty = BASE.replace("{ name: app }", "{ name: app, namespace: \"\" }");
+    for (base, meta, namespace) in [
+        (empty.as_str(), "{ name: app, namespace: prod }", "prod"),
+        (empty.as_str(), "{ name: app }", "default"),
+        (BASE, "{ name: app, namespace: \"\" }", "default"),
+    ] {
+        let patch = format!("kind: ConfigMap\nmetadata: {meta}\ndata: {{ LOG_LEVEL: debug }}\n");
+        let report = run(base, &[&patch], &["API_KEY"]).unwrap();
+        let object = report.failures[0].object.as_ref().unwrap();
+        assert_eq!(object.namespace, namespace, "{base} {meta}");
+    }
 }
 
 #[test]

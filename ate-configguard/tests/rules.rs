@@ -1038,6 +1038,58 @@ fn manifests_without_a_namespace_must_meet_the_other_state_whichever_side_they_a
 }
 
 #[test]
+fn an_empty_namespace_is_left_out_as_kubectl_and_helm_take_it() {
+    // `namespace: ""` (a chart's `{{ .Values.namespace | quote }}` left
+    // unset) is placed by kubectl and Helm in the namespace they are given,
+    // as a manifest without one is: an input error before, and no longer
+    // read as a namespace of its own.
+    let empty = |yaml: String| yaml.replacen("metadata:\n", "metadata:\n  namespace: \"\"\n", 1);
+    let in_prod = |yaml: String| yaml.replacen("metadata:\n", "metadata:\n  namespace: prod\n", 1);
+    let prod = LoadOptions {
+        default_namespace: "prod".into(),
+        ..LoadOptions::default()
+    };
+    let proposed = docs(&[
+        &empty(cm("app-config", &["A"])),
+        &empty(deployment("web", ENVFROM_APP)),
+    ]);
+    let loaded = load_str(&proposed, "rendered.yaml", &prod).unwrap();
+    assert_eq!(loaded.unplaced, 2, "both count as placed by --namespace");
+    assert_eq!(
+        loaded.objects[0].id.to_string(),
+        "ConfigMap/prod/app-config"
+    );
+    assert_eq!(loaded.workloads[0].id.namespace, "prod");
+    // So they meet the live state in prod: the key a bulk load loses fails.
+    let current = load(&docs(&[
+        &in_prod(cm("app-config", &["A", "B"])),
+        &in_prod(deployment("web", ENVFROM_APP)),
+    ]));
+    assert!(unplaced_namespace(&current, &loaded, "prod").is_none());
+    let report = check(&CheckInput {
+        current: current.clone(),
+        proposed: loaded,
+        inventory: None,
+        deletion: Deletion::Listed,
+        delete: Vec::new(),
+        retired: Vec::new(),
+    })
+    .unwrap();
+    // Both for the pods serving now and for those the rollout starts.
+    let lost = ("bulk-key-removed".to_owned(), Some("B".to_owned()));
+    assert_eq!(
+        codes(&report),
+        vec![lost.clone(), lost],
+        "{}",
+        report.to_text()
+    );
+    // Read in the default namespace, they would miss it: unusable input.
+    let unplaced = load(&proposed);
+    assert_eq!(unplaced.objects[0].id.namespace, "default");
+    assert!(unplaced_namespace(&current, &unplaced, "default").is_some());
+}
+
+#[test]
 fn prune_deletes_only_in_the_namespaces_the_proposed_input_touches() {
     // `kubectl apply --prune` prunes the namespaces of what it applied: a
     // live state read with `-A` holds kube-system, which a deploy of one
