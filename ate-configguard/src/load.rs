@@ -548,7 +548,7 @@ fn key_names(
                 .iter()
                 .filter(|k| k.get(VALUE_BYTES).is_none())
                 .map(|k| match k {
-                    Node::String(s) if !s.is_empty() => valid_key(s, field, at).map(|()| s.clone()),
+                    Node::String(s) => valid_key(s, field, at).map(|()| s.clone()),
                     Node::Map(_) => match k.get(NOT_A_STRING) {
                         Some(Node::Seq(pair)) => match pair.as_slice() {
                             [Node::String(key), Node::String(kind)] => {
@@ -556,9 +556,9 @@ fn key_names(
                             }
                             _ => Err(bad(at, format!("{field} holds a value that is no string"))),
                         },
-                        _ => Err(bad(at, format!("{field} has an empty or non-string key"))),
+                        _ => Err(bad(at, format!("{field} has a key that is no string"))),
                     },
-                    _ => Err(bad(at, format!("{field} has an empty or non-string key"))),
+                    _ => Err(bad(at, format!("{field} has a key that is no string"))),
                 })
                 .collect::<Result<BTreeSet<String>, InputError>>()?;
             if let (Some(object), Some((_, _, Some(key)))) = (base64, value_lengths(doc, field)) {
@@ -575,10 +575,10 @@ pub(crate) fn is_key(key: &str) -> bool {
     let chars_ok = key
         .bytes()
         .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
-    chars_ok && key.len() <= 253 && key != "." && !key.starts_with("..")
+    chars_ok && (1..=253).contains(&key.len()) && key != "." && !key.starts_with("..")
 }
 
-/// A ConfigMap's or a Secret's key as the API server takes it: at most
+/// A ConfigMap's or a Secret's key as the API server takes it: 1 to
 /// 253 characters of `a-z`, `A-Z`, `0-9`, `-`, `_` and `.`, not `.` and
 /// not starting with `..`. It refuses the whole object for another (a
 /// path such as `conf/app.yaml`, from a chart that keys files by their
@@ -590,7 +590,7 @@ fn valid_key(key: &str, field: &str, at: &str) -> Result<(), InputError> {
     Err(bad(
         at,
         format!(
-            "{field} key {key:?} is no key the API server takes (at most 253 characters of \
+            "{field} key {key:?} is no key the API server takes (1 to 253 characters of \
              a-z, A-Z, 0-9, '-', '_' and '.', not '.' nor starting with '..'): it refuses the \
              object, which keeps the keys it had"
         ),

@@ -1814,6 +1814,16 @@ fn helm_dry_run_output_is_unusable_input_saying_what_to_give_instead() {
     }
     // Manifests alone load.
     assert!(run(NOTHING, &manifests).is_safe());
+    // Unusable input with only one of the two marks gets no such hint:
+    // `helm status` (a release summary, no manifests) and a document with
+    // a `MANIFEST:` key.
+    let status = "NAME: app\nLAST DEPLOYED: Mon Nov 30 09:10:00 2026\nNAMESPACE: default\n\
+                  STATUS: deployed\nREVISION: 3\nTEST SUITE: None\n";
+    let keyed = "MANIFEST:\n  name: app\n";
+    for text in [status, keyed] {
+        let err = load_err(text).to_string();
+        assert!(!err.contains("--dry-run"), "{text}: {err}");
+    }
 }
 
 #[test]

@@ -732,7 +732,7 @@ fn a_key_the_api_server_refuses_is_an_input_error() {
     // Deployment applied beside it reads the new ones. It passed, every
     // key counted as there.
     let long = "k".repeat(254);
-    for key in ["conf/app.yaml", "a b", "..x", ".", "é", long.as_str()] {
+    for key in ["conf/app.yaml", "a b", "..x", ".", "é", "", long.as_str()] {
         let doc = format!(
             "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c}}\ndata: {{\"{key}\": v}}\n"
         );
