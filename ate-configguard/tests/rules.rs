@@ -1066,6 +1066,9 @@ fn an_empty_namespace_is_left_out_as_kubectl_and_helm_take_it() {
         &in_prod(deployment("web", ENVFROM_APP)),
     ]));
     assert!(unplaced_namespace(&current, &loaded, "prod").is_none());
+    // Manifests that state their namespace are placed, whatever is given.
+    assert_eq!(current.unplaced, 0);
+    assert!(unplaced_namespace(&current, &current, "default").is_none());
     let report = check(&CheckInput {
         current: current.clone(),
         proposed: loaded,
@@ -1641,6 +1644,50 @@ fn the_secret_an_external_secret_makes_holds_the_keys_its_manifest_names() {
         );
         let live = docs(&[&external("api", &spec), &secret("api", &["token"]), &web]);
         assert!(run(&live, &live).is_safe(), "{spec}");
+    }
+}
+
+#[test]
+fn a_kind_named_like_a_secret_makers_of_another_group_makes_no_secret() {
+    // Only the controllers' own groups make Secrets: an ExternalSecret of
+    // the retired kubernetes-client.io project, or a custom `Certificate`,
+    // is some other kind, and the Secret the pods read must be given.
+    let web = deployment("web", READS_TOKEN);
+    let regroup = |doc: String, from: &str| doc.replacen(from, "apiVersion: example.com/v1", 1);
+    let token = "  data:\n    - secretKey: token\n      remoteRef: {key: prod/api}\n";
+    let makers = [
+        regroup(
+            sealed("api", &["token"]),
+            "apiVersion: bitnami.com/v1alpha1",
+        ),
+        regroup(
+            external("api", token),
+            "apiVersion: external-secrets.io/v1beta1",
+        ),
+        external("api", token).replacen(
+            "apiVersion: external-secrets.io/v1beta1",
+            "apiVersion: kubernetes-client.io/v1",
+            1,
+        ),
+        "apiVersion: example.com/v1\nkind: Certificate\nmetadata:\n  name: api\nspec:\n  \
+         secretName: api\n"
+            .to_owned(),
+        "apiVersion: example.com/v1\nkind: SecretProviderClass\nmetadata:\n  name: api\n\
+         spec:\n  secretObjects:\n    - secretName: api\n      data:\n        - key: token\n"
+            .to_owned(),
+        "apiVersion: example.com/v1\nkind: ClusterExternalSecret\nmetadata:\n  name: api\n\
+         spec:\n  namespaces: [default]\n  externalSecretName: api\n  externalSecretSpec:\n    \
+         data:\n      - secretKey: token\n        remoteRef: {key: prod/api}\n"
+            .to_owned(),
+    ];
+    for maker in makers {
+        assert!(load(&maker).objects.is_empty(), "{maker}");
+        let report = run(NOTHING, &docs(&[&maker, &web]));
+        assert_eq!(
+            codes(&report),
+            vec![("missing-object".into(), Some("token".into()))],
+            "{maker}"
+        );
     }
 }
 

@@ -50,6 +50,14 @@ fn empty_names_and_keys_are_input_errors() {
     );
     let nameless_cm = "apiVersion: v1\nkind: ConfigMap\nmetadata: {}\ndata: { A: b }\n";
     assert!(load_err(nameless_cm).to_string().contains("metadata.name"));
+    // A ServiceAccount's pull secret, added to every pod that runs as it.
+    let account = "apiVersion: v1\nkind: ServiceAccount\nmetadata: { name: builder }\n\
+                   imagePullSecrets: [ { name: \"\" } ]\n";
+    let err = load_err(account).to_string();
+    assert!(
+        err.contains("ServiceAccount builder: an imagePullSecrets name is empty"),
+        "{err}"
+    );
 }
 
 #[test]
