@@ -65,6 +65,7 @@ fn unknown_kind_with_a_pod_template_is_an_input_error_unless_allowed() {
     let rollout = "apiVersion: argoproj.io/v1alpha1\nkind: Rollout\nmetadata: { name: r }\nspec:\n  template:\n    spec:\n      containers:\n        - name: c\n          image: i\n          envFrom: [ { configMapRef: { name: x } } ]\n";
     let err = load_err(rollout);
     assert!(err.to_string().contains("--allow-kind Rollout"), "{err}");
+    assert!(err.to_string().contains("carries a pod template"), "{err}");
     let opts = LoadOptions {
         allow_kinds: ["Rollout".to_string()].into(),
         ..Default::default()
