@@ -1445,16 +1445,36 @@ fn a_config_hook_deleted_once_its_hooks_succeed_is_gone_after_the_change() {
 #[test]
 fn a_config_hook_that_no_install_upgrade_or_sync_creates_is_not_there() {
     let web = deployment("web", KEYREF);
-    for annotations in [
-        "{helm.sh/hook: test}",
-        "{helm.sh/hook: 'pre-delete,pre-rollback'}",
+    // Each with the annotation the message names.
+    for (annotations, named) in [
+        ("{helm.sh/hook: test}", "helm.sh/hook=test"),
+        (
+            "{helm.sh/hook: 'pre-delete,pre-rollback'}",
+            "helm.sh/hook=pre-delete,pre-rollback",
+        ),
         // A type Helm does not know: Helm skips the resource.
-        "{helm.sh/hook: 'pre-install,crd-install'}",
-        "{argocd.argoproj.io/hook: Skip}",
-        "{argocd.argoproj.io/hook: PostDelete}",
-        "{argocd.argoproj.io/hook: SyncFail}",
-        // Argo CD goes by Helm's types where its own names none it knows.
-        "{argocd.argoproj.io/hook: Later, helm.sh/hook: test}",
+        (
+            "{helm.sh/hook: 'pre-install,crd-install'}",
+            "helm.sh/hook=pre-install,crd-install",
+        ),
+        (
+            "{argocd.argoproj.io/hook: Skip}",
+            "argocd.argoproj.io/hook=Skip",
+        ),
+        (
+            "{argocd.argoproj.io/hook: PostDelete}",
+            "argocd.argoproj.io/hook=PostDelete",
+        ),
+        (
+            "{argocd.argoproj.io/hook: SyncFail}",
+            "argocd.argoproj.io/hook=SyncFail",
+        ),
+        // Argo CD goes by Helm's types where its own names none it knows;
+        // neither runs here, so Argo CD's is named.
+        (
+            "{argocd.argoproj.io/hook: Later, helm.sh/hook: test}",
+            "argocd.argoproj.io/hook=Later",
+        ),
     ] {
         let cfg = hook_cm("cfg", &["DB_HOST"], annotations);
         let report = run(NOTHING, &docs(&[&cfg, &web]));
@@ -1464,9 +1484,9 @@ fn a_config_hook_that_no_install_upgrade_or_sync_creates_is_not_there() {
             "{annotations}"
         );
         assert!(
-            report.failures[0]
-                .message
-                .contains("only as a hook that no install, upgrade or sync creates"),
+            report.failures[0].message.contains(&format!(
+                "only as a hook that no install, upgrade or sync creates ({named})"
+            )),
             "{}",
             report.to_text()
         );
@@ -1502,6 +1522,12 @@ fn a_workload_reading_what_only_a_post_upgrade_hook_brings_cannot_start() {
         (
             "{argocd.argoproj.io/hook: PostSync}",
             "argocd.argoproj.io/hook=PostSync",
+        ),
+        // Argo CD's annotation names no type it knows: it goes by Helm's,
+        // which is named.
+        (
+            "{argocd.argoproj.io/hook: Later, helm.sh/hook: post-upgrade}",
+            "helm.sh/hook=post-upgrade",
         ),
     ] {
         let cfg = hook_cm("cfg", &["DB_HOST", "NEW"], annotations);
@@ -2287,6 +2313,15 @@ fn hooks_read_what_is_there_when_their_phase_runs() {
         codes_of(&current, &docs(&[&cfg, &sync_hook])),
         vec![("later-sync-wave".into(), Some("NEW".into()))]
     );
+    // In wave 2 it does.
+    let in_wave_2 = hook_job(
+        "migrate",
+        "NEW",
+        false,
+        "{argocd.argoproj.io/hook: Sync, argocd.argoproj.io/sync-wave: '2'}",
+    );
+    let report = run(&current, &docs(&[&cfg, &in_wave_2]));
+    assert!(report.is_safe(), "{}", report.to_text());
 
     // A Job that finished starts no pod: it waits for no wave.
     let job = hook_job("migrate", "NEW", false, "{}");
