@@ -108,6 +108,39 @@ fn unknown_kind_with_a_pod_template_is_an_input_error_unless_allowed() {
 }
 
 #[test]
+fn each_pod_template_of_an_allowed_kind_is_a_pod_of_its_own() {
+    // A Kubeflow PyTorchJob runs its master and its workers from two
+    // templates, each with its own service account and volumes.
+    let job = "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: { name: train }\nspec:\n  \
+               pytorchReplicaSpecs:\n    Master:\n      template:\n        spec:\n          \
+               serviceAccountName: trainer\n          containers: [ { name: pytorch, image: i, \
+               volumeMounts: [ { name: cfg, mountPath: /c } ] } ]\n          volumes: [ { name: cfg, \
+               configMap: { name: master-cfg } } ]\n    Worker:\n      template:\n        spec:\n          \
+               containers: [ { name: pytorch, image: i, volumeMounts: [ { name: cfg, mountPath: /c } ] } ]\n          \
+               volumes: [ { name: cfg, configMap: { name: worker-cfg } } ]\n";
+    let opts = LoadOptions {
+        allow_kinds: ["PyTorchJob".to_owned()].into(),
+        ..Default::default()
+    };
+    let m = load_str(job, "job.yaml", &opts).unwrap();
+    let pods: Vec<(&str, Vec<&str>)> = m
+        .workloads
+        .iter()
+        .map(|w| {
+            let names = w.references.iter().map(|r| r.name.as_str()).collect();
+            (w.service_account.as_str(), names)
+        })
+        .collect();
+    assert_eq!(
+        pods,
+        [
+            ("trainer", vec!["master-cfg"]),
+            ("default", vec!["worker-cfg"])
+        ]
+    );
+}
+
+#[test]
 fn unparsable_input_duplicates_and_missing_kind_are_input_errors() {
     for bad in [
         "kind: ConfigMap\napiVersion: v1\nmetadata: { name: a\n",
