@@ -1979,6 +1979,13 @@ fn the_secret_a_secret_provider_class_syncs_holds_the_keys_its_data_names() {
             "{err}"
         );
     }
+    // Data left empty, or out: a Secret without keys.
+    for empty in ["      data: []\n", "      data: {}\n", ""] {
+        let text = spc("").replace("      data:\n", empty);
+        let m = load_str(&text, "spc.yaml", &LoadOptions::default()).unwrap();
+        assert_eq!(m.objects.len(), 1, "{text}");
+        assert!(m.objects[0].keys.is_empty(), "{text}");
+    }
     // The provider's parameters and object names are never kept: names
     // of the Secret's keys are all that is read.
     let m = load(&spc(both));
