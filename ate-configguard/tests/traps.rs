@@ -268,6 +268,15 @@ fn an_unknown_kind_whose_containers_read_config_without_a_pod_template_is_not_pa
         ),
         "{err}"
     );
+    // A bulk load alone (`envFrom`) is seen too; an empty one reads nothing.
+    let bulk_only = "apiVersion: argoproj.io/v1alpha1\nkind: Workflow\nmetadata: { name: w }\nspec:\n  templates:\n    - name: report\n      script:\n        image: python:3\n        envFrom: [ { configMapRef: { name: report-cfg } } ]\n";
+    let err = load_err(bulk_only).to_string();
+    assert!(
+        err.contains("(at spec.templates[0].script.envFrom)"),
+        "{err}"
+    );
+    let none = bulk_only.replace("[ { configMapRef: { name: report-cfg } } ]", "[]");
+    assert!(load(&none).workloads.is_empty());
     // Allowed, its containers and volumes are read wherever they sit.
     let opts = LoadOptions {
         allow_kinds: ["CronWorkflow.argoproj.io".to_owned()].into(),
