@@ -45,6 +45,9 @@ const POD_SPEC: &str = r#"
             - name: sec-vol
               mountPath: /etc/tls
               subPath: ""
+            - name: sec-items
+              mountPath: /etc/user
+              subPath: user
       volumes:
         - name: scratch
           emptyDir: {}
@@ -156,9 +159,17 @@ fn every_reference_site_is_found() {
                 && r.3.as_deref() == Some("app.yaml")),
         "{refs:#?}"
     );
+    // So does one into a Secret's item.
+    assert!(
+        refs.iter().any(|r| r.0 == "volumeMounts[sec-items].subPath"
+            && r.1 == Secret
+            && r.2 == "creds"
+            && r.3.as_deref() == Some("user")),
+        "{refs:#?}"
+    );
     // fileKeyRef and plain values are not ConfigMap/Secret references,
     // and an empty subPath is no subPath (the whole volume is mounted).
-    assert_eq!(refs.len(), 23, "{refs:#?}");
+    assert_eq!(refs.len(), 24, "{refs:#?}");
 }
 
 #[test]
