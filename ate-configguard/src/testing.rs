@@ -90,12 +90,13 @@ pub fn naive_safe(input: &CheckInput) -> bool {
     };
     // The proposed config object `o` a hook, of the same phase as workload
     // hook `h` of workload `w`, and created first: a lower weight, or the
-    // same weight and (where Helm orders either) a name that sorts first.
+    // same weight and (where Helm orders either) a name that sorts first or
+    // is the same (Helm creates config objects before workloads).
     let created_first = |w: &Workload, h: &Hook, o: &ConfigObject| {
         o.hook.as_ref().is_some_and(|oh| {
             oh.phase == h.phase
                 && (oh.weight < h.weight
-                    || (oh.weight == h.weight && (!(oh.helm || h.helm) || o.id.name < w.id.name)))
+                    || (oh.weight == h.weight && (!(oh.helm || h.helm) || o.id.name <= w.id.name)))
         })
     };
     // The config object `o` a hook of the same phase as workload hook `h`.
@@ -556,17 +557,19 @@ pub fn transition() -> impl Strategy<Value = CheckInput> {
 }
 
 /// A transition that turns on one proposed workload with one reference,
-/// named before or after the objects: a hook of any phase, or a workload
-/// in an Argo CD sync wave. What it sees when it starts is all that decides
-/// the check, so random cases often land on the order (a hook's phase and
-/// weight, then Helm's name or Argo CD's kind; a later wave; a hook that
-/// runs after the change) and on hooks deleted again.
+/// named before or after the objects, or as one of them: a hook of any
+/// phase, or a workload in an Argo CD sync wave. What it sees when it
+/// starts is all that decides the check, so random cases often land on the
+/// order (a hook's phase and weight, then Helm's name or Argo CD's kind; a
+/// later wave; a hook that runs after the change) and on hooks deleted
+/// again.
 pub fn order_transition() -> impl Strategy<Value = CheckInput> {
     (
         objects(),
         objects(),
         reference(),
-        prop_oneof![Just("a0"), Just("w0")],
+        // Named before, after or as one of the objects (`obj0`).
+        prop_oneof![Just("a0"), Just("w0"), Just("obj0")],
         (
             proptest::option::weighted(0.6, hook_of(phase())),
             sync_wave(),

@@ -4,6 +4,7 @@
 
 mod common;
 
+use ate_configguard::testing::naive_safe;
 use ate_configguard::{
     CheckInput, LoadOptions, Report, RetiredKey, Severity, check, inventory, load_str,
     parse_retired_key,
@@ -23,14 +24,17 @@ fn retire(ids: &[&str]) -> Vec<RetiredKey> {
         .collect()
 }
 
-fn run_retiring(current: &str, proposed: &str, retired: &[&str]) -> Report {
-    check(&CheckInput {
+fn input_retiring(current: &str, proposed: &str, retired: &[&str]) -> CheckInput {
+    CheckInput {
         current: load(current),
         proposed: load(proposed),
         retired: retire(retired),
         ..Default::default()
-    })
-    .unwrap()
+    }
+}
+
+fn run_retiring(current: &str, proposed: &str, retired: &[&str]) -> Report {
+    check(&input_retiring(current, proposed, retired)).unwrap()
 }
 
 fn warning_codes(report: &Report) -> Vec<(String, Option<String>)> {
@@ -169,7 +173,15 @@ fn a_retirement_waives_only_its_own_kind_namespace_object_and_key() {
             vec!["retired-key-unused"],
             "{other}"
         );
+        // The public reference model agrees.
+        assert!(
+            !naive_safe(&input_retiring(&current, &proposed, &[other])),
+            "{other}"
+        );
     }
+    let own = "ConfigMap/default/app-config/OLD_FLAG";
+    assert!(run_retiring(&current, &proposed, &[own]).is_safe());
+    assert!(naive_safe(&input_retiring(&current, &proposed, &[own])));
 }
 
 #[test]
