@@ -20,3 +20,70 @@ proptest! {
         prop_assert_eq!(report.is_safe(), naive_safe(&input), "{}", report.to_text());
     }
 }
+
+/// The strategies reach the cases they are for: a passing model test says
+/// little if they never make a Rollout, a retired key or a pull secret's
+/// key, or never order hooks within a phase.
+#[test]
+fn the_strategies_reach_every_case_they_are_for() {
+    use ate_configguard::{HookPhase, PULL_SECRET_KEYS};
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    use std::collections::BTreeSet;
+
+    let mut runner = TestRunner::deterministic();
+    let mut seen = BTreeSet::new();
+    for _ in 0..2_000 {
+        let input = transition().new_tree(&mut runner).unwrap().current();
+        let workloads = || {
+            input
+                .current
+                .workloads
+                .iter()
+                .chain(&input.proposed.workloads)
+        };
+        let keys =
+            || (input.current.objects.iter().chain(&input.proposed.objects)).flat_map(|o| &o.keys);
+        if workloads().any(|w| w.template_from.is_some()) {
+            seen.insert("a Rollout");
+        }
+        if !input.retired.is_empty() {
+            seen.insert("a retired key");
+        }
+        if keys().any(|k| k == PULL_SECRET_KEYS[0]) {
+            seen.insert("a pull secret's key");
+        }
+        if keys().any(|k| k == "K0") {
+            seen.insert("another key");
+        }
+        let input = order_transition().new_tree(&mut runner).unwrap().current();
+        let job = &input.proposed.workloads[0];
+        let Some(hook) = &job.hook else { continue };
+        // Only Argo CD's `Sync` hooks are in a sync wave, as the loader reads
+        // them.
+        if hook.phase == HookPhase::WithChange {
+            if job.sync_wave.is_some_and(|w| w > 0) {
+                seen.insert("a Sync hook in a later wave");
+            }
+        } else {
+            assert_eq!(job.sync_wave, None, "{hook:?}");
+        }
+        let same_phase = |h: &&ate_configguard::Hook| h.phase == hook.phase;
+        let weights: BTreeSet<i64> = (input.proposed.objects.iter())
+            .filter_map(|o| o.hook.as_ref().filter(same_phase))
+            .map(|h| h.weight)
+            .collect();
+        if weights.len() > 1 {
+            seen.insert("config hooks of one phase and several weights");
+        }
+    }
+    let all = [
+        "a Rollout",
+        "a retired key",
+        "a pull secret's key",
+        "another key",
+        "a Sync hook in a later wave",
+        "config hooks of one phase and several weights",
+    ];
+    assert_eq!(seen, all.into_iter().collect());
+}
