@@ -742,6 +742,21 @@ fn ring() -> std::sync::Arc<rustls::crypto::CryptoProvider> {
     std::sync::Arc::new(rustls::crypto::ring::default_provider())
 }
 
+/// A front's runtime (one worker thread) and its listener on a free
+/// loopback port.
+fn loopback_front() -> (tokio::runtime::Runtime, tokio::net::TcpListener, u16) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    (runtime, listener, port)
+}
+
 fn tls_front(url: &str) -> TlsFront {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -760,15 +775,7 @@ fn tls_front(url: &str) -> TlsFront {
         .with_single_cert(certs, key)
         .unwrap();
     let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let listener = runtime
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let front_port = listener.local_addr().unwrap().port();
+    let (runtime, listener, front_port) = loopback_front();
     let sessions = std::sync::Arc::new(AtomicUsize::new(0));
     let counted = sessions.clone();
     runtime.spawn(async move {
@@ -828,15 +835,7 @@ impl PingCounter {
 
 fn ping_counter(url: &str) -> PingCounter {
     let (host, port) = (param(url, "host").to_owned(), param(url, "port").to_owned());
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let listener = runtime
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let front_port = listener.local_addr().unwrap().port();
+    let (runtime, listener, front_port) = loopback_front();
     let pings = std::sync::Arc::new(AtomicUsize::new(0));
     let counted = pings.clone();
     runtime.spawn(async move {
