@@ -21,9 +21,10 @@ use crate::parse::{DATA_LIST, NOT_A_STRING, Node, VALUE_BYTES, documents, withou
 /// How to read manifests.
 #[derive(Debug, Clone)]
 pub struct LoadOptions {
-    /// Namespace for manifests that name none (default `default`). It
-    /// must be a namespace name (an RFC 1123 label); another is an input
-    /// error for the first manifest that names none.
+    /// Namespace for manifests that name none, or name `""` (default
+    /// `default`), as kubectl's `-n` and Helm's release namespace place
+    /// them. It must be a namespace name (an RFC 1123 label); another is
+    /// an input error for the first manifest that names none.
     pub default_namespace: String,
     /// Kinds not built in whose pod templates (`template.spec`) are read
     /// anyway, or, for a kind without one (an Argo `Workflow`), every

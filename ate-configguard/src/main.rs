@@ -61,7 +61,8 @@ enum Command {
         /// warning, not a failure; a reference to it by name still fails.
         #[arg(long = "retire-key", num_args = 1..)]
         retire_key: Vec<String>,
-        /// Namespace for manifests without one [default: default]. Left out,
+        /// Namespace for manifests without one (or with `namespace: ""`)
+        /// [default: default]. Left out,
         /// manifests without one that would land where the other state holds
         /// nothing (`helm template` output against `kubectl get -n prod`)
         /// are unusable input: name the namespace they are applied to.
@@ -80,7 +81,7 @@ enum Command {
         /// Files or directories of manifests (`-`: standard input).
         #[arg(required = true)]
         paths: Vec<PathBuf>,
-        /// Namespace for manifests without one.
+        /// Namespace for manifests without one (or with `namespace: ""`).
         #[arg(long, default_value = "default")]
         namespace: String,
         /// An unknown kind whose pod templates may be read, as for `check`:
