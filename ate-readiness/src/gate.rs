@@ -712,7 +712,11 @@ guard_common!(OwnedGuard, "OwnedGuard");
 
 /// Waits for SIGTERM (Unix) or Ctrl-C, then begins the drain.
 ///
-/// Spawn it at startup; the returned future resolves with the drain answer.
+/// Call it at startup, before the server accepts work, and spawn the
+/// future: it resolves with the drain answer. On Unix, called inside a
+/// Tokio runtime, it listens from the call on (see [`next_signal`]), so a
+/// SIGTERM that comes before the spawned task first runs drains the gate
+/// instead of killing the process.
 /// If no signal handler can be installed, it drains right away and says so
 /// through the `Err` (failing open would leave a pod that never drains).
 ///
@@ -726,15 +730,25 @@ guard_common!(OwnedGuard, "OwnedGuard");
 /// The OS error if no signal handler could be installed; the gate has
 /// drained by then.
 #[cfg(feature = "tokio")]
-pub async fn drain_on_signal(gate: Gate) -> Result<BeginDrain, std::io::Error> {
-    // Drains on a signal, and at once if none can be heard.
-    let heard = next_signal().await;
-    let begun = gate.begin_drain();
-    heard.map(|()| begun)
+pub fn drain_on_signal(
+    gate: Gate,
+) -> impl Future<Output = Result<BeginDrain, std::io::Error>> + Send + 'static {
+    let heard = next_signal();
+    async move {
+        // Drains on a signal, and at once if none can be heard.
+        let heard = heard.await;
+        let begun = gate.begin_drain();
+        heard.map(|()| begun)
+    }
 }
 
-/// Waits for the next SIGTERM (Unix) or Ctrl-C (SIGINT), listening from
-/// the first poll on.
+/// Waits for the next SIGTERM (Unix) or Ctrl-C (SIGINT).
+///
+/// On Unix, called inside a Tokio runtime, it listens from the call on,
+/// not from the first poll: a service that calls it before it starts
+/// serving, then spawns it, is not killed by a SIGTERM that arrives before
+/// the spawned task first runs. Called outside a runtime (or on other
+/// systems), it listens from the first poll on.
 ///
 /// For a second signal during the drain: after [`drain_on_signal`] the
 /// process ignores further signals unless someone listens for them, so a
@@ -763,21 +777,34 @@ pub async fn drain_on_signal(gate: Gate) -> Result<BeginDrain, std::io::Error> {
 ///
 /// The OS error if no handler could be installed.
 #[cfg(feature = "tokio")]
-pub async fn next_signal() -> Result<(), std::io::Error> {
+pub fn next_signal() -> impl Future<Output = Result<(), std::io::Error>> + Send + 'static {
     #[cfg(unix)]
     {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut term = signal(SignalKind::terminate())?;
-        let mut int = signal(SignalKind::interrupt())?;
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
+        use tokio::signal::unix::{Signal, SignalKind, signal};
+        fn listen() -> Result<(Signal, Signal), std::io::Error> {
+            Ok((
+                signal(SignalKind::terminate())?,
+                signal(SignalKind::interrupt())?,
+            ))
         }
-        Ok(())
+        // Installing a handler needs a runtime; outside one (a future made
+        // before `block_on`), it waits for the first poll.
+        let now = tokio::runtime::Handle::try_current().ok().map(|_| listen());
+        async move {
+            let (mut term, mut int) = match now {
+                Some(listening) => listening?,
+                None => listen()?,
+            };
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+            Ok(())
+        }
     }
     #[cfg(not(unix))]
     {
-        tokio::signal::ctrl_c().await
+        tokio::signal::ctrl_c()
     }
 }
 

@@ -51,4 +51,21 @@ async fn the_first_signal_drains_and_a_second_one_is_seen_by_next_signal() {
             .unwrap_or_else(|_| panic!("SIG{signal} ends next_signal"))
             .unwrap();
     }
+
+    // Each listens from the call on, not from its first poll: a signal
+    // that comes before a spawned task first runs is still its own. (A
+    // service calls them before it serves; listening from the first poll,
+    // a SIGTERM in between went unheard.)
+    for signal in ["TERM", "INT"] {
+        let gate = Gate::new();
+        let drain = drain_on_signal(gate.clone());
+        let next = next_signal();
+        send(signal);
+        let (drained, next) =
+            tokio::time::timeout(Duration::from_secs(10), async { (drain.await, next.await) })
+                .await
+                .unwrap_or_else(|_| panic!("SIG{signal} sent before the first poll was not heard"));
+        assert!(drained.unwrap().started() && !gate.is_serving());
+        next.unwrap();
+    }
 }

@@ -291,12 +291,14 @@ pub fn run(listen: SocketAddr, config: crate::Config) -> std::io::Result<()> {
             .copied()
             .ok_or_else(|| std::io::Error::other("no address bound"))?;
         crate::cli::banner(addr, &config);
+        // Listening for SIGTERM from here, before the server accepts work.
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let shutdown = crate::service::shutdown_sequence(state.clone(), tx);
         let server = server.run();
         let handle = server.handle();
-        actix_web::rt::spawn(run_background(state.clone()));
+        actix_web::rt::spawn(run_background(state));
+        actix_web::rt::spawn(shutdown);
         actix_web::rt::spawn(async move {
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            actix_web::rt::spawn(crate::service::shutdown_sequence(state, tx));
             let _ = rx.await;
             handle.stop(true).await;
         });

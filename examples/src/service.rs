@@ -1101,8 +1101,24 @@ impl AppState {
 
 /// SIGTERM → drain → bounded wait → stop accepting. A second SIGTERM or
 /// Ctrl-C during the wait exits at once, with status 1.
-pub async fn shutdown_sequence(state: Shared, stop: tokio::sync::oneshot::Sender<()>) {
-    match ate_readiness::drain_on_signal(state.gate.clone()).await {
+///
+/// Call it before the server accepts work, then spawn it: it listens for
+/// the signal from the call on, so a SIGTERM that comes before the spawned
+/// task first runs still drains instead of killing the process.
+pub fn shutdown_sequence(
+    state: Shared,
+    stop: tokio::sync::oneshot::Sender<()>,
+) -> impl Future<Output = ()> + Send + 'static {
+    let first = ate_readiness::drain_on_signal(state.gate.clone());
+    async move { drain_then_stop(state, first, stop).await }
+}
+
+async fn drain_then_stop(
+    state: Shared,
+    first: impl Future<Output = Result<ate_readiness::BeginDrain, std::io::Error>>,
+    stop: tokio::sync::oneshot::Sender<()>,
+) {
+    match first.await {
         Ok(d) => tracing::info!(started_now = d.started(), "signal received: draining"),
         Err(e) => tracing::error!("cannot listen for signals ({e}): draining now"),
     }
