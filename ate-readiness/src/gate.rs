@@ -791,10 +791,7 @@ pub fn next_signal() -> impl Future<Output = Result<(), std::io::Error>> + Send 
         // before `block_on`), it waits for the first poll.
         let now = tokio::runtime::Handle::try_current().ok().map(|_| listen());
         async move {
-            let (mut term, mut int) = match now {
-                Some(listening) => listening?,
-                None => listen()?,
-            };
+            let (mut term, mut int) = now.unwrap_or_else(listen)?;
             tokio::select! {
                 _ = term.recv() => {}
                 _ = int.recv() => {}

@@ -1110,7 +1110,7 @@ pub fn shutdown_sequence(
     stop: tokio::sync::oneshot::Sender<()>,
 ) -> impl Future<Output = ()> + Send + 'static {
     let first = ate_readiness::drain_on_signal(state.gate.clone());
-    async move { drain_then_stop(state, first, stop).await }
+    drain_then_stop(state, first, stop)
 }
 
 async fn drain_then_stop(
