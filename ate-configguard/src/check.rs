@@ -498,7 +498,30 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
     ];
     for (side, workloads) in sides {
         for w in workloads.iter() {
-            for r in &w.references {
+            // The pull secrets its ServiceAccount adds to every pod: the
+            // account as the pods of that side get it (a proposed workload
+            // gets the proposed account, or the current one if the
+            // proposed input leaves it as it is). They are the pod's own
+            // then, judged as the ones its spec names.
+            let id = (w.id.namespace.as_str(), w.service_account.as_str());
+            let account = match side {
+                Side::Current => current_accounts.get(&id),
+                Side::Proposed => proposed_accounts
+                    .get(&id)
+                    .or_else(|| current_accounts.get(&id)),
+            };
+            let added = account.iter().flat_map(|a| &a.image_pull_secrets);
+            let added = added.map(|secret| Reference {
+                container: None,
+                site: format!("serviceAccount {}.imagePullSecrets", w.service_account),
+                kind: ConfigKind::Secret,
+                name: secret.clone(),
+                key: None,
+                bulk: false,
+                optional: false,
+            });
+            let added: Vec<Reference> = added.collect();
+            for r in w.references.iter().chain(&added) {
                 references += 1;
                 match (side, &w.hook) {
                     // (A dormant one starts no pod: checked as any, warnings.)
@@ -513,30 +536,6 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
                     }
                     _ => check_reference(&ctx, w, side, r, &mut findings),
                 }
-            }
-            // The pull secrets its ServiceAccount adds to every pod: the
-            // account as the pods of that side get it (a proposed workload
-            // gets the proposed account, or the current one if the
-            // proposed input leaves it as it is).
-            let id = (w.id.namespace.as_str(), w.service_account.as_str());
-            let account = match side {
-                Side::Current => current_accounts.get(&id),
-                Side::Proposed => proposed_accounts
-                    .get(&id)
-                    .or_else(|| current_accounts.get(&id)),
-            };
-            for secret in account.iter().flat_map(|a| &a.image_pull_secrets) {
-                let r = Reference {
-                    container: None,
-                    site: format!("serviceAccount {}.imagePullSecrets", w.service_account),
-                    kind: ConfigKind::Secret,
-                    name: secret.clone(),
-                    key: None,
-                    bulk: false,
-                    optional: false,
-                };
-                references += 1;
-                check_reference(&ctx, w, side, &r, &mut findings);
             }
         }
     }

@@ -20,7 +20,7 @@ use proptest::prelude::*;
 
 use crate::model::{
     ConfigKind, ConfigObject, Hook, HookPhase, Manifests, ObjectId, PULL_SECRET_KEYS, Reference,
-    RetiredKey, Workload, WorkloadId,
+    RetiredKey, ServiceAccount, Workload, WorkloadId,
 };
 use crate::{CheckInput, Deletion};
 
@@ -43,7 +43,10 @@ use crate::{CheckInput, Deletion};
 ///   creates, in that object as it is now as well;
 ///
 /// where a bulk load must keep every key the object had before the
-/// change, but the ones [`CheckInput::retired`] retires.
+/// change, but the ones [`CheckInput::retired`] retires; and where the
+/// image pull secrets of the ServiceAccount a pod runs as are references
+/// of the pod (a proposed pod runs as the proposed account, else as the
+/// current one; a Rollout's pods as its template's).
 pub fn naive_safe(input: &CheckInput) -> bool {
     // A workload that runs another's pod template (an Argo Rollout's
     // `workloadRef`) reads what that template reads: the template as its
@@ -59,20 +62,49 @@ pub fn naive_safe(input: &CheckInput) -> bool {
             .find(|t| t.id == *from && t.template_from.is_none())?;
         let mut w = w.clone();
         w.references.clone_from(&template.references);
+        w.service_account.clone_from(&template.service_account);
         Some(w)
+    };
+    // Kubernetes adds the pull secrets of the account a pod runs as to the
+    // pod: references of its own. The first of `states` that holds the
+    // account is the one its pods get.
+    let with_account = |mut w: Workload, states: &[&Manifests]| {
+        let account = states.iter().find_map(|m| {
+            m.service_accounts
+                .iter()
+                .find(|a| a.namespace == w.id.namespace && a.name == w.service_account)
+        });
+        for name in account.iter().flat_map(|a| &a.image_pull_secrets) {
+            w.references.push(Reference {
+                container: None,
+                site: format!("serviceAccount {}.imagePullSecrets", w.service_account),
+                kind: ConfigKind::Secret,
+                name: name.clone(),
+                key: None,
+                bulk: false,
+                optional: false,
+            });
+        }
+        w
     };
     let mine = &input.current.workloads;
     let Some(current_workloads) = mine
         .iter()
-        .map(|w| run(w, &[], mine))
+        .map(|w| Some(with_account(run(w, &[], mine)?, &[&input.current])))
         .collect::<Option<Vec<_>>>()
     else {
         return false;
     };
     let mine = &input.proposed.workloads;
+    let states = [&input.proposed, &input.current];
     let Some(proposed_workloads) = mine
         .iter()
-        .map(|w| run(w, &input.current.workloads, mine))
+        .map(|w| {
+            Some(with_account(
+                run(w, &input.current.workloads, mine)?,
+                &states,
+            ))
+        })
         .collect::<Option<Vec<_>>>()
     else {
         return false;
@@ -298,9 +330,19 @@ fn hook() -> impl Strategy<Value = Option<Hook>> {
     proptest::option::weighted(0.3, hook_of(phase()))
 }
 
-fn object() -> impl Strategy<Value = ConfigObject> {
+/// A namespace: mostly `default`, now and then `other` (where references
+/// of workloads in `default` do not reach, and `--prune` may not either).
+fn namespace() -> impl Strategy<Value = &'static str> {
+    prop_oneof![4 => Just("default"), 1 => Just("other")]
+}
+
+/// A config object, in `default` unless `namespaces`, then in either.
+fn object(namespaces: bool) -> impl Strategy<Value = ConfigObject> {
     (
-        kind(),
+        (
+            kind(),
+            namespace().prop_map(move |ns| if namespaces { ns } else { "default" }),
+        ),
         0u8..3,
         proptest::collection::btree_set(0u8..5, 0..4),
         proptest::bool::weighted(0.1),
@@ -318,8 +360,11 @@ fn object() -> impl Strategy<Value = ConfigObject> {
         ),
     )
         .prop_map(
-            |(kind, n, keys, immutable, hook, sync_wave, kept, secret_type)| ConfigObject {
-                id: object_id(kind, n),
+            |((kind, ns), n, keys, immutable, hook, sync_wave, kept, secret_type)| ConfigObject {
+                id: ObjectId {
+                    namespace: ns.into(),
+                    ..object_id(kind, n)
+                },
                 keys: keys.into_iter().map(key_name).collect(),
                 immutable,
                 secret_type: secret_type
@@ -333,8 +378,8 @@ fn object() -> impl Strategy<Value = ConfigObject> {
         )
 }
 
-fn objects() -> impl Strategy<Value = Vec<ConfigObject>> {
-    proptest::collection::vec(object(), 0..6).prop_map(|v| {
+fn objects(namespaces: bool) -> impl Strategy<Value = Vec<ConfigObject>> {
+    proptest::collection::vec(object(namespaces), 0..6).prop_map(|v| {
         let mut seen = BTreeSet::new();
         v.into_iter()
             .filter(|o| seen.insert(o.id.clone()))
@@ -394,30 +439,59 @@ fn reference() -> impl Strategy<Value = Reference> {
     prop_oneof![9 => read, 1 => pull]
 }
 
+/// A ServiceAccount's name: the namespace's `default` one, or `sa1`.
+fn account_name() -> impl Strategy<Value = &'static str> {
+    prop_oneof![Just("default"), Just("sa1")]
+}
+
+/// Now and then a ServiceAccount or two, each with up to two pull secrets
+/// (of the strategies' object names).
+fn service_accounts() -> impl Strategy<Value = Vec<ServiceAccount>> {
+    let account = (
+        namespace(),
+        account_name(),
+        proptest::collection::vec(0u8..3, 0..3),
+    )
+        .prop_map(|(ns, name, secrets)| ServiceAccount {
+            namespace: ns.into(),
+            name: name.into(),
+            image_pull_secrets: secrets.into_iter().map(|n| format!("obj{n}")).collect(),
+        });
+    proptest::collection::vec(account, 0..3).prop_map(|v| {
+        let mut seen = BTreeSet::new();
+        v.into_iter()
+            .filter(|a| seen.insert((a.namespace.clone(), a.name.clone())))
+            .collect()
+    })
+}
+
 fn workloads(prefix: &'static str) -> impl Strategy<Value = Vec<Workload>> {
     let workload = (
         proptest::collection::vec(reference(), 0..4),
         proptest::bool::weighted(0.15),
         hook(),
         sync_wave(),
+        (namespace(), account_name()),
     );
     proptest::collection::vec(workload, 0..3).prop_map(move |ws| {
         ws.into_iter()
             .enumerate()
-            .map(|(i, (references, dormant, hook, sync_wave))| Workload {
-                id: WorkloadId {
-                    kind: if dormant { "ReplicaSet" } else { "Deployment" }.into(),
-                    namespace: "default".into(),
-                    name: format!("{prefix}{i}"),
+            .map(
+                |(i, (references, dormant, hook, sync_wave, (ns, account)))| Workload {
+                    id: WorkloadId {
+                        kind: if dormant { "ReplicaSet" } else { "Deployment" }.into(),
+                        namespace: ns.into(),
+                        name: format!("{prefix}{i}"),
+                    },
+                    references,
+                    dormant: dormant.then(|| "an old revision".into()),
+                    service_account: account.into(),
+                    hook,
+                    sync_wave,
+                    template_from: None,
+                    kept_on_prune: None,
                 },
-                references,
-                dormant: dormant.then(|| "an old revision".into()),
-                service_account: "default".into(),
-                hook,
-                sync_wave,
-                template_from: None,
-                kept_on_prune: None,
-            })
+            )
             .collect()
     })
 }
@@ -429,13 +503,13 @@ fn rollout() -> impl Strategy<Value = Option<usize>> {
 }
 
 /// The Rollout `rollout()` picked, running the template of the `n`th of
-/// `templates`; none if there are fewer.
+/// `templates` (in its namespace); none if there are fewer.
 fn rollout_of(n: Option<usize>, templates: &[&Workload]) -> Option<Workload> {
     let template = templates.get(n?)?;
     Some(Workload {
         id: WorkloadId {
             kind: "Rollout".into(),
-            namespace: "default".into(),
+            namespace: template.id.namespace.clone(),
             name: "rollout".into(),
         },
         references: Vec::new(),
@@ -475,18 +549,19 @@ fn retired(
     picked.chain(named).collect()
 }
 
-/// A random transition: current objects and workloads, proposed ones, a
-/// deletion mode, and now and then a retired key.
+/// A random transition: current objects, workloads and ServiceAccounts,
+/// proposed ones, in two namespaces, a deletion mode, and now and then a
+/// retired key.
 pub fn transition() -> impl Strategy<Value = CheckInput> {
     (
-        objects(),
+        objects(true),
         workloads("w"),
-        objects(),
+        objects(true),
         // Named after ("w") or before ("a") the objects ("obj"), which
         // decides Helm's order between hooks of one weight.
         prop_oneof![workloads("w"), workloads("a")],
         any::<bool>(),
-        proptest::collection::vec((kind(), 0u8..3), 0..2),
+        proptest::collection::vec((kind(), namespace(), 0u8..3), 0..2),
         (rollout(), rollout()),
         // Retired keys: mostly keys the current objects hold (which the
         // proposed state then often drops), now and then any key.
@@ -494,6 +569,7 @@ pub fn transition() -> impl Strategy<Value = CheckInput> {
             proptest::collection::vec(any::<proptest::sample::Index>(), 0..3),
             proptest::collection::vec((kind(), 0u8..3, 0u8..5), 0..2),
         ),
+        (service_accounts(), service_accounts()),
     )
         .prop_map(
             |(
@@ -505,6 +581,7 @@ pub fn transition() -> impl Strategy<Value = CheckInput> {
                 deletes,
                 rollouts,
                 (held, any),
+                (cur_accounts, prop_accounts),
             )| {
                 // A proposed Rollout may run a template the proposed input
                 // leaves as it is (one of the current state's).
@@ -521,7 +598,10 @@ pub fn transition() -> impl Strategy<Value = CheckInput> {
                 } else {
                     deletes
                         .into_iter()
-                        .map(|(kind, n)| object_id(kind, n))
+                        .map(|(kind, ns, n)| ObjectId {
+                            namespace: ns.into(),
+                            ..object_id(kind, n)
+                        })
                         .filter(|id| !prop_objs.iter().any(|o| o.id == *id))
                         .collect::<BTreeSet<_>>()
                         .into_iter()
@@ -533,14 +613,14 @@ pub fn transition() -> impl Strategy<Value = CheckInput> {
                         objects: cur_objs,
                         workloads: cur_w,
                         notes: Vec::new(),
-                        service_accounts: Vec::new(),
+                        service_accounts: cur_accounts,
                         unplaced: 0,
                     },
                     proposed: Manifests {
                         objects: prop_objs,
                         workloads: prop_w,
                         notes: Vec::new(),
-                        service_accounts: Vec::new(),
+                        service_accounts: prop_accounts,
                         unplaced: 0,
                     },
                     inventory: None,
@@ -556,8 +636,9 @@ pub fn transition() -> impl Strategy<Value = CheckInput> {
         )
 }
 
-/// A transition that turns on one proposed workload with one reference,
-/// named before or after the objects, or as one of them: a hook of any
+/// A transition that turns on one proposed workload with one reference
+/// (and the pull secrets of its ServiceAccount, now and then), named
+/// before or after the objects, or as one of them: a hook of any
 /// phase, or a workload in an Argo CD sync wave. What it sees when it
 /// starts is all that decides the check, so random cases often land on the
 /// order (a hook's phase and weight, then Helm's name or Argo CD's kind; a
@@ -565,8 +646,8 @@ pub fn transition() -> impl Strategy<Value = CheckInput> {
 /// again.
 pub fn order_transition() -> impl Strategy<Value = CheckInput> {
     (
-        objects(),
-        objects(),
+        objects(false),
+        objects(false),
         reference(),
         // Named before, after or as one of the objects (`obj0`).
         prop_oneof![Just("a0"), Just("w0"), Just("obj0")],
@@ -575,9 +656,11 @@ pub fn order_transition() -> impl Strategy<Value = CheckInput> {
             sync_wave(),
         ),
         any::<bool>(),
+        // The pull secrets its account adds, now as after the change.
+        (service_accounts(), service_accounts()),
     )
         .prop_map(
-            |(cur_objs, mut prop_objs, r, name, (hook, wave), same_phase)| {
+            |(cur_objs, mut prop_objs, r, name, (hook, wave), same_phase, accounts)| {
                 // Half the time, every proposed config object is a hook of
                 // the job's phase (where the order within a phase decides).
                 if let (true, Some(job_hook)) = (same_phase, &hook) {
@@ -606,16 +689,17 @@ pub fn order_transition() -> impl Strategy<Value = CheckInput> {
                     },
                     hook,
                 };
-                let state = |objects, workloads| Manifests {
+                let state = |objects, workloads, service_accounts| Manifests {
                     objects,
                     workloads,
                     notes: Vec::new(),
-                    service_accounts: Vec::new(),
+                    service_accounts,
                     unplaced: 0,
                 };
+                let (cur_accounts, prop_accounts) = accounts;
                 CheckInput {
-                    current: state(cur_objs, Vec::new()),
-                    proposed: state(prop_objs, vec![job]),
+                    current: state(cur_objs, Vec::new(), cur_accounts),
+                    proposed: state(prop_objs, vec![job], prop_accounts),
                     inventory: None,
                     deletion: Deletion::Listed,
                     delete: Vec::new(),

@@ -22,8 +22,9 @@ proptest! {
 }
 
 /// The strategies reach the cases they are for: a passing model test says
-/// little if they never make a Rollout, a retired key or a pull secret's
-/// key, or never order hooks within a phase.
+/// little if they never make a Rollout, a retired key, a pull secret's key
+/// or an account's pull secret, never leave a namespace out of a prune, or
+/// never order hooks within a phase.
 #[test]
 fn the_strategies_reach_every_case_they_are_for() {
     use ate_configguard::{HookPhase, PULL_SECRET_KEYS};
@@ -56,8 +57,45 @@ fn the_strategies_reach_every_case_they_are_for() {
         if keys().any(|k| k == "K0") {
             seen.insert("another key");
         }
+        // A pod that gets a pull secret from its account, in `other`.
+        if workloads().any(|w| {
+            let states = [&input.proposed, &input.current];
+            (states.iter().flat_map(|m| &m.service_accounts)).any(|a| {
+                a.namespace == w.id.namespace
+                    && a.name == w.service_account
+                    && !a.image_pull_secrets.is_empty()
+            })
+        }) {
+            seen.insert("an account's pull secret");
+        }
+        if workloads().any(|w| w.id.namespace == "other") {
+            seen.insert("a workload in another namespace");
+        }
+        // A prune that leaves a namespace the proposed input does not touch.
+        let touches = |ns: &str| {
+            (input.proposed.objects.iter()).any(|o| o.id.namespace == ns)
+                || (input.proposed.workloads.iter()).any(|w| w.id.namespace == ns)
+                || (input.proposed.service_accounts.iter()).any(|a| a.namespace == ns)
+        };
+        if input.deletion == ate_configguard::Deletion::Prune
+            && touches("default")
+            && !touches("other")
+            && input
+                .current
+                .objects
+                .iter()
+                .any(|o| o.id.namespace == "other")
+        {
+            seen.insert("a prune that leaves a namespace");
+        }
         let input = order_transition().new_tree(&mut runner).unwrap().current();
         let job = &input.proposed.workloads[0];
+        if (input.proposed.service_accounts.iter())
+            .chain(&input.current.service_accounts)
+            .any(|a| a.namespace == "default" && !a.image_pull_secrets.is_empty())
+        {
+            seen.insert("a hook's account's pull secret");
+        }
         let Some(hook) = &job.hook else { continue };
         // Only Argo CD's `Sync` hooks are in a sync wave, as the loader reads
         // them.
@@ -82,6 +120,10 @@ fn the_strategies_reach_every_case_they_are_for() {
         "a retired key",
         "a pull secret's key",
         "another key",
+        "an account's pull secret",
+        "a workload in another namespace",
+        "a prune that leaves a namespace",
+        "a hook's account's pull secret",
         "a Sync hook in a later wave",
         "config hooks of one phase and several weights",
     ];

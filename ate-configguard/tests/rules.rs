@@ -2392,3 +2392,97 @@ fn hooks_read_what_is_there_when_their_phase_runs() {
         "{message}"
     );
 }
+
+#[test]
+fn a_service_accounts_pull_secret_is_judged_as_the_pods_own_is() {
+    // Kubernetes adds the account's imagePullSecrets to the pod: a Secret
+    // that comes only in a later sync wave, or only with the change for a
+    // hook that runs before it, is missing when the pod pulls its image,
+    // whichever of the two names it. Before, one named by the account was
+    // judged only in the state after the change, so these passed.
+    let account = "apiVersion: v1\nkind: ServiceAccount\nmetadata: { name: default }\nimagePullSecrets: [ {name: regcred} ]\n";
+    let pulls = |own: bool| {
+        format!(
+            "{}      containers:\n        - name: app\n          image: registry.example/app:1\n",
+            if own {
+                "      imagePullSecrets: [ {name: regcred} ]\n"
+            } else {
+                ""
+            }
+        )
+    };
+    let annotate = |doc: String, name: &str, annotations: &str| {
+        doc.replacen(
+            &format!("  name: {name}\n"),
+            &format!("  name: {name}\n  annotations: {annotations}\n"),
+            1,
+        )
+    };
+    let regcred = |annotations: &str| {
+        let doc = format!(
+            "{}type: kubernetes.io/dockerconfigjson\n",
+            secret("regcred", &[".dockerconfigjson"])
+        );
+        annotate(doc, "regcred", annotations)
+    };
+    let job = |own: bool, annotations: &str| {
+        let doc = format!(
+            "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: migrate\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n{}",
+            pulls(own)
+        );
+        annotate(doc, "migrate", annotations)
+    };
+    let web = |own: bool| deployment("web", &pulls(own));
+    let pre_install = |own: bool| job(own, "{helm.sh/hook: pre-install}");
+    // The workload, given whether its pod names the Secret itself.
+    type Workload<'a> = &'a dyn Fn(bool) -> String;
+    let cases: [(&str, String, Workload<'_>, &str); 3] = [
+        // The Deployment (wave 0) rolls out before the Secret (wave 1).
+        (
+            "a later sync wave",
+            regcred("{argocd.argoproj.io/sync-wave: '1'}"),
+            &web,
+            "later-sync-wave",
+        ),
+        // Made only by a hook that runs after the change.
+        (
+            "a post-upgrade hook",
+            regcred("{helm.sh/hook: post-install}"),
+            &web,
+            "created-by-post-hook",
+        ),
+        // A pre-install Job runs before the Secret is applied.
+        (
+            "a hook that runs before the change",
+            regcred("{}"),
+            &pre_install,
+            "applied-after-hook",
+        ),
+    ];
+    for (what, secret, workload, code) in cases {
+        for own in [true, false] {
+            let proposed = if own {
+                docs(&[&secret, &workload(own)])
+            } else {
+                docs(&[&secret, account, &workload(own)])
+            };
+            let report = run(NOTHING, &proposed);
+            let named = if own { "the pod" } else { "its account" };
+            assert_eq!(
+                codes(&report),
+                vec![(code.into(), None)],
+                "{what}, named by {named}: {}",
+                report.to_text()
+            );
+            assert!(
+                report.failures[0]
+                    .site
+                    .as_deref()
+                    .unwrap()
+                    .contains("imagePullSecrets"),
+                "{what}, named by {named}: {}",
+                report.failures[0]
+            );
+        }
+    }
+}
