@@ -501,11 +501,17 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
             // The pull secrets its ServiceAccount adds to every pod: the
             // account as the pods of that side get it (a proposed workload
             // gets the proposed account, or the current one if the
-            // proposed input leaves it as it is). They are the pod's own
-            // then, judged as the ones its spec names.
+            // proposed input leaves it as it is; a hook that runs before
+            // the change gets the account as it is now, if there is one).
+            // They are the pod's own then, judged as the ones its spec
+            // names.
             let id = (w.id.namespace.as_str(), w.service_account.as_str());
+            let before = (w.hook.as_ref()).is_some_and(|h| h.phase == HookPhase::BeforeChange);
             let account = match side {
                 Side::Current => current_accounts.get(&id),
+                Side::Proposed if before => current_accounts
+                    .get(&id)
+                    .or_else(|| proposed_accounts.get(&id)),
                 Side::Proposed => proposed_accounts
                     .get(&id)
                     .or_else(|| current_accounts.get(&id)),

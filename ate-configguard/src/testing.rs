@@ -46,7 +46,8 @@ use crate::{CheckInput, Deletion};
 /// change, but the ones [`CheckInput::retired`] retires; and where the
 /// image pull secrets of the ServiceAccount a pod runs as are references
 /// of the pod (a proposed pod runs as the proposed account, else as the
-/// current one; a Rollout's pods as its template's).
+/// current one; one of a hook that runs before the change as the current
+/// one, else as the proposed one; a Rollout's pods as its template's).
 pub fn naive_safe(input: &CheckInput) -> bool {
     // A workload that runs another's pod template (an Argo Rollout's
     // `workloadRef`) reads what that template reads: the template as its
@@ -96,13 +97,17 @@ pub fn naive_safe(input: &CheckInput) -> bool {
         return false;
     };
     let mine = &input.proposed.workloads;
-    let states = [&input.proposed, &input.current];
+    // A hook that runs before the change: the account as it is now first.
+    let states = |w: &Workload| match &w.hook {
+        Some(h) if h.phase == HookPhase::BeforeChange => [&input.current, &input.proposed],
+        _ => [&input.proposed, &input.current],
+    };
     let Some(proposed_workloads) = mine
         .iter()
         .map(|w| {
             Some(with_account(
                 run(w, &input.current.workloads, mine)?,
-                &states,
+                &states(w),
             ))
         })
         .collect::<Option<Vec<_>>>()

@@ -2486,3 +2486,62 @@ fn a_service_accounts_pull_secret_is_judged_as_the_pods_own_is() {
         }
     }
 }
+
+#[test]
+fn a_hook_that_runs_before_the_change_runs_as_its_account_as_it_is_now() {
+    // A pre-upgrade Job runs before the change updates its ServiceAccount:
+    // its pod gets the pull secrets the account has now. Rotating the
+    // account's pull secret (oldcred kept, newcred added with the change)
+    // is then safe for it; judged by the updated account, it failed, as
+    // newcred is not there yet.
+    let account = |secret: &str| {
+        format!(
+            "apiVersion: v1\nkind: ServiceAccount\nmetadata: {{ name: app }}\nimagePullSecrets: [ {{name: {secret}}} ]\n"
+        )
+    };
+    let pull_secret = |name: &str| {
+        format!(
+            "{}type: kubernetes.io/dockerconfigjson\n",
+            secret(name, &[".dockerconfigjson"])
+        )
+    };
+    let job = |hook: &str| {
+        format!(
+            "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: migrate\n  annotations: {{helm.sh/hook: {hook}}}\nspec:\n  template:\n    spec:\n      serviceAccountName: app\n      restartPolicy: Never\n      containers:\n        - name: migrate\n          image: registry.example/app:2\n"
+        )
+    };
+    let current = docs(&[&account("oldcred"), &pull_secret("oldcred")]);
+    let rotated = |hook: &str| docs(&[&account("newcred"), &pull_secret("newcred"), &job(hook)]);
+    let report = run(&current, &rotated("pre-upgrade"));
+    assert!(report.is_safe(), "{}", report.to_text());
+    assert_eq!(report.references_checked, 1);
+    // After the change, it runs as the updated account, and finds newcred.
+    assert!(run(&current, &rotated("post-upgrade")).is_safe());
+    // Deleting, with the change, the Secret the account has now leaves the
+    // pre-upgrade Job as it was: it runs before the deletion.
+    let report = run_with(
+        &current,
+        &rotated("pre-upgrade"),
+        Deletion::Listed,
+        &["Secret/default/oldcred"],
+    );
+    assert!(report.is_safe(), "{}", report.to_text());
+    // An account the state now lacks (one the chart makes as an earlier
+    // hook, say) is the one the change brings: its pull secret is judged
+    // as the Job's own.
+    let report = run(NOTHING, &rotated("pre-install"));
+    assert_eq!(
+        codes(&report),
+        vec![("applied-after-hook".into(), None)],
+        "{}",
+        report.to_text()
+    );
+    // And a Secret the account has now that is gone fails as for any pod.
+    let report = run(&account("oldcred"), &job("pre-upgrade"));
+    assert_eq!(
+        codes(&report),
+        vec![("missing-object".into(), None)],
+        "{}",
+        report.to_text()
+    );
+}
