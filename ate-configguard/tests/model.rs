@@ -22,12 +22,13 @@ proptest! {
 }
 
 /// The strategies reach the cases they are for: a passing model test says
-/// little if they never make a Rollout, a retired key, a pull secret's key
-/// or an account's pull secret, never leave a namespace out of a prune, or
-/// never order hooks within a phase.
+/// little if they never make a Rollout, a retired key, a pull secret's key,
+/// a typed Secret or an account's pull secret, never delete or leave out of
+/// a prune what another namespace holds, or never order hooks within a
+/// phase.
 #[test]
 fn the_strategies_reach_every_case_they_are_for() {
-    use ate_configguard::{HookPhase, PULL_SECRET_KEYS};
+    use ate_configguard::{ConfigKind, HookPhase, PULL_SECRET_KEYS};
     use proptest::strategy::ValueTree;
     use proptest::test_runner::TestRunner;
     use std::collections::BTreeSet;
@@ -71,6 +72,17 @@ fn the_strategies_reach_every_case_they_are_for() {
         if workloads().any(|w| w.id.namespace == "other") {
             seen.insert("a workload in another namespace");
         }
+        if input.delete.iter().any(|id| id.namespace == "other") {
+            seen.insert("a deletion in another namespace");
+        }
+        let objects = || input.current.objects.iter().chain(&input.proposed.objects);
+        if objects().any(|o| o.secret_type.is_some()) {
+            seen.insert("a Secret of a type");
+        }
+        assert!(
+            objects().all(|o| o.secret_type.is_none() || o.id.kind == ConfigKind::Secret),
+            "a type on a ConfigMap: {input:?}"
+        );
         // A prune that leaves a namespace the proposed input does not touch.
         let touches = |ns: &str| {
             (input.proposed.objects.iter()).any(|o| o.id.namespace == ns)
@@ -92,7 +104,11 @@ fn the_strategies_reach_every_case_they_are_for() {
         let job = &input.proposed.workloads[0];
         if (input.proposed.service_accounts.iter())
             .chain(&input.current.service_accounts)
-            .any(|a| a.namespace == "default" && !a.image_pull_secrets.is_empty())
+            .any(|a| {
+                a.namespace == job.id.namespace
+                    && a.name == job.service_account
+                    && !a.image_pull_secrets.is_empty()
+            })
         {
             seen.insert("a hook's account's pull secret");
         }
@@ -122,6 +138,8 @@ fn the_strategies_reach_every_case_they_are_for() {
         "another key",
         "an account's pull secret",
         "a workload in another namespace",
+        "a deletion in another namespace",
+        "a Secret of a type",
         "a prune that leaves a namespace",
         "a hook's account's pull secret",
         "a Sync hook in a later wave",
