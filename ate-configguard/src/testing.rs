@@ -449,7 +449,7 @@ fn account_name() -> impl Strategy<Value = &'static str> {
     prop_oneof![Just("default"), Just("sa1")]
 }
 
-/// Now and then a ServiceAccount or two, each with up to two pull secrets
+/// Up to two ServiceAccounts, each with up to two pull secrets
 /// (of the strategies' object names).
 fn service_accounts() -> impl Strategy<Value = Vec<ServiceAccount>> {
     let account = (

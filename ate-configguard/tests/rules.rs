@@ -2419,9 +2419,10 @@ fn a_service_accounts_pull_secret_is_judged_as_the_pods_own_is() {
         )
     };
     let regcred = |annotations: &str| {
-        let doc = format!(
-            "{}type: kubernetes.io/dockerconfigjson\n",
-            secret("regcred", &[".dockerconfigjson"])
+        let doc = typed_secret(
+            "regcred",
+            "kubernetes.io/dockerconfigjson",
+            &[".dockerconfigjson"],
         );
         annotate(doc, "regcred", annotations)
     };
@@ -2500,9 +2501,10 @@ fn a_hook_that_runs_before_the_change_runs_as_its_account_as_it_is_now() {
         )
     };
     let pull_secret = |name: &str| {
-        format!(
-            "{}type: kubernetes.io/dockerconfigjson\n",
-            secret(name, &[".dockerconfigjson"])
+        typed_secret(
+            name,
+            "kubernetes.io/dockerconfigjson",
+            &[".dockerconfigjson"],
         )
     };
     let job = |hook: &str| {
