@@ -19,8 +19,8 @@ use std::collections::BTreeSet;
 use proptest::prelude::*;
 
 use crate::model::{
-    ConfigKind, ConfigObject, Hook, HookPhase, Manifests, ObjectId, PULL_SECRET_KEYS, Reference,
-    RetiredKey, ServiceAccount, Workload, WorkloadId,
+    ConfigKind, ConfigObject, Hook, HookPhase, Inventory, Manifests, ObjectId, PULL_SECRET_KEYS,
+    Reference, RetiredKey, ServiceAccount, Workload, WorkloadId,
 };
 use crate::{CheckInput, Deletion};
 
@@ -43,7 +43,8 @@ use crate::{CheckInput, Deletion};
 ///   creates, in that object as it is now as well;
 ///
 /// where a bulk load must keep every key the object had before the
-/// change, but the ones [`CheckInput::retired`] retires; and where the
+/// change or in the previous inventory ([`CheckInput::inventory`]), but
+/// the ones [`CheckInput::retired`] retires; and where the
 /// image pull secrets of the ServiceAccount a pod runs as are references
 /// of the pod (a proposed pod runs as the proposed account, else as the
 /// current one; one of a hook that runs before the change as the current
@@ -264,18 +265,22 @@ pub fn naive_safe(input: &CheckInput) -> bool {
             {
                 return false;
             }
+            // A bulk load keeps every key it had, now or in the previous
+            // inventory, but one retired on purpose.
+            let retired = |k: &String| {
+                input
+                    .retired
+                    .iter()
+                    .any(|rk| rk.object == id && rk.key == *k)
+            };
+            let previous = input.inventory.iter().flat_map(|inv| &inv.objects);
+            let had = (input.current.objects.iter().chain(previous))
+                .filter(|o| o.id == id)
+                .flat_map(|o| &o.keys);
+            if r.bulk && !had.into_iter().all(|k| obj.keys.contains(k) || retired(k)) {
+                return false;
+            }
             if let Some(cur) = find(&input.current.objects, &id) {
-                // A bulk load keeps every key it had, but one retired on
-                // purpose.
-                let retired = |k: &String| {
-                    input
-                        .retired
-                        .iter()
-                        .any(|rk| rk.object == id && rk.key == *k)
-                };
-                if r.bulk && !cur.keys.iter().all(|k| obj.keys.contains(k) || retired(k)) {
-                    return false;
-                }
                 // The API server refuses these changes (but a hook is made
                 // again).
                 if obj.hook.is_none()
@@ -554,9 +559,34 @@ fn retired(
     picked.chain(named).collect()
 }
 
+/// The objects of a previous inventory: the ones `picks` picks among
+/// `current` and `proposed`, each with the key it names added (once each).
+fn previous_objects(
+    current: &[ConfigObject],
+    proposed: &[ConfigObject],
+    picks: &[(proptest::sample::Index, u8)],
+) -> Vec<ConfigObject> {
+    let all: Vec<&ConfigObject> = current.iter().chain(proposed).collect();
+    let mut objects: Vec<ConfigObject> = Vec::new();
+    for (i, k) in picks.iter().filter(|_| !all.is_empty()) {
+        let o = all[i.index(all.len())];
+        match objects.iter_mut().find(|p| p.id == o.id) {
+            Some(p) => {
+                p.keys.insert(key_name(*k));
+            }
+            None => {
+                let mut o = o.clone();
+                o.keys.insert(key_name(*k));
+                objects.push(o);
+            }
+        }
+    }
+    objects
+}
+
 /// A random transition: current objects, workloads and ServiceAccounts,
 /// proposed ones, in two namespaces, a deletion mode, and now and then a
-/// retired key.
+/// retired key or a previous inventory.
 pub fn transition() -> impl Strategy<Value = CheckInput> {
     (
         objects(true),
@@ -575,6 +605,12 @@ pub fn transition() -> impl Strategy<Value = CheckInput> {
             proptest::collection::vec((kind(), 0u8..3, 0u8..5), 0..2),
         ),
         (service_accounts(), service_accounts()),
+        // Now and then a previous inventory: objects of either state, one
+        // with a key that neither may hold (lost since, by hand, say).
+        proptest::option::weighted(
+            0.3,
+            proptest::collection::vec((any::<proptest::sample::Index>(), 0u8..5), 1..3),
+        ),
     )
         .prop_map(
             |(
@@ -587,6 +623,7 @@ pub fn transition() -> impl Strategy<Value = CheckInput> {
                 rollouts,
                 (held, any),
                 (cur_accounts, prop_accounts),
+                previous,
             )| {
                 // A proposed Rollout may run a template the proposed input
                 // leaves as it is (one of the current state's).
@@ -613,6 +650,10 @@ pub fn transition() -> impl Strategy<Value = CheckInput> {
                         .collect()
                 };
                 let retired = retired(&cur_objs, &held, any);
+                let inventory = previous.map(|picks| Inventory {
+                    version: Inventory::VERSION,
+                    objects: previous_objects(&cur_objs, &prop_objs, &picks),
+                });
                 CheckInput {
                     current: Manifests {
                         objects: cur_objs,
@@ -628,7 +669,7 @@ pub fn transition() -> impl Strategy<Value = CheckInput> {
                         service_accounts: prop_accounts,
                         unplaced: 0,
                     },
-                    inventory: None,
+                    inventory,
                     deletion: if prune {
                         Deletion::Prune
                     } else {

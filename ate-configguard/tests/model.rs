@@ -23,7 +23,8 @@ proptest! {
 
 /// The strategies reach the cases they are for: a passing model test says
 /// little if they never make a Rollout, a retired key, a pull secret's key,
-/// a typed Secret or an account's pull secret, never delete or leave out of
+/// a typed Secret, an account's pull secret or a key only the previous
+/// inventory holds, never delete or leave out of
 /// a prune what another namespace holds, or never order hooks within a
 /// phase.
 #[test]
@@ -74,6 +75,22 @@ fn the_strategies_reach_every_case_they_are_for() {
         }
         if input.delete.iter().any(|id| id.namespace == "other") {
             seen.insert("a deletion in another namespace");
+        }
+        // A key only the previous inventory holds, which the proposed
+        // object lacks.
+        let only_previous = |o: &&ate_configguard::ConfigObject| {
+            let has = |objects: &[ate_configguard::ConfigObject], k: &String| {
+                objects.iter().any(|p| p.id == o.id && p.keys.contains(k))
+            };
+            (input.proposed.objects.iter()).any(|p| p.id == o.id)
+                && (o.keys.iter())
+                    .any(|k| !has(&input.current.objects, k) && !has(&input.proposed.objects, k))
+        };
+        if (input.inventory.iter())
+            .flat_map(|inv| &inv.objects)
+            .any(|o| only_previous(&o))
+        {
+            seen.insert("a key only the previous inventory holds");
         }
         let objects = || input.current.objects.iter().chain(&input.proposed.objects);
         if objects().any(|o| o.secret_type.is_some()) {
@@ -140,6 +157,7 @@ fn the_strategies_reach_every_case_they_are_for() {
         "a workload in another namespace",
         "a deletion in another namespace",
         "a Secret of a type",
+        "a key only the previous inventory holds",
         "a prune that leaves a namespace",
         "a hook's account's pull secret",
         "a Sync hook in a later wave",
