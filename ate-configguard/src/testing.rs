@@ -42,13 +42,16 @@ use crate::{CheckInput, Deletion};
 ///   syncs in a later wave, or that only a hook run after the change
 ///   creates, in that object as it is now as well;
 ///
-/// where a bulk load must keep every key the object had before the
-/// change or in the previous inventory ([`CheckInput::inventory`]), but
-/// the ones [`CheckInput::retired`] retires; and where the
-/// image pull secrets of the ServiceAccount a pod runs as are references
-/// of the pod (a proposed pod runs as the proposed account, else as the
-/// current one; one of a hook that runs before the change as the current
-/// one, else as the proposed one; a Rollout's pods as its template's).
+/// where `ca.crt` of the root CA ConfigMap Kubernetes keeps
+/// ([`crate::CONTROL_PLANE_OBJECTS`]) is there when no state gives the
+/// ConfigMap, and `--prune` never deletes it; where a bulk load must keep
+/// every key the object had before the change or in the previous
+/// inventory ([`CheckInput::inventory`]), but the ones
+/// [`CheckInput::retired`] retires; and where the image pull secrets of
+/// the ServiceAccount a pod runs as are references of the pod (a proposed
+/// pod runs as the proposed account, else as the current one; one of a
+/// hook that runs before the change as the current one, else as the
+/// proposed one; a Rollout's pods as its template's).
 pub fn naive_safe(input: &CheckInput) -> bool {
     // A workload that runs another's pod template (an Argo Rollout's
     // `workloadRef`) reads what that template reads: the template as its
@@ -185,6 +188,10 @@ pub fn naive_safe(input: &CheckInput) -> bool {
                     }
                 }
             };
+            // Kubernetes keeps it, if no state gives it.
+            if seen.is_none() && kept_by_kubernetes(&id, r.key.as_ref()) {
+                continue;
+            }
             if !resolves(&seen, r) {
                 return false;
             }
@@ -218,7 +225,10 @@ pub fn naive_safe(input: &CheckInput) -> bool {
                 .objects
                 .iter()
                 .any(|o| o.id == *id && (o.kept_on_prune.is_some() || o.hook.is_some()));
-            !in_proposed(id) && (nothing || touched(&id.namespace)) && !kept
+            !in_proposed(id)
+                && (nothing || touched(&id.namespace))
+                && !kept
+                && !kept_by_kubernetes(id, None)
         }
         Deletion::Listed => input.delete.contains(id),
     };
@@ -243,7 +253,14 @@ pub fn naive_safe(input: &CheckInput) -> bool {
                 continue;
             }
             let id = id_of(w, r);
-            let Some(obj) = lookup(&id) else { return false };
+            let Some(obj) = lookup(&id) else {
+                // Kubernetes keeps it, if no state gave it (none deleted it).
+                let given = find(&input.current.objects, &id).is_some();
+                if !given && kept_by_kubernetes(&id, r.key.as_ref()) {
+                    continue;
+                }
+                return false;
+            };
             // A pull secret must keep the key the kubelet reads, if it had
             // one; a new one must have it, in a Secret of its type (a
             // Secret without one is `Opaque`).
@@ -436,6 +453,22 @@ fn reference() -> impl Strategy<Value = Reference> {
             key: key.map(key_name),
             optional,
         });
+    // Now and then the root CA ConfigMap Kubernetes keeps in every
+    // namespace: its `ca.crt` (as a pod's token volume reads it), all of
+    // it, or another key.
+    let root_ca = (
+        prop_oneof![Just(Some("ca.crt")), Just(None), Just(Some("K0"))],
+        proptest::bool::weighted(0.15),
+    )
+        .prop_map(|(key, optional)| Reference {
+            container: Some("app".into()),
+            site: "volumes[kube-api-access].projected.sources[1]".into(),
+            kind: ConfigKind::ConfigMap,
+            name: ROOT_CA.into(),
+            bulk: key.is_none(),
+            key: key.map(str::to_owned),
+            optional,
+        });
     // Now and then an image pull secret (a whole Secret, not loaded).
     let pull = (0u8..3).prop_map(|n| Reference {
         container: None,
@@ -446,7 +479,17 @@ fn reference() -> impl Strategy<Value = Reference> {
         bulk: false,
         optional: false,
     });
-    prop_oneof![9 => read, 1 => pull]
+    prop_oneof![8 => read, 1 => root_ca, 1 => pull]
+}
+
+/// The ConfigMap Kubernetes itself keeps in every namespace (one of
+/// [`crate::CONTROL_PLANE_OBJECTS`]).
+const ROOT_CA: &str = "kube-root-ca.crt";
+
+/// Whether Kubernetes itself keeps `id`, and `key` in it, whatever the
+/// input says: `ca.crt` of the root CA ConfigMap.
+fn kept_by_kubernetes(id: &ObjectId, key: Option<&String>) -> bool {
+    id.kind == ConfigKind::ConfigMap && id.name == ROOT_CA && key.is_none_or(|k| k == "ca.crt")
 }
 
 /// A ServiceAccount's name: the namespace's `default` one, or `sa1`.
@@ -586,7 +629,8 @@ fn previous_objects(
 
 /// A random transition: current objects, workloads and ServiceAccounts,
 /// proposed ones, in two namespaces, a deletion mode, and now and then a
-/// retired key or a previous inventory.
+/// retired key, a previous inventory or the root CA ConfigMap that
+/// Kubernetes keeps in the current state.
 pub fn transition() -> impl Strategy<Value = CheckInput> {
     (
         objects(true),
@@ -605,6 +649,8 @@ pub fn transition() -> impl Strategy<Value = CheckInput> {
             proptest::collection::vec((kind(), 0u8..3, 0u8..5), 0..2),
         ),
         (service_accounts(), service_accounts()),
+        // Now and then the root CA ConfigMap, as a live state lists it.
+        proptest::option::weighted(0.3, namespace()),
         // Now and then a previous inventory: objects of either state, one
         // with a key that neither may hold (lost since, by hand, say).
         proptest::option::weighted(
@@ -614,7 +660,7 @@ pub fn transition() -> impl Strategy<Value = CheckInput> {
     )
         .prop_map(
             |(
-                cur_objs,
+                mut cur_objs,
                 mut cur_w,
                 prop_objs,
                 mut prop_w,
@@ -623,8 +669,23 @@ pub fn transition() -> impl Strategy<Value = CheckInput> {
                 rollouts,
                 (held, any),
                 (cur_accounts, prop_accounts),
+                root_ca,
                 previous,
             )| {
+                cur_objs.extend(root_ca.map(|ns| ConfigObject {
+                    id: ObjectId {
+                        kind: ConfigKind::ConfigMap,
+                        namespace: ns.into(),
+                        name: ROOT_CA.into(),
+                    },
+                    keys: BTreeSet::from(["ca.crt".to_owned()]),
+                    immutable: false,
+                    secret_type: None,
+                    hook: None,
+                    sync_wave: None,
+                    made_by: None,
+                    kept_on_prune: None,
+                }));
                 // A proposed Rollout may run a template the proposed input
                 // leaves as it is (one of the current state's).
                 let (cur_rollout, prop_rollout) = rollouts;

@@ -23,8 +23,8 @@ proptest! {
 
 /// The strategies reach the cases they are for: a passing model test says
 /// little if they never make a Rollout, a retired key, a pull secret's key,
-/// a typed Secret, an account's pull secret or a key only the previous
-/// inventory holds, never delete or leave out of
+/// a typed Secret, an account's pull secret, a key only the previous
+/// inventory holds or a read of the root CA ConfigMap Kubernetes keeps, never delete or leave out of
 /// a prune what another namespace holds, or never order hooks within a
 /// phase.
 #[test]
@@ -92,6 +92,21 @@ fn the_strategies_reach_every_case_they_are_for() {
         {
             seen.insert("a key only the previous inventory holds");
         }
+        // The root CA ConfigMap Kubernetes keeps: read where no state
+        // gives it, and given by the current state.
+        let root_ca = |ns: &str| {
+            (input.current.objects.iter())
+                .any(|o| o.id.name == "kube-root-ca.crt" && o.id.namespace == ns)
+        };
+        for w in workloads() {
+            if w.references.iter().any(|r| r.name == "kube-root-ca.crt") {
+                if root_ca(&w.id.namespace) {
+                    seen.insert("a read of the root CA a state gives");
+                } else {
+                    seen.insert("a read of the root CA no state gives");
+                }
+            }
+        }
         let objects = || input.current.objects.iter().chain(&input.proposed.objects);
         if objects().any(|o| o.secret_type.is_some()) {
             seen.insert("a Secret of a type");
@@ -158,6 +173,8 @@ fn the_strategies_reach_every_case_they_are_for() {
         "a deletion in another namespace",
         "a Secret of a type",
         "a key only the previous inventory holds",
+        "a read of the root CA a state gives",
+        "a read of the root CA no state gives",
         "a prune that leaves a namespace",
         "a hook's account's pull secret",
         "a Sync hook in a later wave",
