@@ -73,6 +73,17 @@ fn the_strategies_reach_every_case_they_are_for() {
         if workloads().any(|w| w.id.namespace == "other") {
             seen.insert("a workload in another namespace");
         }
+        // A workload in `other` reading an object there (not the root CA,
+        // which the strategies place apart).
+        let objects = || input.current.objects.iter().chain(&input.proposed.objects);
+        if workloads().any(|w| {
+            w.id.namespace == "other"
+                && (w.references.iter())
+                    .filter(|r| r.name != "kube-root-ca.crt")
+                    .any(|r| objects().any(|o| o.id.namespace == "other" && o.id.name == r.name))
+        }) {
+            seen.insert("a read in another namespace");
+        }
         if input.delete.iter().any(|id| id.namespace == "other") {
             seen.insert("a deletion in another namespace");
         }
@@ -107,7 +118,6 @@ fn the_strategies_reach_every_case_they_are_for() {
                 }
             }
         }
-        let objects = || input.current.objects.iter().chain(&input.proposed.objects);
         if objects().any(|o| o.secret_type.is_some()) {
             seen.insert("a Secret of a type");
         }
@@ -170,6 +180,7 @@ fn the_strategies_reach_every_case_they_are_for() {
         "another key",
         "an account's pull secret",
         "a workload in another namespace",
+        "a read in another namespace",
         "a deletion in another namespace",
         "a Secret of a type",
         "a key only the previous inventory holds",
