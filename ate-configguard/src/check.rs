@@ -516,17 +516,10 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
                     .get(&id)
                     .or_else(|| current_accounts.get(&id)),
             };
-            let added = account.iter().flat_map(|a| &a.image_pull_secrets);
-            let added = added.map(|secret| Reference {
-                container: None,
-                site: format!("serviceAccount {}.imagePullSecrets", w.service_account),
-                kind: ConfigKind::Secret,
-                name: secret.clone(),
-                key: None,
-                bulk: false,
-                optional: false,
-            });
-            let added: Vec<Reference> = added.collect();
+            let added: Vec<Reference> = (account.iter())
+                .flat_map(|a| &a.image_pull_secrets)
+                .map(|secret| Reference::account_pull_secret(&w.service_account, secret))
+                .collect();
             for r in w.references.iter().chain(&added) {
                 references += 1;
                 match (side, &w.hook) {

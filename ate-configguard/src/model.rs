@@ -342,6 +342,20 @@ pub(crate) const PLUGIN_SECRET_SITES: [&str; 9] = [
 ];
 
 impl Reference {
+    /// The reference to pull secret `secret` that ServiceAccount `account`
+    /// adds to every pod that runs as it.
+    pub(crate) fn account_pull_secret(account: &str, secret: &str) -> Self {
+        Self {
+            container: None,
+            site: format!("serviceAccount {account}.imagePullSecrets"),
+            kind: ConfigKind::Secret,
+            name: secret.to_owned(),
+            key: None,
+            bulk: false,
+            optional: false,
+        }
+    }
+
     /// Whether it names the Secret of a volume plugin (CSI, Ceph, Azure
     /// File, ...), which is handed every key of it.
     pub(crate) fn is_plugin_secret(&self) -> bool {

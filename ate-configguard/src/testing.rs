@@ -80,15 +80,8 @@ pub fn naive_safe(input: &CheckInput) -> bool {
                 .find(|a| a.namespace == w.id.namespace && a.name == w.service_account)
         });
         for name in account.iter().flat_map(|a| &a.image_pull_secrets) {
-            w.references.push(Reference {
-                container: None,
-                site: format!("serviceAccount {}.imagePullSecrets", w.service_account),
-                kind: ConfigKind::Secret,
-                name: name.clone(),
-                key: None,
-                bulk: false,
-                optional: false,
-            });
+            let r = Reference::account_pull_secret(&w.service_account, name);
+            w.references.push(r);
         }
         w
     };
@@ -388,10 +381,7 @@ fn object(namespaces: bool) -> impl Strategy<Value = ConfigObject> {
     )
         .prop_map(
             |((kind, ns), n, keys, immutable, hook, sync_wave, kept, secret_type)| ConfigObject {
-                id: ObjectId {
-                    namespace: ns.into(),
-                    ..object_id(kind, n)
-                },
+                id: object_id(kind, ns, n),
                 keys: keys.into_iter().map(key_name).collect(),
                 immutable,
                 secret_type: secret_type
@@ -414,11 +404,11 @@ fn objects(namespaces: bool) -> impl Strategy<Value = Vec<ConfigObject>> {
     })
 }
 
-/// Object `n` of the strategies (`obj0`, `obj1`, ...), in `default`.
-fn object_id(kind: ConfigKind, n: u8) -> ObjectId {
+/// Object `n` of the strategies (`obj0`, `obj1`, ...), in `namespace`.
+fn object_id(kind: ConfigKind, namespace: &str, n: u8) -> ObjectId {
     ObjectId {
         kind,
-        namespace: "default".into(),
+        namespace: namespace.into(),
         name: format!("obj{n}"),
     }
 }
@@ -596,7 +586,7 @@ fn retired(
         .filter(|_| !keys.is_empty())
         .map(|i| keys[i.index(keys.len())].clone());
     let named = any.into_iter().map(|(kind, n, k)| RetiredKey {
-        object: object_id(kind, n),
+        object: object_id(kind, "default", n),
         key: key_name(k),
     });
     picked.chain(named).collect()
@@ -701,10 +691,7 @@ pub fn transition() -> impl Strategy<Value = CheckInput> {
                 } else {
                     deletes
                         .into_iter()
-                        .map(|(kind, ns, n)| ObjectId {
-                            namespace: ns.into(),
-                            ..object_id(kind, n)
-                        })
+                        .map(|(kind, ns, n)| object_id(kind, ns, n))
                         .filter(|id| !prop_objs.iter().any(|o| o.id == *id))
                         .collect::<BTreeSet<_>>()
                         .into_iter()
