@@ -326,6 +326,26 @@ fn run_templates<'a>(
         .map(Cow::Owned)
 }
 
+/// Whether the change applies the proposed account `a` before it creates
+/// the pods of the proposed workload `w`: in an earlier phase (before the
+/// change, with it, after it, never: a hook of a phase the change never
+/// runs is never applied), or in the same one, in an Argo CD sync wave no
+/// later than `w`'s (a wave's ServiceAccounts come before its workloads),
+/// or as a hook of `w`'s phase created before it.
+fn applied_first(a: &ServiceAccount, w: &Workload) -> bool {
+    let phase = |h: &Option<Hook>| h.as_ref().map_or(HookPhase::WithChange, |h| h.phase);
+    let (mine, its) = (phase(&w.hook), phase(&a.hook));
+    if its != mine {
+        return its < mine;
+    }
+    match (&w.hook, &a.hook) {
+        (Some(h), Some(ah)) if mine != HookPhase::WithChange => {
+            h.runs_after(&w.id.name, ah, &a.name)
+        }
+        _ => a.sync_wave.unwrap_or(0) <= w.sync_wave.unwrap_or(0),
+    }
+}
+
 /// ServiceAccounts by namespace and name.
 fn accounts<'a>(list: &'a [ServiceAccount], at: &str) -> Result<Accounts<'a>, InputError> {
     unique(
@@ -499,22 +519,18 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
     for (side, workloads) in sides {
         for w in workloads.iter() {
             // The pull secrets its ServiceAccount adds to every pod: the
-            // account as the pods of that side get it (a proposed workload
-            // gets the proposed account, or the current one if the
-            // proposed input leaves it as it is; a hook that runs before
-            // the change gets the account as it is now, if there is one).
-            // They are the pod's own then, judged as the ones its spec
-            // names.
+            // account as it is when the pods of that side are admitted (a
+            // proposed workload's get the proposed account if the change
+            // applies it first, else the account as it is now, if there is
+            // one). They are the pod's own then, judged as the ones its
+            // spec names.
             let id = (w.id.namespace.as_str(), w.service_account.as_str());
-            let before = (w.hook.as_ref()).is_some_and(|h| h.phase == HookPhase::BeforeChange);
             let account = match side {
                 Side::Current => current_accounts.get(&id),
-                Side::Proposed if before => current_accounts
-                    .get(&id)
-                    .or_else(|| proposed_accounts.get(&id)),
-                Side::Proposed => proposed_accounts
-                    .get(&id)
-                    .or_else(|| current_accounts.get(&id)),
+                Side::Proposed => match proposed_accounts.get(&id) {
+                    Some(a) if applied_first(a, w) => Some(a),
+                    proposed => current_accounts.get(&id).or(proposed),
+                },
             };
             let added: Vec<Reference> = (account.iter())
                 .flat_map(|a| &a.image_pull_secrets)

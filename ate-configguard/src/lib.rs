@@ -45,7 +45,8 @@
 //!   when that misses the other state (rendered manifests against a live
 //!   state of another namespace), unless the user chose it.
 //! - Typed objects a service already holds (read with `kube`, say):
-//!   [`ConfigObject::from_config_map`], [`ConfigObject::from_secret`] and
+//!   [`ConfigObject::from_config_map`], [`ConfigObject::from_secret`],
+//!   [`ServiceAccount::from_service_account`] and
 //!   [`Workload::from_pod_spec`] build the same names-only [`Manifests`].
 //! - [`check`] with a [`CheckInput`] → [`Report`] ([`Finding`]s).
 //! - [`drift`] → [`Report`]: defaults vs base vs overlays.

@@ -777,7 +777,7 @@ fn load_doc(
         out.objects.len(),
         out.service_accounts.len(),
     );
-    let (workloads_before, objects_before) = (before.0, before.1);
+    let (workloads_before, objects_before, accounts_before) = before;
     // Cluster-scoped: it names the namespaces of what it stands for.
     let placed = kind == "ClusterExternalSecret"
         || !namespace_left_out(doc.get("metadata").and_then(|m| m.get("namespace")));
@@ -946,6 +946,8 @@ fn load_doc(
                 namespace,
                 name,
                 image_pull_secrets,
+                hook: None,
+                sync_wave: None,
             });
         }
         "Ingress" => {
@@ -1253,6 +1255,10 @@ fn load_doc(
         o.hook.clone_from(&order.hook);
         o.sync_wave = order.sync_wave;
         o.kept_on_prune.clone_from(&order.kept_on_prune);
+    }
+    for a in &mut out.service_accounts[accounts_before..] {
+        a.hook.clone_from(&order.hook);
+        a.sync_wave = order.sync_wave;
     }
     Ok(())
 }
@@ -2575,13 +2581,42 @@ fn typed_object(
     immutable: Option<bool>,
     secret_type: Option<String>,
 ) -> Result<ConfigObject, InputError> {
+    let (namespace, name, order) =
+        typed_meta(&kind.to_string(), meta, default_namespace, |at, name| {
+            object_name_ok(kind, name, at)
+        })?;
+    Ok(ConfigObject {
+        id: ObjectId {
+            kind,
+            namespace,
+            name,
+        },
+        keys,
+        immutable: immutable.unwrap_or(false),
+        secret_type,
+        hook: order.hook,
+        sync_wave: order.sync_wave,
+        made_by: None,
+        kept_on_prune: order.kept_on_prune,
+    })
+}
+
+/// A typed object's namespace (`default_namespace` if it names none) and
+/// name, which `name_ok` checks, and when it is applied (its hook and sync
+/// wave annotations).
+fn typed_meta(
+    kind: &str,
+    meta: &ObjectMeta,
+    default_namespace: &str,
+    name_ok: impl Fn(&str, &str) -> Result<(), InputError>,
+) -> Result<(String, String, Order), InputError> {
     let name = meta
         .name
         .clone()
         .filter(|n| !n.is_empty())
-        .ok_or_else(|| bad(&kind.to_string(), "metadata.name is missing"))?;
+        .ok_or_else(|| bad(kind, "metadata.name is missing"))?;
     let at = format!("{kind}/{name}");
-    object_name_ok(kind, &name, &at)?;
+    name_ok(&at, &name)?;
     let namespace = meta
         .namespace
         .clone()
@@ -2603,20 +2638,46 @@ fn typed_object(
         },
         &at,
     )?;
-    Ok(ConfigObject {
-        id: ObjectId {
-            kind,
+    Ok((namespace, name, order))
+}
+
+impl ServiceAccount {
+    /// A typed ServiceAccount's `imagePullSecrets` names, and its hook and
+    /// sync wave annotations (when the change applies it, see
+    /// [`ServiceAccount::hook`]), as the manifest reader takes them.
+    /// `default_namespace` is used if it names none.
+    ///
+    /// # Errors
+    ///
+    /// [`InputError::Invalid`] if it has no name, or names a pull secret
+    /// without one, or a hook annotation is not one Helm or Argo CD reads.
+    pub fn from_service_account(
+        account: &k8s_openapi::api::core::v1::ServiceAccount,
+        default_namespace: &str,
+    ) -> Result<Self, InputError> {
+        let (namespace, name, order) = typed_meta(
+            "ServiceAccount",
+            &account.metadata,
+            default_namespace,
+            |_, _| Ok(()),
+        )?;
+        let image_pull_secrets = (account.image_pull_secrets.iter().flatten())
+            .map(|s| match s.name.as_str() {
+                "" => Err(bad(
+                    &format!("ServiceAccount/{name}"),
+                    format!("ServiceAccount {name}: an imagePullSecrets name is empty"),
+                )),
+                secret => Ok(secret.to_owned()),
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Self {
             namespace,
             name,
-        },
-        keys,
-        immutable: immutable.unwrap_or(false),
-        secret_type,
-        hook: order.hook,
-        sync_wave: order.sync_wave,
-        made_by: None,
-        kept_on_prune: order.kept_on_prune,
-    })
+            image_pull_secrets,
+            hook: order.hook,
+            sync_wave: order.sync_wave,
+        })
+    }
 }
 
 impl Workload {

@@ -447,7 +447,8 @@ fn default_service_account() -> String {
 }
 
 /// A ServiceAccount's `imagePullSecrets` (names only): Kubernetes adds them
-/// to every pod that runs as the account.
+/// to every pod that runs as the account, as the account is when the pod
+/// is admitted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServiceAccount {
     /// Namespace.
@@ -456,6 +457,17 @@ pub struct ServiceAccount {
     pub name: String,
     /// The Secrets named in `imagePullSecrets`.
     pub image_pull_secrets: Vec<String>,
+    /// A Helm or Argo CD hook, if it is one (as [`ConfigObject::hook`]): a
+    /// proposed account that is one is in place for the pods of a hook of
+    /// its phase created after it, and of the phases after its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hook: Option<Hook>,
+    /// Its Argo CD sync wave, if it is no hook (or an Argo CD `Sync` hook)
+    /// and names one (as [`ConfigObject::sync_wave`]): a proposed account
+    /// is in place for the pods of a workload of its wave or a later one
+    /// (Argo CD applies a wave's ServiceAccounts before its workloads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync_wave: Option<i64>,
 }
 
 /// How bad a finding is.

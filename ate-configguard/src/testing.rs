@@ -49,9 +49,11 @@ use crate::{CheckInput, Deletion};
 /// inventory ([`CheckInput::inventory`]), but the ones
 /// [`CheckInput::retired`] retires; and where the image pull secrets of
 /// the ServiceAccount a pod runs as are references of the pod (a proposed
-/// pod runs as the proposed account, else as the current one; one of a
-/// hook that runs before the change as the current one, else as the
-/// proposed one; a Rollout's pods as its template's).
+/// pod runs as the proposed account if the change applies it before the
+/// pod's workload: in an earlier phase, an earlier or the same sync wave,
+/// or as a hook of its phase created first; else as the current one, if
+/// there is one, else the proposed one; a Rollout's pods as its
+/// template's).
 pub fn naive_safe(input: &CheckInput) -> bool {
     // A workload that runs another's pod template (an Argo Rollout's
     // `workloadRef`) reads what that template reads: the template as its
@@ -94,18 +96,41 @@ pub fn naive_safe(input: &CheckInput) -> bool {
         return false;
     };
     let mine = &input.proposed.workloads;
-    // A hook that runs before the change: the account as it is now first.
-    let states = |w: &Workload| match &w.hook {
-        Some(h) if h.phase == HookPhase::BeforeChange => [&input.current, &input.proposed],
-        _ => [&input.proposed, &input.current],
+    // The proposed account is the one a proposed pod gets if the change
+    // applies it first: the phases go before the change, with it, after
+    // it, never (a hook of none); within the change, by sync wave; within
+    // a hook phase, as config objects are created before its hooks.
+    let rank = |h: Option<&Hook>| match h.map(|h| h.phase) {
+        Some(HookPhase::BeforeChange) => 0,
+        None | Some(HookPhase::WithChange) => 1,
+        Some(HookPhase::AfterChange) => 2,
+        Some(HookPhase::NotRun) => 3,
+    };
+    let proposed_first = |w: &Workload| {
+        let Some(a) = (input.proposed.service_accounts.iter())
+            .find(|a| a.namespace == w.id.namespace && a.name == w.service_account)
+        else {
+            return false;
+        };
+        match (rank(w.hook.as_ref()), rank(a.hook.as_ref())) {
+            (1, 1) => a.sync_wave.unwrap_or(0) <= w.sync_wave.unwrap_or(0),
+            (mine, its) if mine != its => its < mine,
+            _ => match (&w.hook, &a.hook) {
+                (Some(h), Some(ah)) => created_first(h, &w.id.name, ah, &a.name),
+                _ => false,
+            },
+        }
     };
     let Some(proposed_workloads) = mine
         .iter()
         .map(|w| {
-            Some(with_account(
-                run(w, &input.current.workloads, mine)?,
-                &states(w),
-            ))
+            let w = run(w, &input.current.workloads, mine)?;
+            let states = if proposed_first(&w) {
+                [&input.proposed, &input.current]
+            } else {
+                [&input.current, &input.proposed]
+            };
+            Some(with_account(w, &states))
         })
         .collect::<Option<Vec<_>>>()
     else {
@@ -123,15 +148,9 @@ pub fn naive_safe(input: &CheckInput) -> bool {
         name: r.name.clone(),
     };
     // The proposed config object `o` a hook, of the same phase as workload
-    // hook `h` of workload `w`, and created first: a lower weight, or the
-    // same weight and (where Helm orders either) a name that sorts first or
-    // is the same (Helm creates config objects before workloads).
-    let created_first = |w: &Workload, h: &Hook, o: &ConfigObject| {
-        o.hook.as_ref().is_some_and(|oh| {
-            oh.phase == h.phase
-                && (oh.weight < h.weight
-                    || (oh.weight == h.weight && (!(oh.helm || h.helm) || o.id.name <= w.id.name)))
-        })
+    // hook `h` of workload `w`, and created first.
+    let created_first_object = |w: &Workload, h: &Hook, o: &ConfigObject| {
+        (o.hook.as_ref()).is_some_and(|oh| created_first(h, &w.id.name, oh, &o.id.name))
     };
     // The config object `o` a hook of the same phase as workload hook `h`.
     let same_phase =
@@ -153,12 +172,12 @@ pub fn naive_safe(input: &CheckInput) -> bool {
             let now = find(&input.current.objects, &id);
             let seen = match &w.hook {
                 Some(h) if h.phase == HookPhase::BeforeChange => {
-                    mine.filter(|o| created_first(w, h, o)).or(now)
+                    mine.filter(|o| created_first_object(w, h, o)).or(now)
                 }
                 // A hook of its phase: as made for it if created first,
                 // else as it is now; anything else as after the change.
                 Some(h) if h.phase != HookPhase::WithChange => match mine {
-                    Some(o) if created_first(w, h, &o) => Some(o),
+                    Some(o) if created_first_object(w, h, &o) => Some(o),
                     Some(o) if same_phase(h, &o) => now,
                     _ => continue,
                 },
@@ -306,6 +325,17 @@ pub fn naive_safe(input: &CheckInput) -> bool {
         }
     }
     true
+}
+
+/// Whether a proposed config object or ServiceAccount named `name`, a hook
+/// `theirs`, is created before the workload hook `h` named `workload` runs:
+/// of the same phase, and a lower weight, or the same weight and (where
+/// Helm orders either) a name that sorts first or is the same (Helm
+/// creates them before workloads).
+fn created_first(h: &Hook, workload: &str, theirs: &Hook, name: &str) -> bool {
+    theirs.phase == h.phase
+        && (theirs.weight < h.weight
+            || (theirs.weight == h.weight && (!(theirs.helm || h.helm) || name <= workload)))
 }
 
 fn kind() -> impl Strategy<Value = ConfigKind> {
@@ -488,17 +518,22 @@ fn account_name() -> impl Strategy<Value = &'static str> {
 }
 
 /// Up to two ServiceAccounts, each with up to two pull secrets
-/// (of the strategies' object names).
+/// (of the strategies' object names), now and then a hook or in a sync
+/// wave.
 fn service_accounts() -> impl Strategy<Value = Vec<ServiceAccount>> {
     let account = (
         namespace(),
         account_name(),
         proptest::collection::vec(0u8..3, 0..3),
+        hook(),
+        sync_wave(),
     )
-        .prop_map(|(ns, name, secrets)| ServiceAccount {
+        .prop_map(|(ns, name, secrets, hook, sync_wave)| ServiceAccount {
             namespace: ns.into(),
             name: name.into(),
             image_pull_secrets: secrets.into_iter().map(|n| format!("obj{n}")).collect(),
+            hook,
+            sync_wave,
         });
     proptest::collection::vec(account, 0..3).prop_map(|v| {
         let mut seen = BTreeSet::new();

@@ -23,7 +23,8 @@ proptest! {
 
 /// The strategies reach the cases they are for: a passing model test says
 /// little if they never make a Rollout, a retired key, a pull secret's key,
-/// a typed Secret, an account's pull secret, a key only the previous
+/// a typed Secret, an account's pull secret (from an account the change
+/// applies after the pods, or a hook account), a key only the previous
 /// inventory holds or a read of the root CA ConfigMap Kubernetes keeps, never delete or leave out of
 /// a prune what another namespace holds, or never order hooks within a
 /// phase.
@@ -69,6 +70,26 @@ fn the_strategies_reach_every_case_they_are_for() {
             })
         }) {
             seen.insert("an account's pull secret");
+        }
+        // A pod of the change whose account, with a pull secret, the change
+        // applies only after it (a later wave, a hook after the change or
+        // none it runs), while the account is there now.
+        if (input.proposed.workloads.iter()).any(|w| {
+            let late = |a: &&ate_configguard::ServiceAccount| match &a.hook {
+                None => a.sync_wave.unwrap_or(0) > w.sync_wave.unwrap_or(0),
+                Some(h) => h.phase > HookPhase::WithChange,
+            };
+            let account = |m: &ate_configguard::Manifests| {
+                (m.service_accounts.iter())
+                    .find(|a| a.namespace == w.id.namespace && a.name == w.service_account)
+                    .cloned()
+            };
+            w.hook.is_none()
+                && account(&input.current).is_some()
+                && account(&input.proposed)
+                    .is_some_and(|a| late(&&a) && !a.image_pull_secrets.is_empty())
+        }) {
+            seen.insert("an account the change applies after its pods");
         }
         if workloads().any(|w| w.id.namespace == "other") {
             seen.insert("a workload in another namespace");
@@ -155,6 +176,15 @@ fn the_strategies_reach_every_case_they_are_for() {
             seen.insert("a hook's account's pull secret");
         }
         let Some(hook) = &job.hook else { continue };
+        // Its account a hook of its phase, with a pull secret.
+        if (input.proposed.service_accounts.iter()).any(|a| {
+            a.namespace == job.id.namespace
+                && a.name == job.service_account
+                && !a.image_pull_secrets.is_empty()
+                && a.hook.as_ref().is_some_and(|h| h.phase == hook.phase)
+        }) {
+            seen.insert("a hook's account a hook of its phase");
+        }
         // Only Argo CD's `Sync` hooks are in a sync wave, as the loader reads
         // them.
         if hook.phase == HookPhase::WithChange {
@@ -179,6 +209,7 @@ fn the_strategies_reach_every_case_they_are_for() {
         "a pull secret's key",
         "another key",
         "an account's pull secret",
+        "an account the change applies after its pods",
         "a workload in another namespace",
         "a read in another namespace",
         "a deletion in another namespace",
@@ -188,6 +219,7 @@ fn the_strategies_reach_every_case_they_are_for() {
         "a read of the root CA no state gives",
         "a prune that leaves a namespace",
         "a hook's account's pull secret",
+        "a hook's account a hook of its phase",
         "a Sync hook in a later wave",
         "config hooks of one phase and several weights",
     ];

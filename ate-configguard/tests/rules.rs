@@ -2547,3 +2547,142 @@ fn a_hook_that_runs_before_the_change_runs_as_its_account_as_it_is_now() {
         report.to_text()
     );
 }
+
+#[test]
+fn a_pod_runs_as_its_account_as_the_change_has_made_it_by_then() {
+    // A ServiceAccount may itself be a hook, or in an Argo CD sync wave:
+    // a pod gets the pull secrets of the account as it is when the pod is
+    // admitted, so the updated account's only if the change has applied it
+    // by then; else the account as it is now.
+    let account = |secret: &str, annotations: &str| {
+        format!(
+            "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: app\n  annotations: {{{annotations}}}\nimagePullSecrets: [ {{name: {secret}}} ]\n"
+        )
+    };
+    let pull_secret = |name: &str, annotations: &str| {
+        format!(
+            "{}metadata:\n  name: {name}\n  annotations: {{{annotations}}}\n",
+            typed_secret(
+                name,
+                "kubernetes.io/dockerconfigjson",
+                &[".dockerconfigjson"]
+            )
+            .replace(&format!("metadata:\n  name: {name}\n"), "")
+        )
+    };
+    let job = "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: migrate\n  annotations: {helm.sh/hook: pre-upgrade}\nspec:\n  template:\n    spec:\n      serviceAccountName: app\n      restartPolicy: Never\n      containers:\n        - name: migrate\n          image: registry.example/app:2\n";
+    let web = |annotations: &str| {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  annotations: {{{annotations}}}\nspec:\n  template:\n    spec:\n      serviceAccountName: app\n      containers:\n        - name: web\n          image: registry.example/app:2\n"
+        )
+    };
+    let current = docs(&[&account("oldcred", ""), &pull_secret("oldcred", "")]);
+
+    // The account is a pre-upgrade hook created before the Job (a lower
+    // weight): the Job's pod runs as the updated account, and its new pull
+    // secret comes only with the change. Before, the Job was judged by the
+    // account as it is now, and passed.
+    let hook_account = "helm.sh/hook: pre-upgrade, helm.sh/hook-weight: \"-5\"";
+    let report = run(
+        &current,
+        &docs(&[
+            &account("newcred", hook_account),
+            &pull_secret("newcred", ""),
+            job,
+        ]),
+    );
+    assert_eq!(
+        codes(&report),
+        vec![("applied-after-hook".into(), None)],
+        "{}",
+        report.to_text()
+    );
+    // Made a hook created before the Job too, the new pull secret is there.
+    let report = run(
+        &current,
+        &docs(&[
+            &account("newcred", hook_account),
+            &pull_secret("newcred", hook_account),
+            job,
+        ]),
+    );
+    assert!(report.is_safe(), "{}", report.to_text());
+    // An account hook created after the Job (a higher weight) is as it is
+    // now when the Job runs.
+    let later = "helm.sh/hook: pre-upgrade, helm.sh/hook-weight: \"5\"";
+    let report = run(
+        &current,
+        &docs(&[&account("newcred", later), &pull_secret("newcred", ""), job]),
+    );
+    assert!(report.is_safe(), "{}", report.to_text());
+
+    // A Deployment of wave 0, its account updated in wave 1 with the new
+    // pull secret: its new pods run as the account as it is now, whose
+    // pull secret is still there. Before, they were judged by the updated
+    // account, and failed (the new Secret comes in a later wave).
+    let wave_1 = "argocd.argoproj.io/sync-wave: \"1\"";
+    let report = run(
+        &current,
+        &docs(&[
+            &account("newcred", wave_1),
+            &pull_secret("newcred", wave_1),
+            &web(""),
+        ]),
+    );
+    assert!(report.is_safe(), "{}", report.to_text());
+    // In the Deployment's wave, the account is applied first: its new pods
+    // run as the updated one, whose pull secret comes only in wave 1.
+    let report = run(
+        &current,
+        &docs(&[
+            &account("newcred", ""),
+            &pull_secret("newcred", wave_1),
+            &web(""),
+        ]),
+    );
+    assert_eq!(
+        codes(&report),
+        vec![("later-sync-wave".into(), None)],
+        "{}",
+        report.to_text()
+    );
+
+    // The account updated by a post-upgrade hook, the Secret it names now
+    // deleted with the change: the Deployment's new pods start before that
+    // hook runs, as the account as it is now, and its pull secret is gone.
+    // Before, they were judged by the updated account, and passed.
+    let report = run_with(
+        &current,
+        &docs(&[
+            &account("newcred", "helm.sh/hook: post-upgrade"),
+            &pull_secret("newcred", ""),
+            &web(""),
+        ]),
+        Deletion::Listed,
+        &["Secret/default/oldcred"],
+    );
+    assert_eq!(
+        codes(&report),
+        vec![("missing-object".into(), None)],
+        "{}",
+        report.to_text()
+    );
+    // A hook the change never runs (a `test` hook) leaves the account as
+    // it is now for every pod of the change.
+    let report = run_with(
+        &current,
+        &docs(&[
+            &account("newcred", "helm.sh/hook: test"),
+            &pull_secret("newcred", ""),
+            &web(""),
+        ]),
+        Deletion::Listed,
+        &["Secret/default/oldcred"],
+    );
+    assert_eq!(
+        codes(&report),
+        vec![("missing-object".into(), None)],
+        "{}",
+        report.to_text()
+    );
+}

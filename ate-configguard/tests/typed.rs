@@ -176,6 +176,86 @@ fn a_typed_config_object_reads_its_hook_annotations_as_a_manifest_does() {
 }
 
 #[test]
+fn a_typed_service_account_reads_as_its_manifest_does() {
+    use k8s_openapi::api::core::v1::{LocalObjectReference, ServiceAccount as Account};
+    let manifests = [
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: app\n  namespace: shop\n  \
+         annotations: {helm.sh/hook: pre-upgrade, helm.sh/hook-weight: '-5'}\n\
+         imagePullSecrets: [{name: regcred}, {name: mirror}]\n",
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: web\n  \
+         annotations: {argocd.argoproj.io/sync-wave: '2'}\n",
+    ];
+    let mut app = Account {
+        metadata: meta("app", Some("shop")),
+        image_pull_secrets: Some(vec![
+            LocalObjectReference {
+                name: "regcred".into(),
+            },
+            LocalObjectReference {
+                name: "mirror".into(),
+            },
+        ]),
+        ..Default::default()
+    };
+    app.metadata.annotations = Some(BTreeMap::from([
+        ("helm.sh/hook".into(), "pre-upgrade".into()),
+        ("helm.sh/hook-weight".into(), "-5".into()),
+    ]));
+    let mut web = Account {
+        metadata: meta("web", None),
+        ..Default::default()
+    };
+    web.metadata.annotations = Some(BTreeMap::from([(
+        "argocd.argoproj.io/sync-wave".into(),
+        "2".into(),
+    )]));
+    for (manifest, typed) in manifests.iter().zip([&app, &web]) {
+        let read = load_str(manifest, "m.yaml", &LoadOptions::default()).unwrap();
+        let typed =
+            ate_configguard::ServiceAccount::from_service_account(typed, "default").unwrap();
+        assert_eq!(typed, read.service_accounts[0]);
+    }
+    let app = ate_configguard::ServiceAccount::from_service_account(&app, "default").unwrap();
+    assert_eq!(app.namespace, "shop");
+    assert_eq!(app.image_pull_secrets, ["regcred", "mirror"]);
+    assert_eq!(
+        app.hook.as_ref().map(|h| (h.phase, h.weight)),
+        Some((HookPhase::BeforeChange, -5))
+    );
+    let web = ate_configguard::ServiceAccount::from_service_account(&web, "shop").unwrap();
+    assert_eq!(
+        (web.namespace.as_str(), web.sync_wave, web.hook),
+        ("shop", Some(2), None)
+    );
+
+    // No name, a pull secret without one, a namespace the API server
+    // refuses: input errors naming what is wrong.
+    let err = ate_configguard::ServiceAccount::from_service_account(&Account::default(), "default")
+        .unwrap_err();
+    assert!(err.to_string().contains("metadata.name"), "{err}");
+    let nameless_secret = Account {
+        metadata: meta("app", None),
+        image_pull_secrets: Some(vec![LocalObjectReference::default()]),
+        ..Default::default()
+    };
+    let err = ate_configguard::ServiceAccount::from_service_account(&nameless_secret, "default")
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("imagePullSecrets name is empty"),
+        "{err}"
+    );
+    let err = ate_configguard::ServiceAccount::from_service_account(
+        &Account {
+            metadata: meta("app", Some("Not_A_Namespace")),
+            ..Default::default()
+        },
+        "default",
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("Not_A_Namespace"), "{err}");
+}
+
+#[test]
 fn a_typed_object_given_twice_in_one_state_is_an_input_error_naming_it() {
     // Which of the two key lists would count is not known.
     let cm = |keys: &[&str]| {
