@@ -207,10 +207,12 @@ async fn the_strict_policy_refuses_work_while_draining_with_503_and_retry_after(
 
 #[tokio::test]
 async fn drain_subcommand_posts_to_loopback_and_sleeps() {
-    // A service on IPv6 loopback only is reached too (on ::1).
+    // A service on IPv6 loopback only is reached too (on ::1), on a port
+    // no other test's service can hold on 127.0.0.1.
+    let ipv6_only = format!("[::1]:{}", unused_port(20_000));
     for (bin, listen) in SERVICES
         .iter()
-        .flat_map(|bin| [(*bin, "127.0.0.1:0"), (*bin, "[::1]:0")])
+        .flat_map(|bin| [(*bin, "127.0.0.1:0"), (*bin, ipv6_only.as_str())])
     {
         let s = Service::start_on(bin, listen);
         let start = Instant::now();
@@ -237,12 +239,8 @@ async fn drain_subcommand_posts_to_loopback_and_sleeps() {
 
 #[test]
 fn drain_subcommand_with_nothing_on_loopback_fails_saying_where_to_listen() {
-    // A port nothing listens on (bound, then released).
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // A port nothing listens on, nor can while the test runs.
+    let port = unused_port(25_000);
     for bin in SERVICES {
         let out = std::process::Command::new(bin)
             .args(["drain", "--port", &port.to_string(), "--sleep", "0"])
