@@ -166,3 +166,41 @@ impl ManualClock {
         Clock::now(self)
     }
 }
+
+/// A loopback TCP port nothing listens on, on 127.0.0.1 or on ::1, for a
+/// test of a preStop drain request: one that finds nothing listening, or a
+/// service on one loopback only. Each address is bound for an instant and
+/// released. The port is taken from `from..from + 5000`, below the
+/// ephemeral range every `:0` bind draws from (32768-60999 on Linux,
+/// 49152-65535 elsewhere), so no other test's `:0` bind can take the same
+/// number meanwhile: with an ephemeral port, one on the other loopback
+/// could, and [`DrainRequest`](crate::DrainRequest), which tries 127.0.0.1
+/// first, would reach it instead. Tests that must not meet each other take
+/// apart ranges.
+///
+/// ```
+/// use ate_readiness::testing::unused_loopback_port;
+/// use ate_readiness::{DrainRequest, PreStopError};
+///
+/// let port = unused_loopback_port(25_000);
+/// let err = DrainRequest::new(port).send().unwrap_err();
+/// assert!(matches!(err, PreStopError::NotListening { .. }), "{err}");
+/// ```
+///
+/// # Panics
+///
+/// If every port of the range is taken on either loopback.
+pub fn unused_loopback_port(from: u16) -> u16 {
+    let end = from.saturating_add(5_000);
+    let span = u32::from(end - from).max(1);
+    let start = from + (std::process::id() % span) as u16;
+    let taken = |addr: (&str, u16)| match std::net::TcpListener::bind(addr) {
+        Ok(_) => false,
+        // No IPv6 on this machine: nothing can listen there.
+        Err(e) => e.kind() == std::io::ErrorKind::AddrInUse,
+    };
+    (start..end)
+        .chain(from..start)
+        .find(|&port| !taken(("127.0.0.1", port)) && !taken(("::1", port)))
+        .unwrap_or_else(|| panic!("every loopback port from {from} to {end} is taken"))
+}

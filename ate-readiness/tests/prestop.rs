@@ -5,6 +5,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use ate_readiness::testing::unused_loopback_port;
 use ate_readiness::{DrainRequest, PreStopError};
 
 /// A one-shot server on `bind` that answers `answer` and hands back the
@@ -33,27 +34,8 @@ fn serve_once_on(listener: TcpListener, answer: &'static str) -> (u16, JoinHandl
     (port, handle)
 }
 
-/// A loopback port nothing listens on, on 127.0.0.1 or ::1 (each bound
-/// for an instant, then released), taken from `from..from + 5000`: below
-/// the ephemeral range every `:0` bind draws from (32768-60999 on Linux,
-/// 49152-65535 elsewhere), so no other test of this binary can take it in
-/// the meantime. (With an ephemeral port, another test's `:0` bind could
-/// take the same number on the other loopback, and the drain request met
-/// it: CI saw a connection reset once.) Each caller gets its own `from`.
-fn unused_port(from: u16) -> u16 {
-    let start = from + (std::process::id() % 5_000) as u16;
-    let taken = |addr: (&str, u16)| match TcpListener::bind(addr) {
-        Ok(_) => false,
-        // No IPv6 on this machine: nothing can listen there.
-        Err(e) => e.kind() == std::io::ErrorKind::AddrInUse,
-    };
-    (start..from + 5_000)
-        .chain(from..start)
-        .find(|&port| !taken(("127.0.0.1", port)) && !taken(("::1", port)))
-        .expect("a free port below the ephemeral range")
-}
-
-/// Where [`unused_port`] looks for the port the IPv6-only test binds...
+/// Where [`unused_loopback_port`] looks for the port the IPv6-only test
+/// binds...
 const IPV6_ONLY: u16 = 20_000;
 /// ... and, apart from it, for the tests that need nothing listening.
 const NOTHING: u16 = 25_000;
@@ -79,7 +61,7 @@ fn a_drain_request_is_a_post_to_the_path_on_loopback_and_returns_the_body() {
 #[test]
 fn a_service_on_ipv6_loopback_only_is_reached_on_it() {
     // Bound on ::1; nothing on 127.0.0.1 at that port.
-    let listener = TcpListener::bind(("::1", unused_port(IPV6_ONLY))).unwrap();
+    let listener = TcpListener::bind(("::1", unused_loopback_port(IPV6_ONLY))).unwrap();
     let (port, server) = serve_once_on(
         listener,
         "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
@@ -120,7 +102,7 @@ fn a_refusal_names_the_endpoint_the_status_and_what_it_said() {
 
 #[test]
 fn nothing_listening_says_where_the_service_must_listen() {
-    let port = unused_port(NOTHING);
+    let port = unused_loopback_port(NOTHING);
     let err = DrainRequest::new(port).send().unwrap_err();
     assert!(matches!(&err, PreStopError::NotListening { .. }), "{err:?}");
     let said = err.to_string();
@@ -166,7 +148,8 @@ fn a_silent_endpoint_times_out_within_the_bound() {
 #[test]
 fn the_hook_sleeps_whatever_happened_and_exits_1_on_failure() {
     let start = Instant::now();
-    let code = DrainRequest::new(unused_port(NOTHING)).run_hook(Duration::from_millis(300));
+    let code =
+        DrainRequest::new(unused_loopback_port(NOTHING)).run_hook(Duration::from_millis(300));
     assert!(start.elapsed() >= Duration::from_millis(300));
     assert_eq!(code, std::process::ExitCode::from(1));
     let (port, _server) = serve_once(

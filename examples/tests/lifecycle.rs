@@ -209,7 +209,10 @@ async fn the_strict_policy_refuses_work_while_draining_with_503_and_retry_after(
 async fn drain_subcommand_posts_to_loopback_and_sleeps() {
     // A service on IPv6 loopback only is reached too (on ::1), on a port
     // no other test's service can hold on 127.0.0.1.
-    let ipv6_only = format!("[::1]:{}", unused_port(20_000));
+    let ipv6_only = format!(
+        "[::1]:{}",
+        ate_readiness::testing::unused_loopback_port(20_000)
+    );
     for (bin, listen) in SERVICES
         .iter()
         .flat_map(|bin| [(*bin, "127.0.0.1:0"), (*bin, ipv6_only.as_str())])
@@ -240,7 +243,7 @@ async fn drain_subcommand_posts_to_loopback_and_sleeps() {
 #[test]
 fn drain_subcommand_with_nothing_on_loopback_fails_saying_where_to_listen() {
     // A port nothing listens on, nor can while the test runs.
-    let port = unused_port(25_000);
+    let port = ate_readiness::testing::unused_loopback_port(25_000);
     for bin in SERVICES {
         let out = std::process::Command::new(bin)
             .args(["drain", "--port", &port.to_string(), "--sleep", "0"])

@@ -178,27 +178,6 @@ impl Drop for Service {
     }
 }
 
-/// A loopback port nothing listens on, on 127.0.0.1 or ::1 (each bound
-/// for an instant, then released), from `from..from + 5000`: below the
-/// ephemeral range every `:0` bind draws from (32768-60999 on Linux,
-/// 49152-65535 elsewhere), so no service another test starts on `:0` can
-/// take it meanwhile. With an ephemeral port, one could take the same
-/// number on the other loopback, and the `drain` subcommand, which tries
-/// 127.0.0.1 first, would drain that service instead. Callers that must not
-/// meet each other take apart ranges.
-pub fn unused_port(from: u16) -> u16 {
-    let start = from + (std::process::id() % 5_000) as u16;
-    let taken = |addr: (&str, u16)| match std::net::TcpListener::bind(addr) {
-        Ok(_) => false,
-        // No IPv6 on this machine: nothing can listen there.
-        Err(e) => e.kind() == std::io::ErrorKind::AddrInUse,
-    };
-    (start..from + 5_000)
-        .chain(from..start)
-        .find(|&port| !taken(("127.0.0.1", port)) && !taken(("::1", port)))
-        .expect("a free port below the ephemeral range")
-}
-
 pub fn client() -> reqwest::Client {
     reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
