@@ -2488,6 +2488,28 @@ fn a_service_accounts_pull_secret_is_judged_as_the_pods_own_is() {
     }
 }
 
+/// ServiceAccount `app` with `annotations` (a flow map's inside), whose
+/// one pull secret is `secret`.
+fn account(secret: &str, annotations: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: app\n  annotations: {{{annotations}}}\nimagePullSecrets: [ {{name: {secret}}} ]\n"
+    )
+}
+
+/// A pull secret the kubelet reads, with `annotations`.
+fn pull_secret(name: &str, annotations: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\n  annotations: {{{annotations}}}\ntype: kubernetes.io/dockerconfigjson\ndata: {{.dockerconfigjson: e30=}}\n"
+    )
+}
+
+/// Job `migrate`, a Helm `hook`, running as account `app`.
+fn app_job(hook: &str) -> String {
+    format!(
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: migrate\n  annotations: {{helm.sh/hook: {hook}}}\nspec:\n  template:\n    spec:\n      serviceAccountName: app\n      restartPolicy: Never\n      containers:\n        - name: migrate\n          image: registry.example/app:2\n"
+    )
+}
+
 #[test]
 fn a_hook_that_runs_before_the_change_runs_as_its_account_as_it_is_now() {
     // A pre-upgrade Job runs before the change updates its ServiceAccount:
@@ -2495,25 +2517,14 @@ fn a_hook_that_runs_before_the_change_runs_as_its_account_as_it_is_now() {
     // account's pull secret (oldcred kept, newcred added with the change)
     // is then safe for it; judged by the updated account, it failed, as
     // newcred is not there yet.
-    let account = |secret: &str| {
-        format!(
-            "apiVersion: v1\nkind: ServiceAccount\nmetadata: {{ name: app }}\nimagePullSecrets: [ {{name: {secret}}} ]\n"
-        )
+    let current = docs(&[&account("oldcred", ""), &pull_secret("oldcred", "")]);
+    let rotated = |hook: &str| {
+        docs(&[
+            &account("newcred", ""),
+            &pull_secret("newcred", ""),
+            &app_job(hook),
+        ])
     };
-    let pull_secret = |name: &str| {
-        typed_secret(
-            name,
-            "kubernetes.io/dockerconfigjson",
-            &[".dockerconfigjson"],
-        )
-    };
-    let job = |hook: &str| {
-        format!(
-            "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: migrate\n  annotations: {{helm.sh/hook: {hook}}}\nspec:\n  template:\n    spec:\n      serviceAccountName: app\n      restartPolicy: Never\n      containers:\n        - name: migrate\n          image: registry.example/app:2\n"
-        )
-    };
-    let current = docs(&[&account("oldcred"), &pull_secret("oldcred")]);
-    let rotated = |hook: &str| docs(&[&account("newcred"), &pull_secret("newcred"), &job(hook)]);
     let report = run(&current, &rotated("pre-upgrade"));
     assert!(report.is_safe(), "{}", report.to_text());
     assert_eq!(report.references_checked, 1);
@@ -2539,7 +2550,7 @@ fn a_hook_that_runs_before_the_change_runs_as_its_account_as_it_is_now() {
         report.to_text()
     );
     // And a Secret the account has now that is gone fails as for any pod.
-    let report = run(&account("oldcred"), &job("pre-upgrade"));
+    let report = run(&account("oldcred", ""), &app_job("pre-upgrade"));
     assert_eq!(
         codes(&report),
         vec![("missing-object".into(), None)],
@@ -2554,17 +2565,7 @@ fn a_pod_runs_as_its_account_as_the_change_has_made_it_by_then() {
     // a pod gets the pull secrets of the account as it is when the pod is
     // admitted, so the updated account's only if the change has applied it
     // by then; else the account as it is now.
-    let account = |secret: &str, annotations: &str| {
-        format!(
-            "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: app\n  annotations: {{{annotations}}}\nimagePullSecrets: [ {{name: {secret}}} ]\n"
-        )
-    };
-    let pull_secret = |name: &str, annotations: &str| {
-        format!(
-            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\n  annotations: {{{annotations}}}\ntype: kubernetes.io/dockerconfigjson\ndata: {{.dockerconfigjson: e30=}}\n"
-        )
-    };
-    let job = "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: migrate\n  annotations: {helm.sh/hook: pre-upgrade}\nspec:\n  template:\n    spec:\n      serviceAccountName: app\n      restartPolicy: Never\n      containers:\n        - name: migrate\n          image: registry.example/app:2\n";
+    let job = &app_job("pre-upgrade");
     let web = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  template:\n    spec:\n      serviceAccountName: app\n      containers:\n        - name: web\n          image: registry.example/app:2\n";
     let current = docs(&[&account("oldcred", ""), &pull_secret("oldcred", "")]);
 
