@@ -2,7 +2,7 @@
 # Runs the benchmark suite (or some groups) and writes BENCHMARKS.md,
 # benches/README.md and the SVGs from every result found in target/.
 #   bash benches/run.sh                     # everything
-#   bash benches/run.sh ratelimit memory    # groups: readiness generation ratelimit configguard ledger ledger_latency wiring memory direct_ab http
+#   bash benches/run.sh ratelimit memory    # groups: readiness generation ratelimit configguard ledger ledger_latency wiring memory direct_ab keyed_ab http
 # Settings: MEASURE_SECS (default 3), WARMUP_SECS (default 1),
 # HTTP_SECS (default 5), HTTP_CONNECTIONS (default 16).
 set -euo pipefail
@@ -16,7 +16,7 @@ out="$(cd "$target/ate-bench" && pwd)"
 # The durable ledger bench fsyncs: run it on the project's disk, not tmpfs.
 export ATE_BENCH_DIR="$out"
 groups=("$@")
-[[ ${#groups[@]} -eq 0 ]] && groups=(readiness generation ratelimit configguard ledger ledger_latency wiring memory direct_ab http)
+[[ ${#groups[@]} -eq 0 ]] && groups=(readiness generation ratelimit configguard ledger ledger_latency wiring memory direct_ab keyed_ab http)
 
 for g in "${groups[@]}"; do
   case "$g" in
@@ -29,10 +29,10 @@ for g in "${groups[@]}"; do
       cmd="cargo run --release -p ate-benches --bin ledger_latency -- 300 $target/ate-bench"
       "$target/release/ledger_latency" 300 "$out" | tee "$out/ledger_latency.jsonl"
       ;;
-    direct_ab)
-      cargo build --release -p ate-benches --bin direct_ab
-      cmd="cargo run --release -p ate-benches --bin direct_ab"
-      "$target/release/direct_ab" | tee "$out/direct_ab.jsonl"
+    direct_ab|keyed_ab)
+      cargo build --release -p ate-benches --bin "$g"
+      cmd="cargo run --release -p ate-benches --bin $g"
+      "$target/release/$g" | tee "$out/$g.jsonl"
       ;;
     memory)
       cargo build --release -p ate-benches --bin memory
@@ -45,7 +45,7 @@ for g in "${groups[@]}"; do
       "$target/release/http_overhead" "${HTTP_SECS:-5}" "${HTTP_CONNECTIONS:-16}" | tee "$out/http.jsonl"
       ;;
     *)
-      echo "unknown group $g (readiness generation ratelimit configguard ledger ledger_latency wiring memory direct_ab http)" >&2
+      echo "unknown group $g (readiness generation ratelimit configguard ledger ledger_latency wiring memory direct_ab keyed_ab http)" >&2
       exit 2
       ;;
   esac

@@ -38,6 +38,61 @@ pub fn limiter_paths() -> [(&'static str, ate_ratelimit::Quota, governor::Quota)
     [("allowed", allow, gov_allow), ("denied", deny, gov_deny)]
 }
 
+/// Interleaved A/B timing, for rows where criterion's one-after-the-other
+/// runs are too noisy on a shared VM (`direct_ab`, `keyed_ab`): batches of
+/// `checks` calls, `a` then `b`, `batches` times over, so a neighbour's
+/// burst lands on both. Returns each side's `(min, p10, median)` ns per
+/// call over the batches; the p10 is what a quiet machine gives.
+pub fn interleaved(
+    batches: usize,
+    checks: u32,
+    mut a: impl FnMut() -> bool,
+    mut b: impl FnMut() -> bool,
+) -> (Spread, Spread) {
+    let (mut x, mut y) = (Vec::with_capacity(batches), Vec::with_capacity(batches));
+    for _ in 0..batches {
+        x.push(batch(checks, &mut a));
+        y.push(batch(checks, &mut b));
+    }
+    (Spread::of(x), Spread::of(y))
+}
+
+/// ns per call of one batch of `checks` calls.
+fn batch(checks: u32, mut f: impl FnMut() -> bool) -> f64 {
+    let start = Instant::now();
+    for _ in 0..checks {
+        std::hint::black_box(f());
+    }
+    start.elapsed().as_nanos() as f64 / f64::from(checks)
+}
+
+/// The min, fastest tenth (p10) and median of some batches' ns per call.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spread {
+    /// The fastest batch.
+    pub min: f64,
+    /// The batch a tenth of the way up.
+    pub p10: f64,
+    /// The middle batch.
+    pub median: f64,
+}
+
+impl Spread {
+    fn of(mut v: Vec<f64>) -> Self {
+        v.sort_by(f64::total_cmp);
+        Self {
+            min: v.first().copied().unwrap_or(f64::NAN),
+            p10: v.get(v.len() / 10).copied().unwrap_or(f64::NAN),
+            median: v.get(v.len() / 2).copied().unwrap_or(f64::NAN),
+        }
+    }
+
+    /// `[min,p10,median]`, as the A/B binaries print it.
+    pub fn json(&self) -> String {
+        format!("[{:.2},{:.2},{:.2}]", self.min, self.p10, self.median)
+    }
+}
+
 /// The per-request work the example services add to a route: a readiness
 /// admission guard and a keyed rate-limit check that never denies.
 #[derive(Debug)]

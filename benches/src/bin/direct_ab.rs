@@ -19,46 +19,24 @@
 
 use std::hint::black_box;
 use std::num::NonZeroU32;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use ate_benches::{Spread, interleaved};
 use ate_ratelimit::{Clock, Limiter, MonotonicClock, Quota};
 
 const BATCHES: usize = 300;
 const CHECKS: u32 = 200_000;
 
-/// ns per check of one batch.
-fn batch(mut check: impl FnMut() -> bool) -> f64 {
-    let start = Instant::now();
-    for _ in 0..CHECKS {
-        black_box(check());
-    }
-    start.elapsed().as_nanos() as f64 / f64::from(CHECKS)
-}
-
-/// `(min, p10, median)` of the batches.
-fn spread(mut v: Vec<f64>) -> (f64, f64, f64) {
-    v.sort_by(f64::total_cmp);
-    (v[0], v[v.len() / 10], v[v.len() / 2])
-}
-
-fn print(path: &str, (a, g): ((f64, f64, f64), (f64, f64, f64))) {
+fn print(path: &str, (a, g): (Spread, Spread)) {
     println!(
-        "{{\"path\":\"{path}\",\"ate\":[{:.2},{:.2},{:.2}],\"governor\":[{:.2},{:.2},{:.2}]}}",
-        a.0, a.1, a.2, g.0, g.1, g.2
+        "{{\"path\":\"{path}\",\"ate\":{},\"governor\":{}}}",
+        a.json(),
+        g.json()
     );
 }
 
-/// Interleaved batches of `a` and `b`.
-fn ab(
-    mut a: impl FnMut() -> bool,
-    mut b: impl FnMut() -> bool,
-) -> ((f64, f64, f64), (f64, f64, f64)) {
-    let (mut x, mut y) = (Vec::new(), Vec::new());
-    for _ in 0..BATCHES {
-        x.push(batch(&mut a));
-        y.push(batch(&mut b));
-    }
-    (spread(x), spread(y))
+fn ab(a: impl FnMut() -> bool, b: impl FnMut() -> bool) -> (Spread, Spread) {
+    interleaved(BATCHES, CHECKS, a, b)
 }
 
 fn main() {
