@@ -61,9 +61,10 @@
 //!
 //! A key holds the timestamps of the attempts inside its window, at most N,
 //! as 4-byte offsets from a per-key base: a key at 1 request/s with W = 60 s
-//! holds 60 slots. Its table entry is 24 bytes plus the key: up to three
-//! attempts live in the entry itself, more in one heap block that grows
-//! with the window and shrinks (and goes back inline) as it empties. A key
+//! holds 60 slots. Its table entry is 16 bytes plus the key (24 for a
+//! `u64` key): up to two attempts live in the entry itself, more in one
+//! heap block that grows with the window and shrinks (and goes back
+//! inline) as it empties. A key
 //! whose newest attempt is a window old holds no information and can be
 //! evicted ([`KeyedLimiter::retain_recent`]) without changing any decision;
 //! [`KeyedBuilder::max_keys`] bounds the table. [`Limiter`] (one window per

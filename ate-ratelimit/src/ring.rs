@@ -1,11 +1,11 @@
 //! The storage of one key's window: a ring of `u32` offsets from a per-key
 //! base, oldest first, in one of two shapes chosen to keep the key's table
-//! entry small (24 bytes, so a `u64` key and its window fill half a cache
-//! line; at 100k keys the table's size decides how many lookups miss):
+//! entry small (16 bytes, so a `u64` key and its window take 24; at 100k
+//! keys the table's size decides how many lookups miss):
 //!
-//! - [`Inline`]: up to three offsets inside the entry, no heap pointer to
+//! - [`Inline`]: up to two offsets inside the entry, no heap pointer to
 //!   chase (most keys, most of the time);
-//! - [`HeapRing`]: one boxed slice holding the base, the ring's head and
+//! - [`HeapRing`]: one thin vector holding the base, the ring's head and
 //!   length, then the slots, so a busy key costs one pointer chase. It grows
 //!   geometrically up to the limit, shrinks after a burst, and goes back
 //!   inline once the window is nearly empty.
@@ -13,8 +13,12 @@
 //! The single window of a `Limiter` has its own ring, [`Timeline`]: whole
 //! nanoseconds, no base, a power-of-two capacity.
 
+use std::num::NonZeroU64;
+
+use thin_vec::ThinVec;
+
 /// Slots held inline.
-const INLINE: u32 = 3;
+const INLINE: u32 = 2;
 
 /// Which verdicts record the attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -444,42 +448,114 @@ impl Timeline {
     }
 }
 
-/// Inline length; a `u8` enum so its unused values give [`Ring`] a niche
-/// and the two shapes share 24 bytes without a separate tag.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[repr(u8)]
-enum Len {
-    #[default]
-    Zero,
-    One,
-    Two,
-    Three,
+/// An unused inline slot. Offsets stay below it ([`MAX_OFFSET`]), so it
+/// sorts after every offset held.
+const EMPTY: u32 = u32::MAX;
+
+/// The largest offset a ring holds: a window rebases before an attempt's
+/// offset from its base would pass it.
+pub(crate) const MAX_OFFSET: u32 = EMPTY - 1;
+
+/// Up to two offsets inside the table entry, oldest first, [`EMPTY`] after
+/// the last one held. The base is stored plus one: never zero, the niche
+/// that lets [`Ring`]'s heap shape (a thin pointer) sit beside it in 16
+/// bytes with no tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Inline {
+    base1: NonZeroU64,
+    slots: [u32; INLINE as usize],
 }
 
-impl Len {
-    #[inline]
-    fn get(self) -> u32 {
-        self as u32
-    }
-
-    #[inline]
-    fn new(len: u32) -> Self {
-        match len {
-            0 => Self::Zero,
-            1 => Self::One,
-            2 => Self::Two,
-            _ => Self::Three,
+impl Default for Inline {
+    fn default() -> Self {
+        Self {
+            base1: NonZeroU64::MIN,
+            slots: [EMPTY; INLINE as usize],
         }
     }
 }
 
-/// Up to three offsets inside the table entry.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Inline {
-    base: u64,
-    slots: [u32; INLINE as usize],
-    head: u8,
-    len: Len,
+/// What [`Inline::step`] leaves for the caller.
+#[derive(Debug, Clone, Copy)]
+struct InlineStepped {
+    step: Step,
+    /// Both slots were in use below the limit: this value (already raised
+    /// to the newest) must be appended after growing.
+    grow: Option<u32>,
+}
+
+impl Inline {
+    #[inline(always)]
+    fn base(&self) -> u64 {
+        self.base1.get() - 1
+    }
+
+    #[inline(always)]
+    fn set_base(&mut self, base: u64) {
+        // Bases are ticks, far below u64::MAX; saturating keeps this total.
+        self.base1 = NonZeroU64::MIN.saturating_add(base);
+    }
+
+    #[inline(always)]
+    fn len(&self) -> u32 {
+        u32::from(self.slots[0] != EMPTY) + u32::from(self.slots[1] != EMPTY)
+    }
+
+    /// [`step`] on the two inline slots: the same three rules, written for
+    /// two so that a check of a key with few attempts (most keys) is a
+    /// handful of compares and selects.
+    #[inline(always)]
+    fn step(&mut self, edge: Option<u64>, limit: u32, value: u32, record: Record) -> InlineStepped {
+        let [mut a, mut b] = self.slots;
+        if let Some(edge) = edge {
+            // Clamped, EMPTY stays above the edge; sorted, if the newer
+            // left so did the older.
+            let edge = edge.min(u64::from(MAX_OFFSET)) as u32;
+            if b <= edge {
+                (a, b) = (EMPTY, EMPTY);
+            } else if a <= edge {
+                (a, b) = (b, EMPTY);
+            }
+        }
+        let count = u32::from(a != EMPTY) + u32::from(b != EMPTY);
+        let allowed = count < limit;
+        let recorded = if allowed {
+            record.allowed
+        } else {
+            record.denied
+        };
+        let mut grow = None;
+        if recorded {
+            // Raised to the newest held, so the slots stay sorted.
+            let newest = match count {
+                0 => 0,
+                1 => a,
+                _ => b,
+            };
+            let value = value.max(newest);
+            match count {
+                0 => a = value,
+                // At the limit (1) the oldest of the last N is no longer
+                // needed: replaced.
+                1 if limit <= 1 => a = value,
+                1 => b = value,
+                // Full at the limit (2): drop the oldest, append.
+                _ if limit <= 2 => (a, b) = (b, value),
+                _ => grow = Some(value),
+            }
+        }
+        self.slots = [a, b];
+        InlineStepped {
+            step: Step {
+                allowed,
+                count,
+                recorded,
+                // A denial means at least one is held: the oldest.
+                front: (!allowed && a != EMPTY).then_some(a),
+            },
+            grow,
+        }
+    }
 }
 
 /// Header words of a [`HeapRing`] before its slots.
@@ -489,19 +565,25 @@ const HEAD: usize = 2;
 const LEN: usize = 3;
 const HEADER: usize = 4;
 
-/// Base, head, length and slots in one allocation: one pointer to chase.
+/// Bytes of `thin_vec`'s own header (length and capacity) before a
+/// [`HeapRing`]'s words, in the same allocation.
+const THIN_VEC_HEADER: usize = 2 * std::mem::size_of::<usize>();
+
+/// Base, head, length and slots in one allocation behind a thin pointer:
+/// one pointer to chase, and 8 bytes in the table entry.
 #[derive(Debug, Clone)]
-pub(crate) struct HeapRing(Box<[u32]>);
+pub(crate) struct HeapRing(ThinVec<u32>);
 
 impl HeapRing {
     /// A ring of `cap` slots holding `items` (oldest first), from `base`.
     fn new(base: u64, items: impl ExactSizeIterator<Item = u32>, cap: u32) -> Self {
         let len = items.len() as u32;
-        let mut words = vec![0u32; HEADER + cap.max(len) as usize].into_boxed_slice();
-        for (slot, v) in words[HEADER..].iter_mut().zip(items) {
-            *slot = v;
-        }
-        let mut ring = Self(words);
+        let words = HEADER + cap.max(len) as usize;
+        let mut v = ThinVec::with_capacity(words);
+        v.extend([0; HEADER]);
+        v.extend(items);
+        v.resize(words, 0);
+        let mut ring = Self(v);
         ring.set_base(base);
         ring.set_cursor(Cursor { head: 0, len });
         ring
@@ -538,16 +620,6 @@ impl HeapRing {
     }
 }
 
-impl Inline {
-    #[inline]
-    fn cursor(&self) -> Cursor {
-        Cursor {
-            head: u32::from(self.head),
-            len: self.len.get(),
-        }
-    }
-}
-
 /// One key's offsets, inline or on the heap.
 #[derive(Debug, Clone)]
 pub(crate) enum Ring {
@@ -565,7 +637,7 @@ impl Ring {
     #[inline]
     pub(crate) fn base(&self) -> u64 {
         match self {
-            Self::Inline(i) => i.base,
+            Self::Inline(i) => i.base(),
             Self::Heap(h) => h.base(),
         }
     }
@@ -573,7 +645,7 @@ impl Ring {
     #[inline]
     pub(crate) fn set_base(&mut self, base: u64) {
         match self {
-            Self::Inline(i) => i.base = base,
+            Self::Inline(i) => i.set_base(base),
             Self::Heap(h) => h.set_base(base),
         }
     }
@@ -581,7 +653,7 @@ impl Ring {
     #[inline]
     pub(crate) fn len(&self) -> usize {
         match self {
-            Self::Inline(i) => i.len.get() as usize,
+            Self::Inline(i) => i.len() as usize,
             Self::Heap(h) => h.0[LEN] as usize,
         }
     }
@@ -598,7 +670,13 @@ impl Ring {
     #[inline]
     fn view(&self) -> (&[u32], Cursor) {
         match self {
-            Self::Inline(i) => (&i.slots, i.cursor()),
+            Self::Inline(i) => (
+                &i.slots,
+                Cursor {
+                    head: 0,
+                    len: i.len(),
+                },
+            ),
             Self::Heap(h) => (&h.0[HEADER..], h.cursor()),
         }
     }
@@ -632,30 +710,34 @@ impl Ring {
         offset: u32,
         record: Record,
     ) -> Step {
-        let stepped = match self {
+        match self {
             Self::Inline(i) => {
-                let at = i.cursor();
-                let s = step(&mut i.slots, at, edge, limit, offset, record);
-                i.head = s.cursor.head as u8;
-                i.len = Len::new(s.cursor.len);
-                s
+                let s = i.step(edge, limit, offset, record);
+                if let Some(offset) = s.grow {
+                    self.grow_and_push(offset, limit);
+                }
+                s.step
             }
             Self::Heap(h) => {
-                let at = h.cursor();
-                let s = step(&mut h.0[HEADER..], at, edge, limit, offset, record);
-                h.set_cursor(s.cursor);
-                s
+                // One slice for the whole step: each index of the vector
+                // itself would load its length from the heap again.
+                let (header, buf) = h.0.split_at_mut(HEADER);
+                let at = Cursor {
+                    head: header[HEAD],
+                    len: header[LEN],
+                };
+                let s = step(buf, at, edge, limit, offset, record);
+                (header[HEAD], header[LEN]) = (s.cursor.head, s.cursor.len);
+                if let Some(offset) = s.grow {
+                    // Growing happens only below the limit: allowed, no
+                    // front.
+                    self.grow_and_push(offset, limit);
+                } else if s.expired > 0 {
+                    self.maybe_shrink();
+                }
+                s.step
             }
-        };
-        if let Some(offset) = stepped.grow {
-            // Growing happens only below the limit: allowed, no front.
-            self.grow_and_push(offset, limit);
-            return stepped.step;
         }
-        if stepped.expired > 0 {
-            self.maybe_shrink();
-        }
-        stepped.step
     }
 
     /// Appends `offset` to a full ring, moving to a bigger one (at most
@@ -663,7 +745,7 @@ impl Ring {
     #[cold]
     fn grow_and_push(&mut self, offset: u32, limit: u32) {
         let (base, cap) = match self {
-            Self::Inline(i) => (i.base, 8),
+            Self::Inline(i) => (i.base(), 8),
             Self::Heap(h) => (h.base(), h.cap() * 2),
         };
         let cap = cap.clamp(INLINE + 1, limit.max(INLINE + 1));
@@ -686,15 +768,15 @@ impl Ring {
         }
     }
 
+    /// Moves a ring holding at most [`INLINE`] offsets inline.
     #[cold]
     fn go_inline(&mut self) {
-        let mut inline = Inline {
-            base: self.base(),
-            ..Inline::default()
-        };
-        let items: Vec<u32> = self.iter().collect();
-        inline.slots[..items.len()].copy_from_slice(&items);
-        inline.len = Len::new(items.len() as u32);
+        let mut inline = Inline::default();
+        inline.set_base(self.base());
+        for (slot, offset) in inline.slots.iter_mut().zip(self.iter()) {
+            *slot = offset;
+        }
+        debug_assert!(self.len() <= INLINE as usize);
         *self = Self::Inline(inline);
     }
 
@@ -702,8 +784,8 @@ impl Ring {
     pub(crate) fn for_each_mut(&mut self, mut f: impl FnMut(&mut u32)) {
         let (slots, at) = match self {
             Self::Inline(i) => {
-                let at = i.cursor();
-                (&mut i.slots[..], at)
+                let len = i.len();
+                (&mut i.slots[..], Cursor { head: 0, len })
             }
             Self::Heap(h) => {
                 let at = h.cursor();
@@ -720,13 +802,14 @@ impl Ring {
     pub(crate) fn heap_bytes(&self) -> usize {
         match self {
             Self::Inline(_) => 0,
-            Self::Heap(h) => std::mem::size_of_val(&*h.0),
+            Self::Heap(h) => THIN_VEC_HEADER + h.0.capacity() * std::mem::size_of::<u32>(),
         }
     }
 }
 
-// The point of the two shapes: 24 bytes, no separate tag.
-const _: () = assert!(std::mem::size_of::<Ring>() == 24);
+// The point of the two shapes: 16 bytes, no separate tag, so a `u64` key
+// and its window take 24.
+const _: () = assert!(std::mem::size_of::<Ring>() == 16);
 
 #[cfg(test)]
 mod tests {
@@ -974,6 +1057,48 @@ mod tests {
         ring
     }
 
+    /// A ring for `limit` holding attempts at `offsets`.
+    fn holding(limit: u32, offsets: impl IntoIterator<Item = u32>) -> Ring {
+        let mut ring = Ring::default();
+        for offset in offsets {
+            let _ = ring.step(None, limit, offset, Record::ALL);
+        }
+        ring
+    }
+
+    /// A key checked again after longer than its offsets span (hours, in
+    /// 1 µs ticks) first drops what left against an edge past `u32::MAX`:
+    /// every held attempt leaves (the edge is not cut to its low 32 bits,
+    /// which here would keep them), and no empty inline slot is taken for
+    /// one.
+    #[test]
+    fn an_edge_past_every_offset_drops_what_is_held_and_nothing_else() {
+        let edge = Some((1u64 << 32) + 50);
+        let cases: [(u32, &[u32]); 6] = [
+            (3, &[]),
+            (3, &[100]),
+            (3, &[100, 200]),
+            (1, &[100]),
+            (2, &[100, 200]),
+            (10, &[100, 200, 300, 400, 500]),
+        ];
+        for (limit, offsets) in cases {
+            let mut ring = holding(limit, offsets.iter().copied());
+            let step = ring.step(edge, limit, 0, Record::NONE);
+            assert_eq!(
+                (step.count, step.allowed, ring.len()),
+                (0, true, 0),
+                "limit {limit}, holding {offsets:?}"
+            );
+            assert!(matches!(ring, Ring::Inline(_)), "{ring:?}");
+        }
+        // Below every offset, nothing leaves; an empty slot is never held.
+        let mut ring = holding(3, [4]);
+        let step = ring.step(Some(3), 3, 5, Record::ALL);
+        assert_eq!((step.count, ring.len()), (1, 2));
+        assert!(ring.iter().eq([4, 5]));
+    }
+
     #[test]
     fn a_calm_key_goes_back_inline() {
         let mut ring = filled(100, 10);
@@ -1004,7 +1129,7 @@ mod tests {
                 capacities.push(ring.capacity());
             }
         }
-        assert_eq!(capacities, [3, 8, 16, 32, 64, 100]);
+        assert_eq!(capacities, [2, 8, 16, 32, 64, 100]);
         assert_eq!(ring.len(), 100);
     }
 

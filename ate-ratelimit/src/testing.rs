@@ -144,7 +144,10 @@ pub struct Step {
 }
 
 /// Traffic over `keys` callers: mostly tight bursts, some steady spacing,
-/// occasional clock jumps past the window. Times are whole milliseconds.
+/// occasional clock jumps past the window, now and then by hours (past
+/// what a keyed window's 4-byte offsets span in 1 µs ticks, about 71.6
+/// minutes, so a key checked again after one moves its base). Times are
+/// whole milliseconds.
 pub fn traffic(keys: u8, max_len: usize) -> impl Strategy<Value = Vec<Step>> {
     let advance = prop_oneof![
         5 => Just(0u64),
@@ -152,6 +155,7 @@ pub fn traffic(keys: u8, max_len: usize) -> impl Strategy<Value = Vec<Step>> {
         3 => 500u64..5_000,
         1 => 5_000u64..60_000,
         1 => 60_000u64..600_000,
+        1 => 4_300_000u64..10_000_000,
     ];
     proptest::collection::vec(
         (advance, 0..keys.max(1)).prop_map(|(ms, key)| Step {

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use crate::ring::{Record, Ring, Step};
+use crate::ring::{MAX_OFFSET, Record, Ring, Step};
 
 /// Timing parameters shared by every window of one limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,7 +94,7 @@ impl Window {
         if self.ring.len() == 0 {
             base = at.saturating_sub(g.window);
             self.ring.set_base(base);
-        } else if at.saturating_sub(base) > u64::from(u32::MAX) {
+        } else if at.saturating_sub(base) > u64::from(MAX_OFFSET) {
             base = self.expire_and_rebase(g, now, at);
         }
         // An attempt at tick `a` counts at `now` iff a > now - window.

@@ -477,8 +477,8 @@ fn a_keyed_limiter_reports_its_policy_emptiness_and_heap_bytes() {
     assert!(l.check_at(&7, Timestamp::ZERO).is_allowed());
     assert!(!l.is_empty());
     // One inline key: table slots only, each an entry (a u64 key and its
-    // 24-byte window) and a control byte.
-    let slot = 8 + 24 + 1;
+    // 16-byte window) and a control byte.
+    let slot = 8 + 16 + 1;
     let bytes = l.heap_bytes();
     assert!(
         bytes >= slot && bytes.is_multiple_of(slot),
