@@ -63,8 +63,10 @@
 //! as 4-byte offsets from a per-key base: a key at 1 request/s with W = 60 s
 //! holds 60 slots. Its table entry is 16 bytes plus the key (24 for a
 //! `u64` key): up to two attempts live in the entry itself, more in one
-//! heap block that grows with the window and shrinks (and goes back
-//! inline) as it empties. A key
+//! heap block that grows with the window and shrinks as it empties, going
+//! back inline once the key has held at most one attempt for a whole
+//! window (a key that pauses and bursts again refills its block instead of
+//! growing a new one). A key
 //! whose newest attempt is a window old holds no information and can be
 //! evicted ([`KeyedLimiter::retain_recent`]) without changing any decision;
 //! [`KeyedBuilder::max_keys`] bounds the table. [`Limiter`] (one window per

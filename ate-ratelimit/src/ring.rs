@@ -8,7 +8,7 @@
 //! - [`HeapRing`]: one thin vector holding the base, the ring's head and
 //!   length, then the slots, so a busy key costs one pointer chase. It grows
 //!   geometrically up to the limit, shrinks after a burst, and goes back
-//!   inline once the window is nearly empty.
+//!   inline once the window has stayed nearly empty for a whole window.
 //!
 //! The single window of a `Limiter` has its own ring, [`Timeline`]: whole
 //! nanoseconds, no base, a power-of-two capacity.
@@ -563,7 +563,12 @@ const BASE_LO: usize = 0;
 const BASE_HI: usize = 1;
 const HEAD: usize = 2;
 const LEN: usize = 3;
-const HEADER: usize = 4;
+/// Where the wait to go inline began (an offset), or [`NOT_WAITING`].
+const LOW: usize = 4;
+const HEADER: usize = 5;
+
+/// [`LOW`] while a heap ring holds more than one attempt.
+const NOT_WAITING: u32 = u32::MAX;
 
 /// Bytes of `thin_vec`'s own header (length and capacity) before a
 /// [`HeapRing`]'s words, in the same allocation.
@@ -580,7 +585,7 @@ impl HeapRing {
         let len = items.len() as u32;
         let words = HEADER + cap.max(len) as usize;
         let mut v = ThinVec::with_capacity(words);
-        v.extend([0; HEADER]);
+        v.extend([0, 0, 0, 0, NOT_WAITING]);
         v.extend(items);
         v.resize(words, 0);
         let mut ring = Self(v);
@@ -594,8 +599,15 @@ impl HeapRing {
         u64::from(self.0[BASE_LO]) | (u64::from(self.0[BASE_HI]) << 32)
     }
 
+    /// Moves the base; a wait to go inline keeps its start in time (or
+    /// starts at the new base, if it began before it).
     #[inline]
     fn set_base(&mut self, base: u64) {
+        let since = self.0[LOW];
+        if since != NOT_WAITING {
+            let at = self.base() + u64::from(since);
+            self.0[LOW] = at.saturating_sub(base).min(u64::from(MAX_OFFSET)) as u32;
+        }
         self.0[BASE_LO] = base as u32;
         self.0[BASE_HI] = (base >> 32) as u32;
     }
@@ -732,8 +744,9 @@ impl Ring {
                     // Growing happens only below the limit: allowed, no
                     // front.
                     self.grow_and_push(offset, limit);
-                } else if s.expired > 0 {
-                    self.maybe_shrink();
+                } else if s.expired > 0 || s.cursor.len <= 2 {
+                    // (At two, a wait to go inline ends.)
+                    self.maybe_shrink(edge, offset);
                 }
                 s.step
             }
@@ -753,16 +766,33 @@ impl Ring {
         *self = Self::Heap(HeapRing::new(base, items.into_iter(), cap));
     }
 
-    /// Gives memory back: back inline once at most one offset is left (a
-    /// key that calmed down), and a heap ring at most a quarter used is
-    /// halved.
+    /// Gives memory back: back inline once at most one offset has been
+    /// left for a whole window (a key that calmed down), and a heap ring
+    /// at most a quarter used is halved. `now` is the check's offset and
+    /// `edge` its edge, as [`step`] takes them.
+    ///
+    /// Why wait: a key that bursts, pauses for longer than the window and
+    /// bursts again would otherwise give its ring back at the first check
+    /// after the pause and grow it again, doubling, as it refills (four
+    /// allocations and copies for 30 attempts), all under its shard's
+    /// lock. Waiting keeps the ring; a key that stays calm goes inline at
+    /// its first check a window on. (A wait that a rebase ends, after
+    /// hours idle, counts from the old base: long past.)
     #[inline]
-    fn maybe_shrink(&mut self) {
+    fn maybe_shrink(&mut self, edge: Option<u64>, now: u32) {
         let Self::Heap(h) = self else { return };
         let (base, cap, len) = (h.base(), h.cap(), h.cursor().len);
         if len <= 1 {
-            self.go_inline();
-        } else if cap > 64 && len < cap / 4 {
+            let since = h.0[LOW];
+            if since == NOT_WAITING {
+                h.0[LOW] = now;
+            } else if edge.is_some_and(|edge| u64::from(since) <= edge) {
+                self.go_inline();
+            }
+            return;
+        }
+        h.0[LOW] = NOT_WAITING;
+        if cap > 64 && len < cap / 4 {
             let items: Vec<u32> = self.iter().collect();
             *self = Self::Heap(HeapRing::new(base, items.into_iter(), cap / 2));
         }
@@ -1090,7 +1120,12 @@ mod tests {
                 (0, true, 0),
                 "limit {limit}, holding {offsets:?}"
             );
-            assert!(matches!(ring, Ring::Inline(_)), "{ring:?}");
+            // (A heap ring waits a window before going inline.)
+            assert_eq!(
+                matches!(ring, Ring::Inline(_)),
+                offsets.len() <= 2,
+                "{ring:?}"
+            );
         }
         // Below every offset, nothing leaves; an empty slot is never held.
         let mut ring = holding(3, [4]);
@@ -1099,23 +1134,96 @@ mod tests {
         assert!(ring.iter().eq([4, 5]));
     }
 
+    /// Whether `ring` is on the heap, in the allocation at `ptr`.
+    fn heap_at(ring: &Ring) -> Option<*const u32> {
+        match ring {
+            Ring::Heap(h) => Some(h.0.as_ptr()),
+            Ring::Inline(_) => None,
+        }
+    }
+
+    /// Down to one attempt, a key goes back inline at its first check a
+    /// whole window after the one that found it so (each check here: its
+    /// offset, and an edge a window of 2 before it).
     #[test]
-    fn a_calm_key_goes_back_inline() {
+    fn a_calm_key_goes_back_inline_a_window_on() {
         let mut ring = filled(100, 10);
-        assert!(matches!(ring, Ring::Heap(_)));
         assert!(ring.heap_bytes() > 0);
+        let storage = heap_at(&ring);
+        // Down to one at offset 10: the wait starts.
         let _ = ring.step(Some(8), 100, 10, Record::NONE);
+        assert!(ring.iter().eq([9]));
+        assert_eq!(heap_at(&ring), storage);
+        // Not yet a window on (the edge, 9, is before 10).
+        let _ = ring.step(Some(9), 100, 11, Record::NONE);
+        assert_eq!(heap_at(&ring), storage);
+        // A window on: inline, the heap block given back.
+        let _ = ring.step(Some(10), 100, 12, Record::ALL);
         assert!(matches!(ring, Ring::Inline(_)), "{ring:?}");
         assert_eq!(ring.heap_bytes(), 0);
-        assert!(ring.iter().eq([9]));
+        assert!(ring.iter().eq([12]));
 
-        // Down to one by a single attempt leaving is calm too.
+        // Two held is not calm: no wait starts.
         let mut ring = filled(100, 10);
         let _ = ring.step(Some(7), 100, 10, Record::NONE);
         assert!(ring.iter().eq([8, 9]));
-        let _ = ring.step(Some(8), 100, 10, Record::NONE);
+        let _ = ring.step(Some(7), 100, 20, Record::NONE);
+        // Both leave at 40: the wait starts there, not at 10 or 20 (which
+        // would be a window before).
+        let _ = ring.step(Some(30), 100, 40, Record::NONE);
+        assert_eq!(ring.len(), 0);
+        assert!(matches!(ring, Ring::Heap(_)), "{ring:?}");
+    }
+
+    /// A burst, a pause longer than the window, a burst: the second burst
+    /// refills the same heap block, with nothing given back or grown.
+    #[test]
+    fn a_key_refilled_after_a_pause_keeps_its_ring() {
+        let mut ring = filled(100, 40);
+        let (storage, capacity) = (heap_at(&ring), ring.capacity());
+        assert_eq!(capacity, 64);
+        // Every attempt has left by the first check after the pause.
+        for t in 1_000..1_040 {
+            let step = ring.step(Some(900), 100, t, Record::ALL);
+            assert_eq!(step.count, t - 1_000);
+            assert_eq!((heap_at(&ring), ring.capacity()), (storage, capacity));
+        }
+        assert!(ring.iter().eq(1_000..1_040));
+        // Fuller than one again, the wait is over: a later drain starts a
+        // new one, from its own check.
+        let _ = ring.step(Some(1_100), 100, 1_200, Record::NONE);
+        assert_eq!(heap_at(&ring), storage);
+        let _ = ring.step(Some(1_199), 100, 1_201, Record::NONE);
+        assert_eq!(heap_at(&ring), storage);
+        let _ = ring.step(Some(1_200), 100, 1_202, Record::NONE);
         assert!(matches!(ring, Ring::Inline(_)), "{ring:?}");
-        assert!(ring.iter().eq([9]));
+    }
+
+    /// A key with one attempt a window, after a burst, is back inline by
+    /// its second check.
+    #[test]
+    fn a_key_with_one_attempt_a_window_goes_inline() {
+        let mut ring = filled(100, 10);
+        let _ = ring.step(Some(100), 100, 110, Record::ALL);
+        assert!(matches!(ring, Ring::Heap(_)));
+        let _ = ring.step(Some(210), 100, 220, Record::ALL);
+        assert!(matches!(ring, Ring::Inline(_)), "{ring:?}");
+        assert!(ring.iter().eq([220]));
+    }
+
+    /// Moving the base keeps a wait's start where it was in time.
+    #[test]
+    fn a_wait_to_go_inline_survives_a_new_base() {
+        let mut ring = filled(100, 10);
+        let _ = ring.step(Some(8), 100, 10, Record::NONE);
+        ring.set_base(4);
+        // The wait began at 10 from base 0: 6 from base 4; the attempt is
+        // at 9 - 4 = 5 (a rebase moves the offsets itself).
+        ring.for_each_mut(|o| *o -= 4);
+        let _ = ring.step(Some(5), 100, 7, Record::NONE);
+        assert!(matches!(ring, Ring::Heap(_)));
+        let _ = ring.step(Some(6), 100, 8, Record::NONE);
+        assert!(matches!(ring, Ring::Inline(_)), "{ring:?}");
     }
 
     /// Growth doubles (so appending stays amortised O(1)), up to the limit.
