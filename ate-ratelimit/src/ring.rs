@@ -28,6 +28,12 @@ pub(crate) struct Record {
 }
 
 impl Record {
+    /// Whether an attempt with this verdict is recorded.
+    #[inline(always)]
+    pub(crate) fn takes(self, allowed: bool) -> bool {
+        if allowed { self.allowed } else { self.denied }
+    }
+
     /// Record whatever the verdict.
     pub(crate) const ALL: Self = Self {
         allowed: true,
@@ -109,11 +115,7 @@ fn step(
     }
     let count = at.len;
     let allowed = count < limit;
-    let recorded = if allowed {
-        record.allowed
-    } else {
-        record.denied
-    };
+    let recorded = record.takes(allowed);
     let mut grow = None;
     if recorded {
         let value = if at.len > 0 {
@@ -337,11 +339,7 @@ impl Timeline {
         let cap = self.slots.len() as u32;
         let at = |i: u32| counter_slot(i, cap as usize);
         let count = end.wrapping_sub(start);
-        let recorded = if allowed {
-            record.allowed
-        } else {
-            record.denied
-        };
+        let recorded = record.takes(allowed);
         if recorded {
             // An attempt at or before the newest recorded one is taken as
             // that one (the ring stays sorted).
@@ -519,11 +517,7 @@ impl Inline {
         }
         let count = u32::from(a != EMPTY) + u32::from(b != EMPTY);
         let allowed = count < limit;
-        let recorded = if allowed {
-            record.allowed
-        } else {
-            record.denied
-        };
+        let recorded = record.takes(allowed);
         let mut grow = None;
         if recorded {
             // Raised to the newest held, so the slots stay sorted.
