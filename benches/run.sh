@@ -2,7 +2,7 @@
 # Runs the benchmark suite (or some groups) and writes BENCHMARKS.md,
 # benches/README.md and the SVGs from every result found in target/.
 #   bash benches/run.sh                     # everything
-#   bash benches/run.sh ratelimit memory    # groups: readiness generation ratelimit configguard ledger ledger_latency wiring memory direct_ab keyed_ab http
+#   bash benches/run.sh ratelimit memory    # groups (the tables are rewritten once target/ holds every group's results): readiness generation ratelimit configguard ledger ledger_latency wiring memory direct_ab keyed_ab http
 # Settings: MEASURE_SECS (default 3), WARMUP_SECS (default 1),
 # HTTP_SECS (default 5), HTTP_CONNECTIONS (default 16).
 set -euo pipefail

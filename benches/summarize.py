@@ -67,6 +67,23 @@ def cpu_model():
 
 c = load_criterion()
 
+# A group with no results in this target (a fresh clone that ran one group)
+# would drop its rows from the committed tables: write those tables under the
+# target instead, and say which groups to run.
+CRITERION_GROUPS = {"readiness": "readiness/", "generation": "generation/", "ratelimit": "ratelimit/",
+                    "configguard": "configguard/", "ledger": "ledger/", "wiring": "http/wiring_per_request/"}
+JSONL_GROUPS = {"ledger_latency": "ledger_latency.jsonl", "memory": "memory.jsonl", "direct_ab": "direct_ab.jsonl",
+                "keyed_ab": "keyed_ab.jsonl", "http": "http.jsonl"}
+missing = [g for g, prefix in CRITERION_GROUPS.items() if not any(k.startswith(prefix) for k in c)]
+missing += [g for g, name in JSONL_GROUPS.items() if not load_jsonl(name)]
+if missing:
+    partial = os.path.join(target, "ate-bench", "partial")
+    print(f"no results in {target} for: {' '.join(missing)}; BENCHMARKS.md and benches/README.md are left as they are,"
+          f" and the tables from what was run go to {partial}/ (run the rest, e.g. bash benches/run.sh {' '.join(missing)},"
+          " to rewrite them)", file=sys.stderr)
+    out_md = os.path.join(partial, os.path.basename(out_md))
+    svg_dir = partial
+
 # (row label, measured id, compared-against id or None, goal text, goal check)
 ROWS = [
     ("readiness: state check", "readiness/state_check/ate_gate_is_serving", "readiness/state_check/floor_atomic_load_relaxed", "≤ 2x relaxed load", lambda r: r <= 2.0),
@@ -320,6 +337,11 @@ bash benches/run.sh              # everything; rewrites BENCHMARKS.md and this f
 bash benches/run.sh ratelimit    # one group: readiness generation ratelimit configguard ledger ledger_latency wiring memory direct_ab keyed_ab http
 cargo test -p ate-benches --benches   # smoke run (each bench once), as CI does
 ```
+
+A run rewrites the tables only when `target/` holds results for every group
+(criterion keeps earlier ones there, so groups can be run one at a time);
+otherwise the tables of what was run go to `target/ate-bench/partial/`, and
+the script names the groups still to run.
 
 """
 body = "\n".join(lines[1:]).replace("](benches/", "](")
