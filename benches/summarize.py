@@ -75,12 +75,15 @@ CRITERION_GROUPS = {"readiness": "readiness/", "generation": "generation/", "rat
 JSONL_GROUPS = {"ledger_latency": "ledger_latency.jsonl", "memory": "memory.jsonl", "direct_ab": "direct_ab.jsonl",
                 "keyed_ab": "keyed_ab.jsonl", "http": "http.jsonl"}
 missing = [g for g, prefix in CRITERION_GROUPS.items() if not any(k.startswith(prefix) for k in c)]
-missing += [g for g, name in JSONL_GROUPS.items() if not load_jsonl(name)]
+# Each binary's results, read once.
+runs = {g: load_jsonl(name) for g, name in JSONL_GROUPS.items()}
+missing += [g for g, rows in runs.items() if not rows]
 if missing:
     partial = os.path.join(target, "ate-bench", "partial")
     print(f"no results in {target} for: {' '.join(missing)}; BENCHMARKS.md and benches/README.md are left as they are,"
           f" and the tables from what was run go to {partial}/ (run the rest, e.g. bash benches/run.sh {' '.join(missing)},"
           " to rewrite them)", file=sys.stderr)
+    os.makedirs(partial, exist_ok=True)
     out_md = os.path.join(partial, os.path.basename(out_md))
     svg_dir = partial
 
@@ -115,14 +118,14 @@ DIRECT_AB_PATHS = {
     "ratelimit/direct_allowed/ate_check": "allowed",
     "ratelimit/direct_denied/ate_check": "denied",
 }
-AB_P10 = {r["path"]: r["ate"][1] / r["governor"][1] for r in load_jsonl("direct_ab.jsonl") if r["path"] != "clock"}
+AB_P10 = {r["path"]: r["ate"][1] / r["governor"][1] for r in runs["direct_ab"] if r["path"] != "clock"}
 # The keyed rows in `keyed_ab` (path, keys), and its p10 ratios.
 KEYED_AB_ROWS = {
     f"ratelimit/keyed_{path}/ate/{keys}": (path, keys)
     for path in ("allowed", "denied")
     for keys in (1000, 100000)
 }
-KEYED_AB_P10 = {(r["path"], r["keys"]): r["ate"][1] / r["governor"][1] for r in load_jsonl("keyed_ab.jsonl")}
+KEYED_AB_P10 = {(r["path"], r["keys"]): r["ate"][1] / r["governor"][1] for r in runs["keyed_ab"]}
 
 
 def keyed_met(ratio):
@@ -183,7 +186,7 @@ if any(x[1] for x in cg):
         per = lc / n
         lines.append(f"| {n:,} | {fmt_ns(lc)} | {fmt_ns(co)} | {fmt_ns(per)} | {per / base:.2f}x |" if base else f"| {n} | {fmt_ns(lc)} | {fmt_ns(co)} | {fmt_ns(per)} | – |")
 
-lat = load_jsonl("ledger_latency.jsonl")
+lat = runs["ledger_latency"]
 if lat:
     by = {l["what"]: l for l in lat}
     f, r, cyc = by.get("bare_fsync"), by.get("redb_durable_transition"), by.get("cycles_per_sec")
@@ -196,7 +199,7 @@ if lat:
     if cyc:
         lines.append(f"\nbegin → dispatch → close throughput: {cyc['memory']:,.0f} attempts/s in memory, {cyc['redb']:,.0f} attempts/s durable (3 commits of 2 fsyncs each).\n")
 
-ab = load_jsonl("direct_ab.jsonl")
+ab = runs["direct_ab"]
 if ab:
     lines.append("\n## ate-ratelimit: direct `check()`, interleaved with governor\n")
     lines.append("The two direct rows above again, by `direct_ab`: batches of 200,000 checks, ate then governor, 300 times over, so a neighbour's burst on this shared VM lands on both. ns per check over the batches; the fastest tenth (p10) is what a quiet machine gives, and its ratio is the one to read. Goal: ≤ 1.0x. A third row, `allowed_few`, is the allowed path again under a quota whose window holds a few hundred attempts at this rate (10,000 per 10 µs), as a service's limiter does; the `allowed` row's quota (10^6 per 1 ms) keeps 50,000-80,000 in its window and, since each of its batches follows one of governor's that is longer than that window, drains and refills it every batch, as a burst after a pause does.\n")
@@ -212,7 +215,7 @@ if ab:
     if clock:
         lines.append(f"\nThe clock alone, in the same run: {clock['ate'][1]:.2f} ns p10 through ate's `MonotonicClock`, {clock['governor'][1]:.2f} ns through quanta's `Clock::now` (what governor reads). Governor's whole check costs what its clock read costs: its one-word update hides behind the read. For ate to reach 1.0x, the lock and the ring's work would have to hide behind it as well; they add about 0.5-1 ns where the window holds a few hundred attempts, and about 1.5 ns where it holds 50,000-80,000 and refills every batch. This machine is a shared VM: a run whose governor p10 is well above its min (11.1-11.3 ns) was taken on a busy host; read the mins then.\n")
 
-kab = load_jsonl("keyed_ab.jsonl")
+kab = runs["keyed_ab"]
 if kab:
     lines.append("\n## ate-ratelimit: keyed `check()`, interleaved with governor\n")
     lines.append("The four keyed rows above again, by `keyed_ab`: batches of 200,000 checks (keys taken with a stride of 7,919, as in the criterion rows), ate then governor, 300 times over. Criterion runs one after the other, and on this shared VM a neighbour's use of the cache has moved the 100k rows by up to 2x between runs of the same code; interleaved, it lands on both. ns per check; the p10 ratio is the one to read. Goal: ≤ 1.0x, with 1.25x the floor accepted. At 1,000 keys on the allowed path (a 1 ms window) each batch starts with its windows drained by the other side's batch, as a burst after a pause does.\n")
@@ -223,7 +226,7 @@ if kab:
         ratio = a[1] / g[1]
         lines.append(f"| {r['path']} | {r['keys']:,} | {spread(a)} | {spread(g)} | {ratio:.2f}x | {keyed_met(ratio)} |")
 
-mem = load_jsonl("memory.jsonl")
+mem = runs["memory"]
 if mem:
     lines.append("\n## ate-ratelimit: memory per key (100k keys, counting allocator)\n")
     gov = next((m["bytes_per_key"] for m in mem if m["limiter"] == "governor_keyed"), None)
@@ -235,7 +238,7 @@ if mem:
         ok = "" if not g else (" (met)" if m["bytes_per_key"] <= g[1] else " (not met)")
         lines.append(f"| {m['limiter']} (N = 600 / 60 s) | {m['bytes_per_key']:.0f} | {m['bytes_per_key'] / gov:.{1 if m['bytes_per_key'] < 10 * gov else 0}f}x | {(g[0] + ok) if g else '–'} |" if gov else f"| {m['limiter']} | {m['bytes_per_key']:.0f} | – | – |")
 
-http = load_jsonl("http.jsonl")
+http = runs["http"]
 if http:
     lines.append("\n## HTTP overhead of the wiring (readiness guard + keyed rate-limit check)\n")
     lines.append("Same trivial route, bare and wired, one server worker, a keep-alive load generator on the other core over loopback; median of rounds. Goal: wired ≥ 97% of bare throughput.\n")
