@@ -2,7 +2,7 @@
 # Runs the benchmark suite (or some groups) and writes BENCHMARKS.md,
 # benches/README.md and the SVGs from every result found in target/.
 #   bash benches/run.sh                     # everything
-#   bash benches/run.sh ratelimit memory    # groups (the tables are rewritten once target/ holds every group's results): readiness generation ratelimit configguard ledger ledger_latency wiring memory direct_ab keyed_ab http
+#   bash benches/run.sh ratelimit memory    # some groups (all_groups below); the tables are rewritten once target/ holds every group's results
 # Settings: MEASURE_SECS (default 3), WARMUP_SECS (default 1),
 # HTTP_SECS (default 5), HTTP_CONNECTIONS (default 16).
 set -euo pipefail
@@ -15,8 +15,11 @@ mkdir -p "$target/ate-bench"
 out="$(cd "$target/ate-bench" && pwd)"
 # The durable ledger bench fsyncs: run it on the project's disk, not tmpfs.
 export ATE_BENCH_DIR="$out"
+# Every group. summarize.py knows where each one's results are and checks
+# that it was given this same list, so a group is added in both places.
+all_groups=(readiness generation ratelimit configguard ledger ledger_latency wiring memory direct_ab keyed_ab http)
 groups=("$@")
-[[ ${#groups[@]} -eq 0 ]] && groups=(readiness generation ratelimit configguard ledger ledger_latency wiring memory direct_ab keyed_ab http)
+[[ ${#groups[@]} -eq 0 ]] && groups=("${all_groups[@]}")
 
 for g in "${groups[@]}"; do
   case "$g" in
@@ -45,11 +48,11 @@ for g in "${groups[@]}"; do
       "$target/release/http_overhead" "${HTTP_SECS:-5}" "${HTTP_CONNECTIONS:-16}" | tee "$out/http.jsonl"
       ;;
     *)
-      echo "unknown group $g (readiness generation ratelimit configguard ledger ledger_latency wiring memory direct_ab keyed_ab http)" >&2
+      echo "unknown group $g (${all_groups[*]})" >&2
       exit 2
       ;;
   esac
   echo "$cmd" > "$out/cmd-$g.txt"
 done
 commands="$(cat "$out"/cmd-*.txt 2>/dev/null || true)"
-python3 benches/summarize.py "$target" BENCHMARKS.md benches "$commands"
+python3 benches/summarize.py "$target" BENCHMARKS.md benches "$commands" "${all_groups[*]}"

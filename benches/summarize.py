@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Turns criterion results and the HTTP/memory runs into BENCHMARKS.md and SVGs.
 
-Usage: python3 benches/summarize.py TARGET_DIR OUT_MD SVG_DIR "COMMANDS"
+Usage: python3 benches/summarize.py TARGET_DIR OUT_MD SVG_DIR "COMMANDS" "GROUPS"
+(GROUPS: run.sh's list of every group, checked against the ones known here.)
 Standard library only.
 """
 import datetime
@@ -12,7 +13,7 @@ import platform
 import statistics
 import sys
 
-target, out_md, svg_dir, commands = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+target, out_md, svg_dir, commands, groups = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5].split()
 
 
 def load_criterion():
@@ -74,6 +75,10 @@ CRITERION_GROUPS = {"readiness": "readiness/", "generation": "generation/", "rat
                     "configguard": "configguard/", "ledger": "ledger/", "wiring": "http/wiring_per_request/"}
 JSONL_GROUPS = {"ledger_latency": "ledger_latency.jsonl", "memory": "memory.jsonl", "direct_ab": "direct_ab.jsonl",
                 "keyed_ab": "keyed_ab.jsonl", "http": "http.jsonl"}
+known = CRITERION_GROUPS.keys() | JSONL_GROUPS.keys()
+if set(groups) != known:
+    sys.exit(f"benches/run.sh and summarize.py list different groups: only in run.sh: {sorted(set(groups) - known)},"
+             f" only in summarize.py: {sorted(known - set(groups))}")
 missing = [g for g, prefix in CRITERION_GROUPS.items() if not any(k.startswith(prefix) for k in c)]
 # Each binary's results, read once.
 runs = {g: load_jsonl(name) for g, name in JSONL_GROUPS.items()}
