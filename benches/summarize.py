@@ -13,7 +13,7 @@ import platform
 import statistics
 import sys
 
-target, out_md, svg_dir, commands, groups = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5].split()
+target, out_md, svg_dir, commands, all_groups = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5].split()
 
 
 def load_criterion():
@@ -76,9 +76,9 @@ CRITERION_GROUPS = {"readiness": "readiness/", "generation": "generation/", "rat
 JSONL_GROUPS = {"ledger_latency": "ledger_latency.jsonl", "memory": "memory.jsonl", "direct_ab": "direct_ab.jsonl",
                 "keyed_ab": "keyed_ab.jsonl", "http": "http.jsonl"}
 known = CRITERION_GROUPS.keys() | JSONL_GROUPS.keys()
-if set(groups) != known:
-    sys.exit(f"benches/run.sh and summarize.py list different groups: only in run.sh: {sorted(set(groups) - known)},"
-             f" only in summarize.py: {sorted(known - set(groups))}")
+if set(all_groups) != known:
+    sys.exit(f"benches/run.sh and summarize.py list different groups: only in run.sh: {sorted(set(all_groups) - known)},"
+             f" only in summarize.py: {sorted(known - set(all_groups))}")
 missing = [g for g, prefix in CRITERION_GROUPS.items() if not any(k.startswith(prefix) for k in c)]
 # Each binary's results, read once.
 runs = {g: load_jsonl(name) for g, name in JSONL_GROUPS.items()}
@@ -329,7 +329,7 @@ with open(out_md, "w") as f:
 print(f"wrote {out_md}")
 
 # benches/README.md: how to run, then the same tables (pictures relative to benches/).
-intro = """# ate-benches
+intro = f"""# ate-benches
 
 Criterion benchmarks for every `ate` crate, each measured in the same group as
 the peer crate a user would otherwise pick (`governor`) or the physical floor
@@ -342,7 +342,7 @@ the keyed limiters beside governor's, interleaved in batches).
 
 ```sh
 bash benches/run.sh              # everything; rewrites BENCHMARKS.md and this file
-bash benches/run.sh ratelimit    # one group: readiness generation ratelimit configguard ledger ledger_latency wiring memory direct_ab keyed_ab http
+bash benches/run.sh ratelimit    # one group: {' '.join(all_groups)}
 cargo test -p ate-benches --benches   # smoke run (each bench once), as CI does
 ```
 
