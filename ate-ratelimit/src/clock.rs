@@ -269,7 +269,7 @@ impl Clock for MonotonicClock {
 /// use std::time::Duration;
 /// use ate_ratelimit::{Limiter, Quota, TokioClock};
 ///
-/// let quota = Quota::new(NonZeroU32::new(1).unwrap(), Duration::from_secs(60));
+/// let quota = Quota::new(NonZeroU32::new(1).unwrap(), Duration::from_secs(60)).unwrap();
 /// let limiter = Limiter::with_clock(quota, TokioClock::new());
 /// assert!(limiter.check().is_allowed());
 /// // Waits 60 s of paused time (no real waiting), then records one attempt.

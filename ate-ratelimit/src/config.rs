@@ -122,7 +122,8 @@ impl LimitTable {
     ///
     /// [`Error::InvalidEnv`] naming the first variable whose value is not a
     /// positive integer (empty, zero, signed, padded, non-numeric, over
-    /// `u32::MAX`, or not UTF-8) and the value; [`Error::DuplicateLimit`]
+    /// `u32::MAX`, or not UTF-8) and the value; [`Error::WindowTooLong`]
+    /// for a window over [`Quota::MAX_WINDOW`]; [`Error::DuplicateLimit`]
     /// for a name given twice.
     pub fn resolve_env(&self) -> Result<Vec<(String, Quota)>, Error> {
         self.resolve_os(|var| std::env::var_os(var))
@@ -134,7 +135,8 @@ impl LimitTable {
     ///
     /// [`Error::InvalidEnv`] naming the first variable whose value is not a
     /// positive integer (empty, zero, signed, padded, non-numeric, over
-    /// `u32::MAX`, or not UTF-8) and the value; [`Error::DuplicateLimit`]
+    /// `u32::MAX`, or not UTF-8) and the value; [`Error::WindowTooLong`]
+    /// for a window over [`Quota::MAX_WINDOW`]; [`Error::DuplicateLimit`]
     /// for a name given twice.
     pub fn resolve_with(
         &self,
@@ -169,7 +171,7 @@ impl LimitTable {
                     }
                 },
             };
-            out.push((spec.name.clone(), Quota::new(limit, spec.window)));
+            out.push((spec.name.clone(), Quota::new(limit, spec.window)?));
         }
         Ok(out)
     }

@@ -5,8 +5,13 @@ use std::time::Duration;
 use smallvec::SmallVec;
 
 /// The answer for one attempt against one limit.
+///
+/// Non-exhaustive: a later version may tell more kinds of refusal apart, so
+/// match with a wildcard arm, or use [`is_allowed`](Self::is_allowed) and
+/// [`retry_after`](Self::retry_after).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use = "a rate-limit decision that is not looked at limits nothing"]
+#[non_exhaustive]
 pub enum Decision {
     /// Allowed.
     Allowed {

@@ -108,7 +108,7 @@ pub use clock::TokioClock;
 pub use clock::{Clock, ManualClock, MonotonicClock, Timestamp};
 pub use config::{LimitSpec, LimitTable, parse_positive};
 pub use decision::{Combined, Decision};
-pub use limiter::{KeyedBuilder, KeyedLimiter, LimitId, LimitSet, Limiter, Policy, Quota};
+pub use limiter::{KeyedBuilder, KeyedLimiter, LimitId, LimitSet, Limiter, Policy, Quota, Seeded};
 
 /// Errors of this crate.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -128,6 +128,25 @@ pub enum Error {
     /// A limit name appears twice in a table.
     #[error("duplicate limit name {0:?}")]
     DuplicateLimit(String),
+    /// A quota's window is longer than [`Quota::MAX_WINDOW`].
+    #[error("window of {window:?} is longer than the longest a limiter keeps exactly ({max:?})")]
+    WindowTooLong {
+        /// The window asked for.
+        window: std::time::Duration,
+        /// [`Quota::MAX_WINDOW`].
+        max: std::time::Duration,
+    },
+    /// A check of `cost` attempts can never be allowed by a limit of
+    /// `limit` attempts a window.
+    #[error("a cost of {cost} attempts can never fit {name:?}, a limit of {limit} a window")]
+    CostOverLimit {
+        /// The limit's name (empty for a [`Limiter`] or [`KeyedLimiter`]).
+        name: String,
+        /// The attempts asked for at once.
+        cost: u32,
+        /// The limit's attempts a window.
+        limit: u32,
+    },
 }
 
 #[doc = include_str!("../README.md")]

@@ -6,6 +6,7 @@ use std::borrow::Borrow;
 use std::fmt;
 use std::hash::{BuildHasher, Hash};
 use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use hashbrown::DefaultHashBuilder;
@@ -13,6 +14,7 @@ use hashbrown::HashTable;
 use parking_lot::{Mutex, MutexGuard};
 use smallvec::SmallVec;
 
+use crate::Error;
 use crate::clock::{Clock, MonotonicClock, Timestamp};
 use crate::decision::{Combined, Decision};
 use crate::lock::Lock;
@@ -38,14 +40,45 @@ impl Quota {
         }
     }
 
+    /// The longest window a quota may have: 2^31 - 1 seconds, about 68
+    /// years. Keyed limiters keep a window in `u32` offsets of 1 s ticks at
+    /// that length, and a shortened window would make the limit looser;
+    /// [`Quota::new`] refuses a longer one instead.
+    pub const MAX_WINDOW: Duration = Duration::from_secs((1 << 31) - 1);
+
     /// `limit` attempts per trailing `window`. A zero window is taken as the
     /// smallest the limiter can represent (1 ns for [`Limiter`], one 1 µs
-    /// tick for keyed limiters). The longest window is about 584 years for
-    /// [`Limiter`] (`u64` nanoseconds) and 2^31 - 1 s (about 68 years) for
-    /// keyed limiters (`u32` offsets in 1 s ticks); a longer one acts as
-    /// that.
-    pub const fn new(limit: NonZeroU32, window: Duration) -> Self {
-        Self { limit, window }
+    /// tick for keyed limiters).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WindowTooLong`](crate::Error::WindowTooLong) for a window
+    /// longer than [`MAX_WINDOW`](Self::MAX_WINDOW).
+    ///
+    /// ```
+    /// use std::num::NonZeroU32;
+    /// use std::time::Duration;
+    /// use ate_ratelimit::{Error, Quota};
+    ///
+    /// let ten = NonZeroU32::new(10).unwrap();
+    /// let quota = Quota::new(ten, Duration::from_secs(3600))?;
+    /// assert_eq!(quota.window(), Duration::from_secs(3600));
+    /// assert!(matches!(
+    ///     Quota::new(ten, Quota::MAX_WINDOW + Duration::from_secs(1)),
+    ///     Err(Error::WindowTooLong { .. })
+    /// ));
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub const fn new(limit: NonZeroU32, window: Duration) -> Result<Self, crate::Error> {
+        if window.as_secs() > Self::MAX_WINDOW.as_secs()
+            || (window.as_secs() == Self::MAX_WINDOW.as_secs() && window.subsec_nanos() > 0)
+        {
+            return Err(crate::Error::WindowTooLong {
+                window,
+                max: Self::MAX_WINDOW,
+            });
+        }
+        Ok(Self { limit, window })
     }
 
     /// The attempts allowed per window.
@@ -121,25 +154,45 @@ async fn retry_until_allowed(mut attempt: impl FnMut() -> Decision) -> Decision 
     }
 }
 
-/// One check of a key's window, whose shard lock the caller holds.
+/// One check of `cost` attempts in a key's window, whose shard lock the
+/// caller holds.
 #[inline]
-fn decide_in(g: &Geometry, policy: Policy, mode: Mode, w: &mut Window, now: Timestamp) -> Decision {
+fn decide_in(
+    g: &Geometry,
+    policy: Policy,
+    mode: Mode,
+    w: &mut Window,
+    now: Timestamp,
+    cost: u32,
+) -> Decision {
     let (now_tick, at_tick) = g.ticks(now.as_nanos());
-    let step = w.step(g, now_tick, at_tick, mode.record(policy));
-    decision(g.limit, step, g.window, g.tick_nanos, now)
+    let step = if cost == 1 {
+        w.step(g, now_tick, at_tick, mode.record(policy))
+    } else {
+        w.step_n(g, now_tick, at_tick, cost, mode.record(policy))
+    };
+    decision(g.limit, step, g.window, g.tick_nanos, now, cost)
 }
 
-/// The decision for a window's step, whose front and `window` are in units
-/// of `unit` nanoseconds (ticks, or 1 for the single window).
+/// The decision for a window's step of `cost` attempts, whose front and
+/// `window` are in units of `unit` nanoseconds (ticks, or 1 for the single
+/// window).
 #[inline]
-fn decision(limit: u32, step: Step<u64>, window: u64, unit: u64, now: Timestamp) -> Decision {
+fn decision(
+    limit: u32,
+    step: Step<u64>,
+    window: u64,
+    unit: u64,
+    now: Timestamp,
+    cost: u32,
+) -> Decision {
     if step.allowed {
         Decision::Allowed {
-            remaining: limit - step.count - u32::from(step.recorded),
+            remaining: limit - step.count - if step.recorded { cost } else { 0 },
         }
     } else {
-        // Denied: the window holds N, so it has a front; allowed again once
-        // that oldest counted attempt leaves.
+        // Denied: the window holds more than N - cost, so it has a front;
+        // allowed again once that attempt leaves.
         let at = step
             .front
             .map_or(0, |front| front.saturating_add(window))
@@ -229,6 +282,60 @@ impl<C: Clock> Limiter<C> {
         self.run(Some(now), Mode::Policy)
     }
 
+    /// Checks `cost` attempts at once, now: allowed iff all of them fit in
+    /// the window, and then all are recorded; denied, they are recorded as
+    /// the policy says for a denial (all `cost` of them under
+    /// [`Policy::CountDenied`]). A denial's `retry_after` is when the same
+    /// cost would fit, if nothing else is recorded. For a request that
+    /// weighs more than one attempt (a batch, a heavy route).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::CostOverLimit`] when `cost` exceeds the quota's limit: such
+    /// a check could never be allowed.
+    ///
+    /// ```
+    /// use std::num::NonZeroU32;
+    /// use std::time::Duration;
+    /// use ate_ratelimit::{Limiter, ManualClock, Quota};
+    ///
+    /// let quota = Quota::new(NonZeroU32::new(10).unwrap(), Duration::from_secs(60))?;
+    /// let l = Limiter::with_clock(quota, ManualClock::default());
+    /// let four = NonZeroU32::new(4).unwrap();
+    /// assert_eq!(l.check_n(four)?.remaining(), 6);
+    /// assert_eq!(l.check_n(four)?.remaining(), 2);
+    /// assert!(!l.check_n(four)?.is_allowed()); // 2 left, 4 asked
+    /// assert!(l.check_n(NonZeroU32::new(11).unwrap()).is_err());
+    /// # Ok::<(), ate_ratelimit::Error>(())
+    /// ```
+    pub fn check_n(&self, cost: NonZeroU32) -> Result<Decision, Error> {
+        self.fits(cost)?;
+        Ok(self.run_n(None, Mode::Policy, cost.get()))
+    }
+
+    /// [`check_n`](Self::check_n) at `now`, a time read from the same clock
+    /// by the caller.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::CostOverLimit`] when `cost` exceeds the quota's limit.
+    pub fn check_n_at(&self, cost: NonZeroU32, now: Timestamp) -> Result<Decision, Error> {
+        self.fits(cost)?;
+        Ok(self.run_n(Some(now), Mode::Policy, cost.get()))
+    }
+
+    fn fits(&self, cost: NonZeroU32) -> Result<(), Error> {
+        let limit = self.quota.limit.get().min(MAX_HELD);
+        if cost.get() > limit {
+            return Err(Error::CostOverLimit {
+                name: String::new(),
+                cost: cost.get(),
+                limit,
+            });
+        }
+        Ok(())
+    }
+
     /// What an attempt now would get, without recording it.
     pub fn peek(&self) -> Decision {
         self.run(None, Mode::Peek)
@@ -262,7 +369,7 @@ impl<C: Clock> Limiter<C> {
     /// use std::time::Duration;
     /// use ate_ratelimit::{Limiter, ManualClock, Quota, Timestamp};
     ///
-    /// let quota = Quota::new(NonZeroU32::new(2).unwrap(), Duration::from_secs(60));
+    /// let quota = Quota::new(NonZeroU32::new(2).unwrap(), Duration::from_secs(60)).unwrap();
     /// let l = Limiter::with_clock(quota, ManualClock::new(Timestamp::from_secs(100)));
     /// l.seed([Timestamp::from_secs(90), Timestamp::from_secs(70)]);
     /// // Both still count at t = 100 s; the one at 70 s leaves at 130 s.
@@ -309,14 +416,112 @@ impl<C: Clock> Limiter<C> {
         let step = timeline.step(limit, self.window, now.as_nanos(), record);
         drop(timeline);
         // The timeline's front is when its attempt leaves the window.
-        decision(limit, step, 0, 1, now)
+        decision(limit, step, 0, 1, now, 1)
+    }
+
+    /// One check of `cost` attempts (at most the limit).
+    fn run_n(&self, now: Option<Timestamp>, mode: Mode, cost: u32) -> Decision {
+        let limit = self.quota.limit.get().min(MAX_HELD);
+        let record = mode.record(self.policy);
+        let mut timeline = self.timeline.lock();
+        let now = now.unwrap_or_else(|| self.clock.now());
+        let step = timeline.step_n(limit, self.window, now.as_nanos(), cost, record);
+        drop(timeline);
+        decision(limit, step, 0, 1, now, cost)
     }
 }
 
 struct Shard<K> {
     table: HashTable<(K, Window)>,
-    /// With a key cap: no key in this shard drains before this tick.
-    full_until: u64,
+}
+
+/// The cap on a keyed limiter's keys ([`KeyedBuilder::max_keys`]): one
+/// count over every shard, so the table is refused a new key exactly when
+/// it holds `max` keys none of which has drained. Only adding and evicting
+/// keys touch it; a check of a key already held does not.
+#[derive(Debug)]
+struct Cap {
+    max: usize,
+    /// Keys in the table, plus slots taken for keys about to be added.
+    keys: AtomicUsize,
+    /// No key in the table drains before this tick. A lower bound: adding
+    /// a key lowers it at once (a key seeded or checked at an older time
+    /// drains sooner than those held), and only a sweep raises it.
+    full_until: AtomicU64,
+    /// Held by a sweep, and by a refusal while it reads `full_until`.
+    /// Taken with no shard lock held, so a sweep can lock every shard.
+    sweep: Mutex<()>,
+}
+
+impl Cap {
+    fn new(max: usize) -> Self {
+        Self {
+            max,
+            keys: AtomicUsize::new(0),
+            full_until: AtomicU64::new(u64::MAX),
+            sweep: Mutex::new(()),
+        }
+    }
+
+    /// Takes a slot for a new key; `false` when the table is at its cap.
+    fn reserve(&self) -> bool {
+        self.keys
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |k| {
+                (k < self.max).then_some(k + 1)
+            })
+            .is_ok()
+    }
+
+    /// Gives back `n` slots (keys evicted, or slots taken and not used).
+    fn release(&self, n: usize) {
+        self.keys.fetch_sub(n, Ordering::AcqRel);
+    }
+
+    fn is_full(&self) -> bool {
+        self.keys.load(Ordering::Acquire) >= self.max
+    }
+}
+
+/// A new key found its table at the cap, at this time: the caller releases
+/// its shard locks and calls [`KeyedLimiter::make_room`].
+#[derive(Debug, Clone, Copy)]
+struct NoRoom(Timestamp);
+
+/// Whether a new key still needs a slot under the cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    /// Take one (a single limiter's check).
+    Take,
+    /// Taken already (a combined check takes every limit's slot before it
+    /// records anything, and gives back what it did not use).
+    Taken,
+}
+
+/// What [`KeyedLimiter::seed`] restored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[must_use = "records a full key table refused are lost: look at `refused`"]
+pub struct Seeded {
+    restored: usize,
+    refused: usize,
+}
+
+impl Seeded {
+    /// Records restored into a window.
+    pub fn restored(&self) -> usize {
+        self.restored
+    }
+
+    /// Records not restored because the table was at its key cap
+    /// ([`KeyedBuilder::max_keys`]) and none of its keys had drained at the
+    /// record's time.
+    pub fn refused(&self) -> usize {
+        self.refused
+    }
+
+    /// Whether every record was restored.
+    pub fn is_complete(&self) -> bool {
+        self.refused == 0
+    }
 }
 
 /// Builds a [`KeyedLimiter`].
@@ -341,10 +546,13 @@ impl KeyedBuilder {
         self
     }
 
-    /// Bounds the number of keys. When a shard is full, keys whose window
-    /// drained are evicted first; if none has, a new key gets
-    /// [`Decision::KeyTableFull`] instead of growing the table. The bound is
-    /// split evenly across shards (rounded up).
+    /// Bounds the number of keys in the whole table. When it holds
+    /// `max_keys` keys, a new key first evicts every key whose window has
+    /// drained (in any shard); if none has, the new key gets
+    /// [`Decision::KeyTableFull`] instead of growing the table, with the
+    /// earliest time a key may drain as its `retry_after`. Checks of keys
+    /// already held cost the same with or without a bound; adding a key
+    /// updates one shared count.
     pub fn max_keys(mut self, max_keys: usize) -> Self {
         self.max_keys = Some(max_keys.max(1));
         self
@@ -389,13 +597,12 @@ impl KeyedBuilder {
             policy: self.policy,
             clock,
             hasher,
-            max_per_shard: self.max_keys.map(|m| m.div_ceil(shards)),
+            cap: self.max_keys.map(Cap::new),
             mask: shards - 1,
             shards: (0..shards)
                 .map(|_| {
                     Mutex::new(Shard {
                         table: HashTable::new(),
-                        full_until: 0,
                     })
                 })
                 .collect(),
@@ -413,7 +620,7 @@ pub struct KeyedLimiter<K, C: Clock = MonotonicClock> {
     policy: Policy,
     clock: C,
     hasher: DefaultHashBuilder,
-    max_per_shard: Option<usize>,
+    cap: Option<Cap>,
     mask: usize,
     shards: Box<[Mutex<Shard<K>>]>,
 }
@@ -424,7 +631,7 @@ impl<K, C: Clock> fmt::Debug for KeyedLimiter<K, C> {
             .field("quota", &self.quota)
             .field("policy", &self.policy)
             .field("shards", &self.shards.len())
-            .field("max_per_shard", &self.max_per_shard)
+            .field("max_keys", &self.cap.as_ref().map(|c| c.max))
             .finish_non_exhaustive()
     }
 }
@@ -498,7 +705,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.run(key, None, Mode::Policy)
+        self.run(key, None, Mode::Policy, 1)
     }
 
     /// Checks (and records) an attempt by `key` at `now`, a time read from
@@ -510,7 +717,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.run(key, Some(now), Mode::Policy)
+        self.run(key, Some(now), Mode::Policy, 1)
     }
 
     /// What an attempt by `key` now would get, without recording it (a key
@@ -520,7 +727,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.run(key, None, Mode::Peek)
+        self.run(key, None, Mode::Peek, 1)
     }
 
     /// [`peek`](Self::peek) at an explicit time.
@@ -529,7 +736,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.run(key, Some(now), Mode::Peek)
+        self.run(key, Some(now), Mode::Peek, 1)
     }
 
     /// Records the attempt only if allowed (used by waiting loops).
@@ -538,26 +745,95 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.run(key, Some(now), Mode::OnlyIfAllowed)
+        self.run(key, Some(now), Mode::OnlyIfAllowed, 1)
     }
 
-    /// One check of `key`. With `now: None` the clock is read once the
-    /// key's window is found, under the shard lock: on a large table that
-    /// lets the clock read overlap the lookup's cache misses instead of
-    /// adding to them (measured: about half the time per check at 100k
-    /// keys), and it timestamps a key's attempts in the order they take the
-    /// lock.
+    /// Checks `cost` attempts by `key` at once, now: allowed iff all of
+    /// them fit in the key's window, and then all are recorded; denied,
+    /// they are recorded as the policy says for a denial (all `cost` of
+    /// them under [`Policy::CountDenied`]). A denial's `retry_after` is when
+    /// the same cost would fit, if nothing else is recorded.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::CostOverLimit`] when `cost` exceeds the quota's limit: such
+    /// a check could never be allowed.
+    ///
+    /// ```
+    /// use std::num::NonZeroU32;
+    /// use ate_ratelimit::{KeyedLimiter, Quota};
+    ///
+    /// let limiter = KeyedLimiter::new(Quota::per_minute(NonZeroU32::new(10).unwrap()));
+    /// let export = NonZeroU32::new(4).unwrap(); // a route that weighs 4
+    /// assert_eq!(limiter.check_n(&"alice", export)?.remaining(), 6);
+    /// assert_eq!(limiter.check(&"alice").remaining(), 5);
+    /// # Ok::<(), ate_ratelimit::Error>(())
+    /// ```
+    pub fn check_n<Q>(&self, key: &Q, cost: NonZeroU32) -> Result<Decision, Error>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.fits(cost, "")?;
+        Ok(self.run(key, None, Mode::Policy, cost.get()))
+    }
+
+    /// [`check_n`](Self::check_n) at `now`, a time read from the same clock
+    /// by the caller.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::CostOverLimit`] when `cost` exceeds the quota's limit.
+    pub fn check_n_at<Q>(
+        &self,
+        key: &Q,
+        cost: NonZeroU32,
+        now: Timestamp,
+    ) -> Result<Decision, Error>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.fits(cost, "")?;
+        Ok(self.run(key, Some(now), Mode::Policy, cost.get()))
+    }
+
+    fn fits(&self, cost: NonZeroU32, name: &str) -> Result<(), Error> {
+        if cost > self.quota.limit {
+            return Err(Error::CostOverLimit {
+                name: name.to_owned(),
+                cost: cost.get(),
+                limit: self.quota.limit.get(),
+            });
+        }
+        Ok(())
+    }
+
+    /// One check of `cost` attempts by `key`. With `now: None` the clock is
+    /// read once the key's window is found, under the shard lock: on a large
+    /// table that lets the clock read overlap the lookup's cache misses
+    /// instead of adding to them, and it timestamps a key's attempts in the
+    /// order they take the lock.
     #[inline]
-    fn run<Q>(&self, key: &Q, now: Option<Timestamp>, mode: Mode) -> Decision
+    fn run<Q>(&self, key: &Q, now: Option<Timestamp>, mode: Mode, cost: u32) -> Decision
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         let hash = self.hasher.hash_one(key);
         let mut shard = self.shard(hash).lock();
-        self.run_in(&mut shard, hash, key, now, mode)
+        match self.run_in(&mut shard, hash, key, now, mode, cost, Slot::Take) {
+            Ok(decision) => decision,
+            Err(NoRoom(now)) => {
+                drop(shard);
+                self.run_when_full(hash, key, now, mode, cost)
+            }
+        }
     }
 
+    /// One check in a shard whose lock the caller holds. `Err` only for a
+    /// new key under [`Slot::Take`] that found the table at its cap.
+    #[allow(clippy::too_many_arguments)]
     #[inline]
     fn run_in<Q>(
         &self,
@@ -566,7 +842,9 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         key: &Q,
         now: Option<Timestamp>,
         mode: Mode,
-    ) -> Decision
+        cost: u32,
+        slot: Slot,
+    ) -> Result<Decision, NoRoom>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -574,12 +852,13 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         let g = &self.geometry;
         if let Some((_, window)) = shard.table.find_mut(hash, |(k, _)| k.borrow() == key) {
             let now = now.unwrap_or_else(|| self.clock.now());
-            return decide_in(g, self.policy, mode, window, now);
+            return Ok(decide_in(g, self.policy, mode, window, now, cost));
         }
         let now = now.unwrap_or_else(|| self.clock.now());
-        self.run_new_key(shard, hash, key, now, mode)
+        self.run_new_key(shard, hash, key, now, mode, cost, slot)
     }
 
+    #[allow(clippy::too_many_arguments)]
     #[cold]
     fn run_new_key<Q>(
         &self,
@@ -588,42 +867,106 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         key: &Q,
         now: Timestamp,
         mode: Mode,
-    ) -> Decision
+        cost: u32,
+        slot: Slot,
+    ) -> Result<Decision, NoRoom>
     where
         Q: ToOwned<Owned = K> + ?Sized,
     {
         let g = &self.geometry;
         let mut window = Window::default();
-        let decision = decide_in(g, self.policy, mode, &mut window, now);
-        if window.len() == 0 {
-            // Nothing recorded (a peek): the key stays out of the table.
-            return decision;
+        let decision = decide_in(g, self.policy, mode, &mut window, now, cost);
+        let keep = window.len() > 0;
+        if let Some(cap) = &self.cap {
+            // A new key needs a slot even for a peek, which says what a
+            // check would get: a full table's refusal.
+            if slot == Slot::Take && !(if keep { cap.reserve() } else { !cap.is_full() }) {
+                return Err(NoRoom(now));
+            }
+            if keep {
+                cap.full_until
+                    .fetch_min(window.drained_at(g), Ordering::AcqRel);
+            }
         }
-        if let Some(max) = self.max_per_shard
-            && shard.table.len() >= max
-        {
-            let (tick, _) = g.ticks(now.as_nanos());
-            if tick >= shard.full_until {
+        if keep {
+            let hasher = &self.hasher;
+            shard
+                .table
+                .insert_unique(hash, (key.to_owned(), window), |(k, _)| hasher.hash_one(k));
+        }
+        Ok(decision)
+    }
+
+    /// A new key found the table at its cap (no shard lock held): makes
+    /// room and checks again, until the check is done or refused.
+    #[cold]
+    #[inline(never)]
+    fn run_when_full<Q>(
+        &self,
+        hash: u64,
+        key: &Q,
+        now: Timestamp,
+        mode: Mode,
+        cost: u32,
+    ) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        loop {
+            if let Some(refusal) = self.make_room(now) {
+                return refusal;
+            }
+            // Room was made; another thread may take it first.
+            let mut shard = self.shard(hash).lock();
+            if let Ok(decision) =
+                self.run_in(&mut shard, hash, key, Some(now), mode, cost, Slot::Take)
+            {
+                return decision;
+            }
+        }
+    }
+
+    /// With the table at its cap, and no shard lock held by the caller:
+    /// evicts every key drained at `now`, in every shard, unless no key can
+    /// have drained yet. `None` if there is room now; else the refusal,
+    /// whose `retry_after` runs to the earliest time a key drains.
+    fn make_room(&self, now: Timestamp) -> Option<Decision> {
+        let cap = self.cap.as_ref()?;
+        let _sweep = cap.sweep.lock();
+        if !cap.is_full() {
+            return None;
+        }
+        let g = &self.geometry;
+        let (tick, _) = g.ticks(now.as_nanos());
+        if tick >= cap.full_until.load(Ordering::Acquire) {
+            // Keys added while the sweep runs lower the bound below this
+            // mark; the sweep's own minimum is folded in at the end.
+            cap.full_until.store(u64::MAX, Ordering::Release);
+            let mut soonest = u64::MAX;
+            for shard in self.shards.iter() {
+                let mut shard = shard.lock();
+                let before = shard.table.len();
                 shard.table.retain(|(_, w)| !w.is_drained(g, tick));
-                shard.full_until = shard
+                cap.release(before - shard.table.len());
+                soonest = shard
                     .table
                     .iter()
                     .map(|(_, w)| w.drained_at(g))
-                    .min()
-                    .unwrap_or(0);
+                    .fold(soonest, u64::min);
             }
-            if shard.table.len() >= max {
-                let at = shard.full_until.saturating_mul(g.tick_nanos);
-                return Decision::KeyTableFull {
-                    retry_after: Duration::from_nanos(at.saturating_sub(now.as_nanos())),
-                };
+            cap.full_until.fetch_min(soonest, Ordering::AcqRel);
+            if !cap.is_full() {
+                return None;
             }
         }
-        let hasher = &self.hasher;
-        shard
-            .table
-            .insert_unique(hash, (key.to_owned(), window), |(k, _)| hasher.hash_one(k));
-        decision
+        let at = cap
+            .full_until
+            .load(Ordering::Acquire)
+            .saturating_mul(g.tick_nanos);
+        Some(Decision::KeyTableFull {
+            retry_after: Duration::from_nanos(at.saturating_sub(now.as_nanos())),
+        })
     }
 
     /// Drops every key whose window has drained (its newest attempt is at
@@ -639,7 +982,11 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         let (tick, _) = g.ticks(now.as_nanos());
         for shard in self.shards.iter() {
             let mut shard = shard.lock();
+            let before = shard.table.len();
             shard.table.retain(|(_, w)| !w.is_drained(g, tick));
+            if let Some(cap) = &self.cap {
+                cap.release(before - shard.table.len());
+            }
             shard.table.shrink_to_fit(|(k, _)| self.hasher.hash_one(k));
         }
     }
@@ -670,15 +1017,35 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// restart does not hand every caller a fresh burst. Records are sorted
     /// by time first; each counts as an attempt whatever the policy, and
     /// only the last N per key are kept. With [`KeyedBuilder::max_keys`],
-    /// the cap holds here too. An audit trail keeps wall-clock times;
-    /// [`Clock::at_wall_time`] places them on the limiter's timeline (see
-    /// its example).
-    pub fn seed(&self, records: impl IntoIterator<Item = (K, Timestamp)>) {
+    /// the cap holds here too: a record of a new key that finds the table
+    /// full of keys that have not drained at the record's time is not
+    /// restored, and the result counts it. An audit trail keeps wall-clock
+    /// times; [`Clock::at_wall_time`] places them on the limiter's timeline
+    /// (see its example).
+    ///
+    /// ```
+    /// use std::num::NonZeroU32;
+    /// use ate_ratelimit::{KeyedLimiter, ManualClock, Quota, Timestamp};
+    ///
+    /// let quota = Quota::per_minute(NonZeroU32::new(5).unwrap());
+    /// let limiter = KeyedLimiter::builder(quota)
+    ///     .max_keys(2)
+    ///     .build_with_clock(ManualClock::new(Timestamp::from_secs(100)));
+    /// let at = Timestamp::from_secs(90);
+    /// let seeded = limiter.seed([("a", at), ("b", at), ("c", at), ("a", at)]);
+    /// assert_eq!((seeded.restored(), seeded.refused()), (3, 1)); // "c": no room
+    /// ```
+    pub fn seed(&self, records: impl IntoIterator<Item = (K, Timestamp)>) -> Seeded {
         let mut records: Vec<_> = records.into_iter().collect();
         records.sort_by_key(|(_, t)| *t);
+        let mut seeded = Seeded::default();
         for (key, at) in records {
-            let _ = self.run(&key, Some(at), Mode::Record);
+            match self.run(&key, Some(at), Mode::Record, 1) {
+                Decision::KeyTableFull { .. } => seeded.refused += 1,
+                _ => seeded.restored += 1,
+            }
         }
+        seeded
     }
 
     /// Waits until `key` is allowed, then records that one attempt.
@@ -698,7 +1065,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        retry_until_allowed(|| self.run(key, None, Mode::OnlyIfAllowed)).await
+        retry_until_allowed(|| self.run(key, None, Mode::OnlyIfAllowed, 1)).await
     }
 }
 
@@ -874,6 +1241,70 @@ impl<K: Hash + Eq + Clone, C: Clock + Clone> LimitSet<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
+        self.combined(ids, key, now, 1)
+    }
+
+    /// Checks `cost` attempts by `key` at once against the limits `ids`,
+    /// now (a request that weighs more than one attempt). Each limit
+    /// decides as [`KeyedLimiter::check_n`] does, and the set records as
+    /// [`check`](Self::check) does: under [`Policy::CountDenied`] the
+    /// `cost` attempts are recorded in every limit touched, under
+    /// [`Policy::AllowedOnly`] in all or none.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::CostOverLimit`], naming the limit, when `cost` exceeds the
+    /// limit of one of `ids`: that check could never be allowed.
+    ///
+    /// # Panics
+    ///
+    /// If an id in `ids` is another set's.
+    pub fn check_n<Q>(
+        &self,
+        ids: &[LimitId],
+        key: &Q,
+        cost: NonZeroU32,
+    ) -> Result<Combined<'_>, Error>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.check_n_at(ids, key, cost, self.clock.now())
+    }
+
+    /// [`check_n`](Self::check_n) at `now`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::CostOverLimit`], naming the limit, when `cost` exceeds the
+    /// limit of one of `ids`.
+    ///
+    /// # Panics
+    ///
+    /// If an id in `ids` is another set's.
+    pub fn check_n_at<Q>(
+        &self,
+        ids: &[LimitId],
+        key: &Q,
+        cost: NonZeroU32,
+        now: Timestamp,
+    ) -> Result<Combined<'_>, Error>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        for id in ids {
+            let (name, limiter) = &self.limits[self.index(*id)];
+            limiter.fits(cost, name)?;
+        }
+        Ok(self.combined(ids, key, now, cost.get()))
+    }
+
+    fn combined<Q>(&self, ids: &[LimitId], key: &Q, now: Timestamp, cost: u32) -> Combined<'_>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         let hash = self.hasher.hash_one(key);
         // The touched limits, each once, in ascending order: the locking
         // order, so checks of different sets never deadlock. Inline (no
@@ -884,45 +1315,19 @@ impl<K: Hash + Eq + Clone, C: Clock + Clone> LimitSet<K, C> {
         }
         order.sort_unstable();
         order.dedup();
-        let mut shards: SmallVec<[MutexGuard<'_, Shard<K>>; 4]> = SmallVec::new();
-        for &i in &order {
-            shards.push(self.limits[i].1.shard(hash).lock());
-        }
-        let mode = match self.policy {
-            Policy::CountDenied => Mode::Policy,
-            // First look without recording; record below only if all allow.
-            Policy::AllowedOnly => Mode::Peek,
-        };
-        let mut decided: SmallVec<[Decision; 4]> = SmallVec::new();
-        for (&i, shard) in order.iter().zip(shards.iter_mut()) {
-            decided.push(self.limits[i].1.run_in(shard, hash, key, Some(now), mode));
-        }
-        if self.policy == Policy::AllowedOnly && decided.iter().all(Decision::is_allowed) {
-            for ((&i, shard), d) in order.iter().zip(shards.iter_mut()).zip(decided.iter_mut()) {
-                *d = self.limits[i]
-                    .1
-                    .run_in(shard, hash, key, Some(now), Mode::Policy);
+        // Limits whose full key table refused the key, with the refusal.
+        let mut full: SmallVec<[(usize, Decision); 4]> = SmallVec::new();
+        let (decided, wait) = loop {
+            match self.try_combined(&order, hash, key, now, cost, &full) {
+                Ok(done) => break done,
+                // No shard is held here: make room, or learn the refusal.
+                Err(i) => {
+                    if let Some(refusal) = self.limits[i].1.make_room(now) {
+                        full.push((i, refusal));
+                    }
+                }
             }
-        }
-        // Until every touched limit would allow, given what was recorded,
-        // and no sooner than any decision's own wait (a full key table's is
-        // not in the key's window, which a refused key does not have). Only
-        // an attempt allowed with nothing left makes the next one wait
-        // without a denial saying so: an allowed decision with some left
-        // means the next attempt (same time, locks held) is allowed too,
-        // and a denial's wait is already counted from what was recorded.
-        let mut wait = Duration::ZERO;
-        for ((&i, shard), d) in order.iter().zip(shards.iter_mut()).zip(decided.iter()) {
-            let until = match d {
-                Decision::Allowed { remaining: 0 } => self.limits[i]
-                    .1
-                    .run_in(shard, hash, key, Some(now), Mode::Peek)
-                    .retry_after(),
-                _ => d.retry_after(),
-            };
-            wait = wait.max(until.unwrap_or_default());
-        }
-        drop(shards);
+        };
         let mut decisions = SmallVec::new();
         for id in ids {
             let at = order
@@ -931,5 +1336,103 @@ impl<K: Hash + Eq + Clone, C: Clock + Clone> LimitSet<K, C> {
             decisions.push((self.limits[id.index].0.as_str(), decided[at]));
         }
         Combined { decisions, wait }
+    }
+
+    /// One try at a combined check, holding the touched shards together.
+    /// `Err(i)`: limit `i`'s key table was full and `full` does not say
+    /// what it refuses; nothing was recorded and no shard is held.
+    fn try_combined<Q>(
+        &self,
+        order: &[usize],
+        hash: u64,
+        key: &Q,
+        now: Timestamp,
+        cost: u32,
+        full: &[(usize, Decision)],
+    ) -> Result<(SmallVec<[Decision; 4]>, Duration), usize>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let limiter = |i: usize| &self.limits[i].1;
+        let mut shards: SmallVec<[MutexGuard<'_, Shard<K>>; 4]> = SmallVec::new();
+        for &i in order {
+            shards.push(limiter(i).shard(hash).lock());
+        }
+        // A slot for the key in every capped table that lacks it, taken
+        // before anything is recorded: a full table is known before any
+        // limit records, so an all-or-nothing check stays that.
+        let mut refused: SmallVec<[Option<Decision>; 4]> = SmallVec::from_elem(None, order.len());
+        let mut taken: SmallVec<[bool; 4]> = SmallVec::from_elem(false, order.len());
+        for (j, (&i, shard)) in order.iter().zip(shards.iter()).enumerate() {
+            let Some(cap) = &limiter(i).cap else { continue };
+            if shard.table.find(hash, |(k, _)| k.borrow() == key).is_some() {
+                continue;
+            }
+            if cap.reserve() {
+                taken[j] = true;
+            } else if let Some((_, refusal)) = full.iter().find(|(f, _)| *f == i) {
+                refused[j] = Some(*refusal);
+            } else {
+                for (j, _) in taken.iter().enumerate().filter(|(_, t)| **t) {
+                    if let Some(cap) = &limiter(order[j]).cap {
+                        cap.release(1);
+                    }
+                }
+                return Err(i);
+            }
+        }
+        let run = |i: usize, shard: &mut Shard<K>, mode: Mode| {
+            // Every new key holds a slot here, so no run is refused.
+            limiter(i)
+                .run_in(shard, hash, key, Some(now), mode, cost, Slot::Taken)
+                .unwrap_or(Decision::KeyTableFull {
+                    retry_after: Duration::ZERO,
+                })
+        };
+        let mode = match self.policy {
+            Policy::CountDenied => Mode::Policy,
+            // First look without recording; record below only if all allow.
+            Policy::AllowedOnly => Mode::Peek,
+        };
+        let mut decided: SmallVec<[Decision; 4]> = SmallVec::new();
+        for ((&i, shard), refusal) in order.iter().zip(shards.iter_mut()).zip(&refused) {
+            decided.push(refusal.unwrap_or_else(|| run(i, shard, mode)));
+        }
+        if self.policy == Policy::AllowedOnly && decided.iter().all(Decision::is_allowed) {
+            for ((&i, shard), d) in order.iter().zip(shards.iter_mut()).zip(decided.iter_mut()) {
+                *d = run(i, shard, Mode::Policy);
+            }
+        }
+        // Until every touched limit would allow the same cost again, given
+        // what was recorded, and no sooner than any decision's own wait (a
+        // full key table's is not in the key's window, which a refused key
+        // does not have). An allowed decision with `cost` or more left
+        // means the next check (same time, locks held) is allowed too, and
+        // a denial's wait is already counted from what was recorded.
+        let mut wait = Duration::ZERO;
+        for ((&i, shard), d) in order.iter().zip(shards.iter_mut()).zip(decided.iter()) {
+            let until = match d {
+                Decision::Allowed { remaining } if *remaining < cost => {
+                    run(i, shard, Mode::Peek).retry_after()
+                }
+                _ => d.retry_after(),
+            };
+            wait = wait.max(until.unwrap_or_default());
+        }
+        // Give back the slots of keys that were not added (nothing recorded).
+        for ((&i, shard), _) in order
+            .iter()
+            .zip(shards.iter())
+            .zip(&taken)
+            .filter(|(_, t)| **t)
+        {
+            if shard.table.find(hash, |(k, _)| k.borrow() == key).is_none()
+                && let Some(cap) = &limiter(i).cap
+            {
+                cap.release(1);
+            }
+        }
+        Ok((decided, wait))
     }
 }

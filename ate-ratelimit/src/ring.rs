@@ -444,6 +444,43 @@ impl Timeline {
     pub(crate) fn len(&self) -> usize {
         self.end().wrapping_sub(self.start()) as usize
     }
+
+    /// A check of `cost` attempts at once (`1 <= cost <= limit`): allowed
+    /// iff all of them fit beside what the window holds at `now`; if
+    /// `record` says so for that verdict, all of them are recorded at `now`
+    /// (at most `limit`: more at one instant would only push out each
+    /// other). A denial's front is when the window has room for `cost`
+    /// again: the leaving time of the attempt whose leaving brings the
+    /// count down to `limit - cost`.
+    #[cold]
+    pub(crate) fn step_n(
+        &mut self,
+        limit: u32,
+        window: u64,
+        now: u64,
+        cost: u32,
+        record: Record,
+    ) -> Step<u64> {
+        let before = self.step(limit, window, now, Record::NONE);
+        let allowed = u64::from(before.count) + u64::from(cost) <= u64::from(limit);
+        let recorded = record.takes(allowed);
+        if recorded {
+            for _ in 0..cost.min(limit) {
+                let _ = self.step(limit, window, now, Record::ALL);
+            }
+        }
+        let front = (!allowed).then(|| {
+            // The window holds more than `limit - cost`, newest last.
+            let k = self.len() as u32 - (limit - cost) - 1;
+            self.slots[counter_slot(self.start().wrapping_add(k), self.slots.len())]
+        });
+        Step {
+            allowed,
+            count: before.count,
+            recorded,
+            front,
+        }
+    }
 }
 
 /// An unused inline slot. Offsets stay below it ([`MAX_OFFSET`]), so it
@@ -689,7 +726,7 @@ impl Ring {
 
     /// The `k`-th offset from the oldest (`k < len`).
     #[inline]
-    fn get(&self, k: u32) -> u32 {
+    pub(crate) fn get(&self, k: u32) -> u32 {
         let (slots, at) = self.view();
         slots[slot_of(at.head, k, slots.len() as u32)]
     }

@@ -12,7 +12,7 @@
 //! use proptest::prelude::*;
 //!
 //! proptest!(|(steps in traffic(4, 50))| {
-//!     let quota = Quota::new(NonZeroU32::new(3).unwrap(), Duration::from_secs(10));
+//!     let quota = Quota::new(NonZeroU32::new(3).unwrap(), Duration::from_secs(10)).unwrap();
 //!     let clock = ManualClock::default();
 //!     let limiter = KeyedLimiter::with_clock(quota, clock.clone());
 //!     let mut model = Model::new(quota, Policy::CountDenied);
@@ -77,53 +77,75 @@ impl<K: Hash + Eq + Clone> Model<K> {
 
     /// What an attempt at `now` gets, without recording it.
     pub fn peek(&self, key: &K, now: Timestamp) -> Decision {
+        self.peek_n(key, now, 1)
+    }
+
+    /// What `cost` attempts at once at `now` get, without recording them:
+    /// allowed iff all of them fit.
+    pub fn peek_n(&self, key: &K, now: Timestamp, cost: u32) -> Decision {
         let limit = self.quota.limit().get() as usize;
         let count = self.count(key, now);
-        if count < limit {
+        if count + cost as usize <= limit {
             Decision::Allowed {
                 remaining: (limit - count) as u32,
             }
         } else {
             Decision::Denied {
-                retry_after: self.wait(key, now),
+                retry_after: self.wait_n(key, now, cost),
             }
         }
     }
 
     /// How long until `key` would be allowed.
     pub fn wait(&self, key: &K, now: Timestamp) -> Duration {
+        self.wait_n(key, now, 1)
+    }
+
+    /// How long until `cost` attempts at once by `key` would be allowed
+    /// (`cost` at most the limit).
+    pub fn wait_n(&self, key: &K, now: Timestamp, cost: u32) -> Duration {
         let limit = self.quota.limit().get() as usize;
+        let room = limit.saturating_sub(cost as usize);
         let w = self.quota.window();
         let Some(log) = self.log.get(key) else {
             return Duration::ZERO;
         };
-        let inside: Vec<Timestamp> = log
+        let mut inside: Vec<Timestamp> = log
             .iter()
             .copied()
             .filter(|a| now.duration_since(*a) < w)
             .collect();
-        if inside.len() < limit {
+        inside.sort_unstable();
+        if inside.len() <= room {
             return Duration::ZERO;
         }
-        // Allowed once all but limit-1 of them have left: the
-        // (len - limit + 1)-th oldest leaves at its time + W.
-        let leaving = inside[inside.len() - limit];
+        // Allowed once all but `room` of them have left: the
+        // (len - room)-th oldest leaves at its time + W.
+        let leaving = inside[inside.len() - room - 1];
         leaving.saturating_add(w).duration_since(now)
     }
 
     /// Checks and records an attempt per the policy.
     pub fn check(&mut self, key: K, now: Timestamp) -> Decision {
-        let peek = self.peek(&key, now);
+        self.check_n(key, now, 1)
+    }
+
+    /// Checks `cost` attempts at once and records all of them per the
+    /// policy (allowed iff all fit; denied, all are recorded under
+    /// [`Policy::CountDenied`]).
+    pub fn check_n(&mut self, key: K, now: Timestamp, cost: u32) -> Decision {
+        let peek = self.peek_n(&key, now, cost);
         let record = peek.is_allowed() || self.policy == Policy::CountDenied;
         if record {
-            self.log.entry(key.clone()).or_default().push(now);
+            let log = self.log.entry(key.clone()).or_default();
+            log.extend(std::iter::repeat_n(now, cost as usize));
         }
         match peek {
             Decision::Allowed { remaining } => Decision::Allowed {
-                remaining: remaining - 1,
+                remaining: remaining - cost,
             },
             _ => Decision::Denied {
-                retry_after: self.wait(&key, now),
+                retry_after: self.wait_n(&key, now, cost),
             },
         }
     }

@@ -109,6 +109,40 @@ impl Window {
         }
     }
 
+    /// A check of `cost` attempts at once (`1 <= cost <= limit`), as
+    /// [`Timeline::step_n`](crate::ring::Timeline::step_n) is for the single
+    /// window: allowed iff all fit; recorded together; a denial's front (in
+    /// ticks) is the attempt whose leaving leaves room for `cost`.
+    #[cold]
+    pub(crate) fn step_n(
+        &mut self,
+        g: &Geometry,
+        now: u64,
+        at: u64,
+        cost: u32,
+        record: Record,
+    ) -> Step<u64> {
+        let before = self.step(g, now, at, Record::NONE);
+        let allowed = u64::from(before.count) + u64::from(cost) <= u64::from(g.limit);
+        let recorded = record.takes(allowed);
+        if recorded {
+            for _ in 0..cost.min(g.limit) {
+                let _ = self.step(g, now, at, Record::ALL);
+            }
+        }
+        let front = (!allowed).then(|| {
+            // The newest `limit - cost + 1` or more are inside the window.
+            let k = self.ring.len() as u32 - (g.limit - cost) - 1;
+            self.abs(self.ring.get(k))
+        });
+        Step {
+            allowed,
+            count: before.count,
+            recorded,
+            front,
+        }
+    }
+
     /// Makes room for `at`: drops what left the window at `now`, then moves
     /// the base so `at` fits a `u32` offset. What is left is inside the
     /// window, so every offset stays representable.

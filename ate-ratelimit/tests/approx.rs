@@ -14,7 +14,7 @@ fn quotas(n: u32, window_ms: u64, b: u16) -> (BucketQuota, Quota) {
     let w = Duration::from_millis(window_ms);
     (
         BucketQuota::new(n, w, NonZeroU16::new(b).unwrap()),
-        Quota::new(n, w),
+        Quota::new(n, w).unwrap(),
     )
 }
 

@@ -11,7 +11,7 @@ use ate_ratelimit::testing::max_in_any_window;
 use ate_ratelimit::{Decision, Limiter, ManualClock, Policy, Quota};
 
 fn quota(n: u32, window: Duration) -> Quota {
-    Quota::new(NonZeroU32::new(n).unwrap(), window)
+    Quota::new(NonZeroU32::new(n).unwrap(), window).unwrap()
 }
 
 /// Threads racing at one frozen instant, round after round: exactly N are

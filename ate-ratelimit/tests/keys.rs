@@ -11,7 +11,7 @@ use ate_ratelimit::{
 };
 
 fn quota(n: u32, secs: u64) -> Quota {
-    Quota::new(NonZeroU32::new(n).unwrap(), Duration::from_secs(secs))
+    Quota::new(NonZeroU32::new(n).unwrap(), Duration::from_secs(secs)).unwrap()
 }
 
 #[test]
@@ -115,7 +115,8 @@ fn seeding_from_an_audit_trail_keeps_windows_across_a_restart() {
         // allowed-only checks, the one at 95 s would have been denied and
         // dropped instead); bob's one, long ago, has left the window.
         let alice = [95, 10, 90, 20, 70, 50].map(|s| ("alice", Timestamp::from_secs(s)));
-        l.seed(alice.into_iter().chain([("bob", Timestamp::from_secs(10))]));
+        let seeded = l.seed(alice.into_iter().chain([("bob", Timestamp::from_secs(10))]));
+        assert_eq!((seeded.restored(), seeded.refused()), (7, 0));
         assert_eq!(
             l.peek(&"alice").retry_after(),
             Some(Duration::from_secs(30)),
@@ -151,7 +152,8 @@ fn a_restart_keeps_windows_from_wall_clock_records_on_the_default_clock() {
     };
 
     let keyed = KeyedLimiter::new(quota(3, 60));
-    keyed.seed(ages.map(|at| ("k", keyed.clock().at_wall_time(at, wall_now))));
+    let seeded = keyed.seed(ages.map(|at| ("k", keyed.clock().at_wall_time(at, wall_now))));
+    assert!(seeded.is_complete());
     about_ten_seconds(keyed.peek(&"k").retry_after());
 
     let direct = Limiter::new(quota(3, 60));

@@ -14,6 +14,7 @@ fn quota(n: u32, window_ms: u64) -> Quota {
         NonZeroU32::new(n).unwrap(),
         Duration::from_millis(window_ms),
     )
+    .unwrap()
 }
 
 fn run(
@@ -38,8 +39,10 @@ fn run(
             limiter.retain_recent();
         }
         let now = clock.now();
+        let ask = ask.within(n);
         let got = match ask {
             Ask::Check => limiter.check(&step.key),
+            Ask::CheckN(cost) => limiter.check_n(&step.key, nz(cost)).unwrap(),
             Ask::Peek => limiter.peek(&step.key),
             Ask::TryAcquire => limiter.try_acquire_at(&step.key, now),
         };
@@ -65,7 +68,7 @@ fn run_off_grid(
     advances: Vec<u64>,
 ) -> Result<(), TestCaseError> {
     let window = Duration::from_nanos(window_ns);
-    let q = Quota::new(NonZeroU32::new(n).unwrap(), window);
+    let q = Quota::new(NonZeroU32::new(n).unwrap(), window).unwrap();
     let clock = ManualClock::default();
     let limiter = KeyedLimiter::builder(q)
         .policy(policy)
@@ -93,10 +96,16 @@ fn run_off_grid(
     Ok(())
 }
 
+fn nz(n: u32) -> NonZeroU32 {
+    NonZeroU32::new(n).unwrap()
+}
+
 /// What a limiter is asked at each step.
 #[derive(Debug, Clone, Copy)]
 enum Ask {
     Check,
+    /// A weighted check of this many attempts at once.
+    CheckN(u32),
     Peek,
     TryAcquire,
 }
@@ -112,6 +121,7 @@ impl Ask {
     ) -> Decision {
         match self {
             Self::Check => model.check(key, now),
+            Self::CheckN(cost) => model.check_n(key, now, cost),
             Self::Peek => model.peek(&key, now),
             // Recorded only if allowed, whatever the policy.
             Self::TryAcquire if model.peek(&key, now).is_allowed() => model.check(key, now),
@@ -120,8 +130,24 @@ impl Ask {
     }
 }
 
+impl Ask {
+    /// A weighted check's cost held to the limit `n` (more is an error,
+    /// tested on its own).
+    fn within(self, n: u32) -> Self {
+        match self {
+            Self::CheckN(cost) => Self::CheckN(cost.min(n)),
+            other => other,
+        }
+    }
+}
+
 fn ask() -> impl Strategy<Value = Ask> {
-    prop_oneof![6 => Just(Ask::Check), 1 => Just(Ask::Peek), 1 => Just(Ask::TryAcquire)]
+    prop_oneof![
+        6 => Just(Ask::Check),
+        2 => (1u32..6).prop_map(Ask::CheckN),
+        1 => Just(Ask::Peek),
+        1 => Just(Ask::TryAcquire),
+    ]
 }
 
 /// The single-window [`Limiter`] against the model, through every entry
@@ -139,8 +165,10 @@ fn run_direct(
     for (advance, ask) in steps {
         clock.advance(advance);
         let now = clock.now();
+        let ask = ask.within(n);
         let got = match ask {
             Ask::Check => limiter.check(),
+            Ask::CheckN(cost) => limiter.check_n(nz(cost)).unwrap(),
             Ask::Peek => limiter.peek(),
             Ask::TryAcquire => limiter.try_acquire_at(now),
         };
@@ -230,6 +258,7 @@ proptest! {
         na in 1u32..5, nb in 1u32..8, w in 100u64..10_000,
         steps in traffic(3, 80),
         routes in proptest::collection::vec(0u8..3, 80),
+        costs in proptest::collection::vec(prop_oneof![3 => Just(1u32), 1 => 2u32..5], 80),
     ) {
         let clock = ManualClock::default();
         let mut set = LimitSet::new(policy, clock.clone());
@@ -241,17 +270,29 @@ proptest! {
             Model::new(quota(na + 1, w), policy),
             Model::new(quota(nb, w), policy),
         ];
-        for (step, route) in steps.into_iter().zip(routes) {
+        for ((step, route), cost) in steps.into_iter().zip(routes).zip(costs) {
             clock.advance(step.advance);
             let now = clock.now();
             let ids = match route { 0 => vec![a, shared], 1 => vec![b, shared], _ => vec![shared] };
             let idx: Vec<usize> = match route { 0 => vec![0, 2], 1 => vec![1, 2], _ => vec![2] };
-            let got = set.check(&ids, &step.key);
-            let peeks: Vec<Decision> = idx.iter().map(|&i| models[i].peek(&step.key, now)).collect();
+            // A cost no touched limit can hold is an error, naming it.
+            let smallest = idx.iter().map(|&i| [na, na + 1, nb][i]).min().unwrap();
+            if cost > smallest {
+                let err = set.check_n(&ids, &step.key, nz(cost)).unwrap_err();
+                let is_cost_error = matches!(err, ate_ratelimit::Error::CostOverLimit { .. });
+                prop_assert!(is_cost_error, "{:?}", err);
+                continue;
+            }
+            let got = if cost == 1 {
+                set.check(&ids, &step.key)
+            } else {
+                set.check_n(&ids, &step.key, nz(cost)).unwrap()
+            };
+            let peeks: Vec<Decision> = idx.iter().map(|&i| models[i].peek_n(&step.key, now, cost)).collect();
             let all_allow = peeks.iter().all(Decision::is_allowed);
             let want: Vec<Decision> = match policy {
-                Policy::CountDenied => idx.iter().map(|&i| models[i].check(step.key, now)).collect(),
-                Policy::AllowedOnly if all_allow => idx.iter().map(|&i| models[i].check(step.key, now)).collect(),
+                Policy::CountDenied => idx.iter().map(|&i| models[i].check_n(step.key, now, cost)).collect(),
+                Policy::AllowedOnly if all_allow => idx.iter().map(|&i| models[i].check_n(step.key, now, cost)).collect(),
                 Policy::AllowedOnly => peeks,
             };
             let got_decisions: Vec<Decision> = got.decisions().iter().map(|(_, d)| *d).collect();
@@ -264,7 +305,7 @@ proptest! {
                 .collect();
             prop_assert_eq!(denied, want_denied);
             if !got.is_allowed() {
-                let wait = idx.iter().map(|&i| models[i].wait(&step.key, now)).max().unwrap();
+                let wait = idx.iter().map(|&i| models[i].wait_n(&step.key, now, cost)).max().unwrap();
                 prop_assert_eq!(got.retry_after(), Some(wait));
             }
         }
@@ -276,7 +317,7 @@ proptest! {
 /// through the limiters that agree with it.
 #[test]
 fn the_reference_model_counts_records_and_waits_exactly() {
-    let q = Quota::new(NonZeroU32::new(2).unwrap(), Duration::from_secs(10));
+    let q = Quota::new(NonZeroU32::new(2).unwrap(), Duration::from_secs(10)).unwrap();
     let t = Timestamp::from_secs;
     let mut m = Model::new(q, Policy::CountDenied);
     m.record(1u8, t(100));

@@ -8,7 +8,7 @@ use ate_ratelimit::{Clock, KeyedLimiter, Limiter, MonotonicClock, Quota, TokioCl
 
 #[tokio::test(start_paused = true)]
 async fn until_allowed_sleeps_exactly_and_records_only_the_final_attempt() {
-    let quota = Quota::new(NonZeroU32::new(2).unwrap(), Duration::from_secs(10));
+    let quota = Quota::new(NonZeroU32::new(2).unwrap(), Duration::from_secs(10)).unwrap();
     let l = KeyedLimiter::with_clock(quota, TokioClock::new());
     assert!(l.check(&1).is_allowed());
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -28,7 +28,7 @@ async fn until_allowed_sleeps_exactly_and_records_only_the_final_attempt() {
 
 #[tokio::test(start_paused = true)]
 async fn a_single_window_waits_the_same_way() {
-    let quota = Quota::new(NonZeroU32::new(1).unwrap(), Duration::from_secs(10));
+    let quota = Quota::new(NonZeroU32::new(1).unwrap(), Duration::from_secs(10)).unwrap();
     let l = Limiter::with_clock(quota, TokioClock::new());
     assert!(l.check().is_allowed());
     tokio::time::sleep(Duration::from_secs(4)).await;
@@ -64,7 +64,7 @@ async fn the_tokio_clock_moves_with_paused_time_from_the_headroom() {
 
 #[tokio::test(start_paused = true)]
 async fn a_wait_given_up_by_a_timeout_records_nothing() {
-    let quota = Quota::new(NonZeroU32::new(1).unwrap(), Duration::from_secs(10));
+    let quota = Quota::new(NonZeroU32::new(1).unwrap(), Duration::from_secs(10)).unwrap();
     let l = KeyedLimiter::with_clock(quota, TokioClock::new());
     assert!(l.check(&"k").is_allowed());
     tokio::time::sleep(Duration::from_secs(2)).await;

@@ -6,7 +6,7 @@ use std::time::Duration;
 use ate_ratelimit::{Decision, KeyedLimiter, Limiter, ManualClock, Policy, Quota, Timestamp};
 
 fn quota(n: u32, secs: u64) -> Quota {
-    Quota::new(NonZeroU32::new(n).unwrap(), Duration::from_secs(secs))
+    Quota::new(NonZeroU32::new(n).unwrap(), Duration::from_secs(secs)).unwrap()
 }
 
 fn ms(n: u64) -> Timestamp {
@@ -221,7 +221,7 @@ fn a_nanosecond_window_is_exact_for_the_single_window() {
     // exactly 1500 ns later, not at the next microsecond.
     let clock = ManualClock::default();
     let l = Limiter::with_clock(
-        Quota::new(NonZeroU32::new(1).unwrap(), Duration::from_nanos(1_500)),
+        Quota::new(NonZeroU32::new(1).unwrap(), Duration::from_nanos(1_500)).unwrap(),
         clock.clone(),
     );
     assert!(l.check().is_allowed());

@@ -30,7 +30,7 @@ fn direct(c: &mut Criterion) {
     // With a caller-supplied timestamp (no clock read): steady state where
     // every attempt is allowed (100 per second, one every 10 ms).
     let mut g = c.benchmark_group("ratelimit/check_at");
-    let ate = Limiter::new(Quota::new(nz(100), Duration::from_secs(1)));
+    let ate = Limiter::new(Quota::new(nz(100), Duration::from_secs(1)).unwrap());
     // A plain counter (not an atomic): the row measures the check alone.
     let mut t = 0u64;
     g.bench_function("ate_check_at_allowed", |b| {

@@ -17,7 +17,7 @@ use tokio::net::TcpStream;
 pub fn allowed_quotas() -> (ate_ratelimit::Quota, governor::Quota) {
     let million = NonZeroU32::new(1_000_000).unwrap_or(NonZeroU32::MAX);
     (
-        ate_ratelimit::Quota::new(million, Duration::from_millis(1)),
+        ate_ratelimit::Quota::new(million, Duration::from_millis(1)).unwrap(),
         governor::Quota::per_second(NonZeroU32::MAX),
     )
 }
@@ -26,7 +26,7 @@ pub fn allowed_quotas() -> (ate_ratelimit::Quota, governor::Quota) {
 /// everything after the first is denied.
 pub fn denied_quotas() -> (ate_ratelimit::Quota, governor::Quota) {
     (
-        ate_ratelimit::Quota::new(NonZeroU32::MIN, Duration::from_secs(60)),
+        ate_ratelimit::Quota::new(NonZeroU32::MIN, Duration::from_secs(60)).unwrap(),
         governor::Quota::per_minute(NonZeroU32::MIN),
     )
 }
@@ -107,10 +107,9 @@ impl Wiring {
         Arc::new(Self {
             gate: ate_readiness::Gate::new(),
             // The window stays small, so the ring does too.
-            limiter: ate_ratelimit::KeyedLimiter::new(ate_ratelimit::Quota::new(
-                NonZeroU32::MAX,
-                Duration::from_millis(100),
-            )),
+            limiter: ate_ratelimit::KeyedLimiter::new(
+                ate_ratelimit::Quota::new(NonZeroU32::MAX, Duration::from_millis(100)).unwrap(),
+            ),
         })
     }
 

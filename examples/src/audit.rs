@@ -53,6 +53,9 @@ pub struct Loaded {
     pub expired: usize,
     /// Lines that did not parse (dropped from the file).
     pub malformed: usize,
+    /// Records a limit's full caller table refused (`ATE_MAX_CALLERS`):
+    /// those callers start with a fresh window.
+    pub refused: usize,
 }
 
 /// The open trail.
@@ -188,7 +191,7 @@ impl Audit {
             kept.push(line);
         }
         for (id, records) in per_limit {
-            limits.limiter(id).seed(records);
+            loaded.refused += limits.limiter(id).seed(records).refused();
         }
         // Once the rewrite is in place the previous file is a copy: remove
         // it first, so a crash in between loses records (looser limits)
@@ -254,7 +257,7 @@ mod tests {
         let a = set.add("a", Quota::per_minute(NonZeroU32::new(2).unwrap()));
         let b = set.add(
             "b",
-            Quota::new(NonZeroU32::new(5).unwrap(), Duration::from_secs(600)),
+            Quota::new(NonZeroU32::new(5).unwrap(), Duration::from_secs(600)).unwrap(),
         );
         (set, a, b)
     }
@@ -290,7 +293,8 @@ mod tests {
             Loaded {
                 seeded: 4,
                 expired: 1,
-                malformed: 1
+                malformed: 1,
+                refused: 0
             }
         );
         let alice = "alice".to_owned();
@@ -389,7 +393,8 @@ mod tests {
             Loaded {
                 seeded: 2,
                 expired: 1,
-                malformed: 1
+                malformed: 1,
+                refused: 0
             }
         );
         // Both of alice's attempts count: the limit of 2 per minute is used.

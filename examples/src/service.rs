@@ -276,6 +276,12 @@ impl AppState {
                 "skipped unreadable lines in the rate-limit audit trail"
             );
         }
+        if loaded.refused > 0 {
+            tracing::warn!(
+                refused = loaded.refused,
+                "audit-trail records not restored: a caller table was full (ATE_MAX_CALLERS)"
+            );
+        }
         tracing::info!(
             seeded = loaded.seeded,
             expired = loaded.expired,

@@ -46,7 +46,8 @@ fn main() {
     let few = Quota::new(
         NonZeroU32::new(10_000).unwrap_or(NonZeroU32::MIN),
         Duration::from_micros(10),
-    );
+    )
+    .unwrap();
     paths.push(("allowed_few", few, ate_benches::allowed_quotas().1));
     for (path, ate_q, gov_q) in paths {
         let ate = Limiter::new(ate_q);

@@ -29,7 +29,7 @@ fn measure<T>(name: &str, build: impl FnOnce() -> T) {
 }
 
 fn ate(per_key_attempts: u64, spacing: Duration) -> KeyedLimiter<u64, ManualClock> {
-    let quota = Quota::new(NonZeroU32::new(600).unwrap(), Duration::from_secs(60));
+    let quota = Quota::new(NonZeroU32::new(600).unwrap(), Duration::from_secs(60)).unwrap();
     let l = KeyedLimiter::with_clock(quota, ManualClock::default());
     for step in 0..per_key_attempts {
         let now = Timestamp::from_nanos(step * spacing.as_nanos() as u64);
