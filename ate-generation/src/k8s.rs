@@ -83,11 +83,13 @@ observed_workload!(PodDisruptionBudget, "PodDisruptionBudget");
 observed_workload!(Pod, "Pod");
 
 /// Whether the workload's controller has observed its latest spec:
-/// `status.observedGeneration >= metadata.generation`.
+/// `status.observedGeneration == metadata.generation`.
 ///
 /// A missing `observedGeneration` is `Ok(false)`. A missing or negative
-/// `metadata.generation`, or a negative observed generation, is an error
-/// (the object did not come from an API server).
+/// `metadata.generation`, a negative observed generation, or one above the
+/// generation (a controller cannot have seen a spec that does not exist
+/// yet: the object did not come from an API server, or was pieced
+/// together from two reads) is an error.
 ///
 /// # Errors
 ///
@@ -101,7 +103,12 @@ pub fn controller_observed<W: ObservedWorkload>(workload: &W) -> Result<bool, Er
             workload.meta(),
             format!("status.observedGeneration {o} is negative"),
         )),
-        Some(o) => Ok(o >= generation),
+        Some(o) if o > generation => Err(invalid(
+            W::KIND,
+            workload.meta(),
+            format!("status.observedGeneration {o} is above metadata.generation {generation}"),
+        )),
+        Some(o) => Ok(o == generation),
     }
 }
 

@@ -1,6 +1,16 @@
 //! The latch value type and the provisioning gate.
 
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use crate::Error;
+
+/// Numbers latches, so a ticket knows which latch issued it.
+static NEXT_LATCH: AtomicU64 = AtomicU64::new(1);
+
+fn next_latch_id() -> u64 {
+    NEXT_LATCH.fetch_add(1, Ordering::Relaxed)
+}
 
 /// Who is writing the observed generation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -14,6 +24,7 @@ pub enum Writer {
 /// What an observed write did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]
+#[non_exhaustive]
 pub enum Observe {
     /// Observed moved forward.
     Advanced {
@@ -24,6 +35,16 @@ pub enum Observe {
     },
     /// The same value was written again: a no-op success.
     Unchanged,
+    /// A recorded apply lost a race: another reconciler (a replica, a
+    /// task) recorded a later apply first, so observed is already past this
+    /// ticket's target and stays there. Nothing to retry: the later apply
+    /// covers this one.
+    Superseded {
+        /// The observed generation the winner recorded.
+        observed: u64,
+        /// This apply's target.
+        target: u64,
+    },
 }
 
 /// What a spec update did to the generation.
@@ -61,11 +82,15 @@ pub enum Decision {
 /// current after the apply) keeps a spec change that landed during the apply
 /// unobserved, so it is applied next time.
 ///
-/// Only [`Latch::gate`] (or [`crate::SharedLatch::gate`]) makes one.
+/// Only [`Latch::gate`] (or [`crate::SharedLatch::gate`]) makes one, and
+/// only that latch (or a copy of it) records it: [`Latch::record`] refuses
+/// another latch's ticket with [`Error::ForeignTicket`]. To record an apply
+/// into a row read again from a database, use [`cas`](Self::cas).
 #[derive(Debug, PartialEq, Eq)]
 #[must_use = "record the ticket after a successful apply, or drop it on failure"]
 pub struct ApplyTicket {
     target: u64,
+    latch: u64,
 }
 
 impl ApplyTicket {
@@ -73,14 +98,146 @@ impl ApplyTicket {
     pub fn target(&self) -> u64 {
         self.target
     }
+
+    /// The observed write of this apply as a compare-and-swap on a stored
+    /// row, for reconcilers that run as several replicas (see
+    /// [`ObserveCas`]).
+    pub fn cas(&self) -> ObserveCas {
+        ObserveCas {
+            target: self.target,
+        }
+    }
+}
+
+/// An apply's observed write as a database compare-and-swap, for
+/// reconcilers that run as several replicas over one stored row:
+///
+/// ```sql
+/// UPDATE objects SET observed_generation = $1
+///  WHERE id = $2 AND observed_generation <= $1 AND generation >= $1
+/// RETURNING generation, observed_generation
+/// ```
+///
+/// with `$1` = [`target`](Self::target). The `WHERE` is exactly the
+/// latch's rule (`current <= new <= generation`), checked by the database
+/// atomically with the write, so two replicas racing never move observed
+/// backwards. Hand the statement's result to [`settle`](Self::settle): a
+/// replica whose apply a later one already recorded gets
+/// [`Observe::Superseded`], not an error.
+///
+/// ```
+/// use ate_generation::{CasOutcome, Decision, Latch};
+///
+/// // Two replicas read the same row and both apply generation 2.
+/// let row = Latch::from_parts(2, 1)?;
+/// let (Decision::Apply(a), Decision::Apply(b)) = (row.gate(), row.gate()) else { panic!() };
+/// // The row moves on to 3 and a third replica records 3 first.
+/// let row = Latch::from_parts(3, 3)?;
+/// let cas = a.cas();
+/// assert!(!cas.accepts(row)); // the UPDATE's WHERE matches no row
+/// assert_eq!(cas.settle(false, row)?, CasOutcome::Superseded { observed: 3 });
+/// # drop(b);
+/// # Ok::<(), ate_generation::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ObserveCas {
+    target: u64,
+}
+
+impl ObserveCas {
+    /// The observed generation to write (`$1` above).
+    pub fn target(&self) -> u64 {
+        self.target
+    }
+
+    /// Whether a row holding `row` takes the write: the statement's
+    /// `WHERE`, `observed <= target <= generation`.
+    pub fn accepts(&self, row: Latch) -> bool {
+        row.observed <= self.target && self.target <= row.generation
+    }
+
+    /// What the compare-and-swap did, from whether it `updated` the row and
+    /// the row's values after it (`RETURNING`, or read again when nothing
+    /// was updated).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Overshoot`] when the row's generation is below the target
+    /// (the row is not the one the ticket was taken from);
+    /// [`Error::CasNotApplied`] when the result contradicts the rule: an
+    /// update that left observed elsewhere than the target, or no update
+    /// though the row accepts the write (the statement missed the row, say
+    /// a wrong id).
+    pub fn settle(&self, updated: bool, row: Latch) -> Result<CasOutcome, Error> {
+        let not_applied = Error::CasNotApplied {
+            target: self.target,
+            generation: row.generation,
+            observed: row.observed,
+        };
+        if updated {
+            return if row.observed == self.target {
+                Ok(CasOutcome::Recorded)
+            } else {
+                Err(not_applied)
+            };
+        }
+        if row.observed > self.target {
+            return Ok(CasOutcome::Superseded {
+                observed: row.observed,
+            });
+        }
+        if row.generation < self.target {
+            return Err(Error::Overshoot {
+                generation: row.generation,
+                attempted: self.target,
+            });
+        }
+        Err(not_applied)
+    }
+}
+
+/// What an [`ObserveCas`] did to the stored row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+#[non_exhaustive]
+pub enum CasOutcome {
+    /// Observed is the target now (moved forward, or already there).
+    Recorded,
+    /// Another replica recorded a later apply first: observed is past the
+    /// target and stays there. Nothing to retry.
+    Superseded {
+        /// The observed generation the winner recorded.
+        observed: u64,
+    },
 }
 
 /// `generation` and `observed_generation`, with `observed <= generation`
 /// always true.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+///
+/// Equality and hashing compare the two numbers only. Each latch made by
+/// [`new`](Self::new), [`backfilled`](Self::backfilled),
+/// [`from_parts`](Self::from_parts) or deserialized carries an identity of
+/// its own, which its copies share, so that a ticket it issues is recorded
+/// only into it.
+#[derive(Debug, Clone, Copy)]
 pub struct Latch {
     generation: u64,
     observed: u64,
+    id: u64,
+}
+
+impl PartialEq for Latch {
+    fn eq(&self, other: &Self) -> bool {
+        (self.generation, self.observed) == (other.generation, other.observed)
+    }
+}
+
+impl Eq for Latch {}
+
+impl Hash for Latch {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        (self.generation, self.observed).hash(state);
+    }
 }
 
 impl Default for Latch {
@@ -91,18 +248,20 @@ impl Default for Latch {
 
 impl Latch {
     /// A new object: generation 1, observed 0. Never converged at birth.
-    pub const fn new() -> Self {
+    pub fn new() -> Self {
         Self {
             generation: 1,
             observed: 0,
+            id: next_latch_id(),
         }
     }
 
     /// A row that existed before the latch: both at `generation`, converged.
-    pub const fn backfilled(generation: u64) -> Self {
+    pub fn backfilled(generation: u64) -> Self {
         Self {
             generation,
             observed: generation,
+            id: next_latch_id(),
         }
     }
 
@@ -121,6 +280,7 @@ impl Latch {
         Ok(Self {
             generation,
             observed,
+            id: next_latch_id(),
         })
     }
 
@@ -255,19 +415,35 @@ impl Latch {
         } else {
             Decision::Apply(ApplyTicket {
                 target: self.generation,
+                latch: self.id,
             })
         }
     }
 
     /// Records a successful apply: observed becomes exactly the ticket's
-    /// target, even if generation moved on during the apply.
+    /// target, even if generation moved on during the apply. If observed
+    /// has already moved past the target (another reconciler recorded a
+    /// later apply first), it stays there and the answer is
+    /// [`Observe::Superseded`].
     ///
     /// # Errors
     ///
-    /// [`Error::Regression`] if observed has already moved past the ticket
-    /// (another reconciler recorded a later apply); observed is left as
-    /// it is, never moved backwards.
+    /// [`Error::ForeignTicket`] for a ticket another latch issued (a copy of
+    /// this latch shares its identity; a latch read again from storage does
+    /// not: record into a stored row with [`ApplyTicket::cas`]). Nothing
+    /// changes.
     pub fn record(&mut self, ticket: ApplyTicket) -> Result<Observe, Error> {
+        if ticket.latch != self.id {
+            return Err(Error::ForeignTicket {
+                target: ticket.target,
+            });
+        }
+        if ticket.target < self.observed {
+            return Ok(Observe::Superseded {
+                observed: self.observed,
+                target: ticket.target,
+            });
+        }
         self.observe(Writer::ControlPlane, ticket.target)
     }
 
@@ -289,9 +465,12 @@ mod serde_impl {
     use super::Latch;
 
     // Messages name what the caller asked for, not this private struct.
+    // Unknown fields are refused: a stored row with a misspelled
+    // `observedGeneration` must not load as never observed.
     #[derive(serde::Serialize, serde::Deserialize)]
     #[serde(
         rename_all = "camelCase",
+        deny_unknown_fields,
         expecting = "a Latch: {\"generation\": N, \"observedGeneration\": M}"
     )]
     struct Raw {

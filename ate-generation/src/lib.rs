@@ -84,7 +84,8 @@ mod shared;
 pub mod testing;
 
 pub use latch::{
-    Advance, ApplyTicket, Decision, DesiredSpec, Latch, Observe, Writer, is_condition_stale,
+    Advance, ApplyTicket, CasOutcome, Decision, DesiredSpec, Latch, Observe, ObserveCas, Writer,
+    is_condition_stale,
 };
 pub use shared::SharedLatch;
 
@@ -126,6 +127,28 @@ pub enum Error {
         /// The given generation.
         generation: u64,
         /// The given observed generation.
+        observed: u64,
+    },
+    /// An apply ticket recorded into a latch other than the one that
+    /// issued it (whose generations it does not describe).
+    #[error("apply ticket for generation {target} was issued by another latch")]
+    ForeignTicket {
+        /// The ticket's target.
+        target: u64,
+    },
+    /// An [`ObserveCas`] result that contradicts the rule: an update that
+    /// left observed elsewhere than the target, or no update although the
+    /// row accepts the write (the statement missed the row).
+    #[error(
+        "compare-and-swap of observed generation {target} did not apply to a row at \
+         generation {generation}, observed {observed}"
+    )]
+    CasNotApplied {
+        /// The write's target.
+        target: u64,
+        /// The row's generation.
+        generation: u64,
+        /// The row's observed generation.
         observed: u64,
     },
     /// A Kubernetes object with a missing or negative generation, or a

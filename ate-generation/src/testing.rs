@@ -73,12 +73,13 @@ impl Model {
     /// Applies `op` to the model.
     pub fn apply(&mut self, op: &Op) {
         match *op {
-            Op::SpecChange => self.generation += 1,
+            // At u64::MAX a spec change is refused (see `refuses`).
+            Op::SpecChange => self.generation = self.generation.saturating_add(1),
             Op::StatusChange | Op::HealthUpdate | Op::ClientWrite(_) | Op::ApplyFails => {}
             Op::ApplyOk => self.observed = self.generation,
             Op::ApplyOkWithSpecChangeDuring => {
                 let target = self.generation;
-                self.generation += 1;
+                self.generation = self.generation.saturating_add(1);
                 self.observed = target;
             }
             Op::ControlWrite(v) => {

@@ -30,6 +30,19 @@ fn controller_observed_iff_observed_generation_reaches_generation() {
     );
 }
 
+/// A controller cannot have observed a spec that does not exist yet: an
+/// observed generation above the generation is an invariant error naming
+/// both numbers (it used to read as converged).
+#[test]
+fn observed_generation_above_generation_is_an_error() {
+    let err = controller_observed(&deployment(Some(3), Some(4))).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("observedGeneration 4 is above metadata.generation 3"),
+        "{msg}"
+    );
+}
+
 #[test]
 fn missing_observed_generation_is_not_converged() {
     assert_eq!(controller_observed(&deployment(Some(1), None)), Ok(false));

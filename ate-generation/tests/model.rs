@@ -42,3 +42,39 @@ fn a_spec_change_during_an_apply_at_the_last_generation_is_refused_and_the_apply
     assert_eq!(latch.observed_generation(), u64::MAX);
     assert_eq!(latch.generation(), u64::MAX);
 }
+
+/// Operations whose control-plane writes land near `u64::MAX`, where the
+/// latch starts: the model must refuse exactly where the latch does and
+/// never overflow (it used to panic in debug builds on a spec change at
+/// `u64::MAX`, while `refuses` said the step was refused).
+fn ops_near_the_maximum() -> impl Strategy<Value = Vec<Op>> {
+    let op = prop_oneof![
+        4 => Just(Op::SpecChange),
+        4 => Just(Op::ApplyOk),
+        2 => Just(Op::ApplyOkWithSpecChangeDuring),
+        3 => (0u64..8).prop_map(|d| Op::ControlWrite(u64::MAX - d)),
+        1 => Just(Op::StatusChange),
+    ];
+    proptest::collection::vec(op, 0..=30)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn the_model_refuses_exactly_where_the_latch_does_at_the_maximum(
+        gap in 0u64..6, lag in 0u64..4, seq in ops_near_the_maximum(),
+    ) {
+        let generation = u64::MAX - gap;
+        let observed = generation - lag;
+        let mut latch = Latch::from_parts(generation, observed).unwrap();
+        let mut model = Model { generation, observed };
+        for op in &seq {
+            let refused = Model::drive(&mut latch, op);
+            prop_assert_eq!(refused, model.refuses(op), "{:?} from {:?}", op, model);
+            model.apply(op);
+            prop_assert_eq!(latch.generation(), model.generation, "{:?}", op);
+            prop_assert_eq!(latch.observed_generation(), model.observed, "{:?}", op);
+        }
+    }
+}

@@ -42,3 +42,19 @@ fn bad_input_is_an_error_not_a_panic() {
         .to_string();
     assert!(err.contains("expected a Latch"), "{err}");
 }
+
+/// A stored row with a misspelled field (`observed` for
+/// `observedGeneration`) is refused, naming the field, instead of loading
+/// as never observed; so is any field the latch does not have.
+#[test]
+fn unknown_fields_are_refused_naming_them() {
+    let err = serde_json::from_str::<Latch>(r#"{"generation":2,"observed":2}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("unknown field `observed`"), "{err}");
+    let err =
+        serde_json::from_str::<Latch>(r#"{"generation":2,"observedGeneration":1,"phase":"Ready"}"#)
+            .unwrap_err()
+            .to_string();
+    assert!(err.contains("unknown field `phase`"), "{err}");
+}
