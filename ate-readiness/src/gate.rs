@@ -10,7 +10,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -48,7 +48,12 @@ pub enum AdmissionPolicy {
 }
 
 /// How a bounded wait for idle ended.
+///
+/// With `serde`: `{"outcome": "completed"}` or
+/// `{"outcome": "timed_out", "in_flight": 3}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(tag = "outcome", rename_all = "snake_case"))]
 #[must_use]
 pub enum WaitOutcome {
     /// In-flight work reached zero.
@@ -97,9 +102,12 @@ impl BeginDrain {
     }
 }
 
-/// A cheap, consistent-enough view of a gate for metrics.
+/// A cheap view of a gate for metrics. Each field is read atomically on
+/// its own (the last wait's outcome and its count together); fields may
+/// come from instants a few nanoseconds apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct Snapshot {
     /// Current state.
     pub state: State,
@@ -108,8 +116,14 @@ pub struct Snapshot {
     /// Admitted work not yet finished.
     pub in_flight: u64,
     /// How the last bounded wait ended, if any finished.
-    #[cfg_attr(feature = "serde", serde(skip))]
     pub last_wait: Option<WaitOutcome>,
+    /// Requests admitted while draining (the lame-duck policy serves them
+    /// with `Connection: close`): a counter, for a metric showing how long
+    /// the load balancer kept routing to the pod.
+    pub admitted_while_draining: u64,
+    /// Work turned away while draining: requests refused under the strict
+    /// policy, and sessions told to close at once (1001). A counter.
+    pub refused_while_draining: u64,
 }
 
 impl Snapshot {
@@ -148,9 +162,13 @@ struct DrainInfo {
 
 struct Inner {
     word: AtomicU64,
-    // 0 = none, 1 = completed, 2 = timed out (count in `last_wait_count`).
-    last_wait: AtomicU8,
-    last_wait_count: AtomicU64,
+    // The last wait's outcome and count in one word, so a reader never
+    // pairs one wait's outcome with another's count: 0 = none,
+    // 1 = completed, 2 + n = timed out with n in flight (n < 2^62).
+    last_wait: AtomicU64,
+    // Counters for the snapshot, touched only while draining.
+    admitted_while_draining: AtomicU64,
+    refused_while_draining: AtomicU64,
     policy: AdmissionPolicy,
     clock: Box<dyn Clock>,
     drain: Mutex<DrainInfo>,
@@ -225,8 +243,9 @@ impl GateBuilder {
         Gate {
             inner: Arc::new(Inner {
                 word: AtomicU64::new(0),
-                last_wait: AtomicU8::new(0),
-                last_wait_count: AtomicU64::new(0),
+                last_wait: AtomicU64::new(0),
+                admitted_while_draining: AtomicU64::new(0),
+                refused_while_draining: AtomicU64::new(0),
                 policy: self.policy,
                 clock: self.clock.unwrap_or_else(|| Box::new(SystemClock)),
                 drain: Mutex::new(DrainInfo {
@@ -366,12 +385,26 @@ impl Gate {
             gate: self,
             admitted_while_draining: before & DRAINING != 0,
         };
-        if guard.admitted_while_draining
-            && let AdmissionPolicy::Strict { retry_after_secs } = self.inner.policy
-        {
+        if guard.admitted_while_draining {
+            return self.admit_draining(guard);
+        }
+        Ok(guard)
+    }
+
+    /// [`admit`](Self::admit) while draining: counted, and refused under
+    /// the strict policy.
+    #[cold]
+    fn admit_draining<'a>(&self, guard: Guard<'a>) -> Result<Guard<'a>, Error> {
+        if let AdmissionPolicy::Strict { retry_after_secs } = self.inner.policy {
             drop(guard);
+            self.inner
+                .refused_while_draining
+                .fetch_add(1, Ordering::Relaxed);
             return Err(Error::Draining { retry_after_secs });
         }
+        self.inner
+            .admitted_while_draining
+            .fetch_add(1, Ordering::Relaxed);
         Ok(guard)
     }
 
@@ -396,6 +429,9 @@ impl Gate {
         };
         if guard.admitted_while_draining {
             drop(guard);
+            self.inner
+                .refused_while_draining
+                .fetch_add(1, Ordering::Relaxed);
             SessionAdmission::AcceptThenClose {
                 close_code: CLOSE_GOING_AWAY,
             }
@@ -435,29 +471,26 @@ impl Gate {
             drain_started_at,
             in_flight: word & COUNT_MASK,
             last_wait: self.last_wait(),
+            admitted_while_draining: self.inner.admitted_while_draining.load(Ordering::Relaxed),
+            refused_while_draining: self.inner.refused_while_draining.load(Ordering::Relaxed),
         }
     }
 
     fn last_wait(&self) -> Option<WaitOutcome> {
         match self.inner.last_wait.load(Ordering::Acquire) {
+            0 => None,
             1 => Some(WaitOutcome::Completed),
-            2 => Some(WaitOutcome::TimedOut {
-                in_flight: self.inner.last_wait_count.load(Ordering::Acquire),
-            }),
-            _ => None,
+            n => Some(WaitOutcome::TimedOut { in_flight: n - 2 }),
         }
     }
 
     fn record_wait(&self, outcome: WaitOutcome) -> WaitOutcome {
-        match outcome {
-            WaitOutcome::Completed => self.inner.last_wait.store(1, Ordering::Release),
-            WaitOutcome::TimedOut { in_flight } => {
-                self.inner
-                    .last_wait_count
-                    .store(in_flight, Ordering::Release);
-                self.inner.last_wait.store(2, Ordering::Release);
-            }
-        }
+        let word = match outcome {
+            WaitOutcome::Completed => 1,
+            // In flight is below 2^62 (the gate's count mask).
+            WaitOutcome::TimedOut { in_flight } => in_flight.min(COUNT_MASK) + 2,
+        };
+        self.inner.last_wait.store(word, Ordering::Release);
         outcome
     }
 
@@ -621,6 +654,12 @@ impl Gate {
         info.started_at = None;
         self.inner.word.fetch_and(!DRAINING, Ordering::AcqRel);
         self.inner.last_wait.store(0, Ordering::Release);
+        self.inner
+            .admitted_while_draining
+            .store(0, Ordering::Relaxed);
+        self.inner
+            .refused_while_draining
+            .store(0, Ordering::Relaxed);
     }
 }
 

@@ -38,12 +38,13 @@
 use chrono::{DateTime, Utc};
 use proptest::prelude::*;
 
-use crate::{Clock, ManualClock, State};
+use crate::{AdmissionPolicy, Clock, ManualClock, State};
 
 /// One operation on a gate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
-    /// `admit()` (lame-duck policy).
+    /// `admit()`: admitted, or refused while draining under the strict
+    /// policy.
     Admit,
     /// `admit_session()`.
     AdmitSession,
@@ -60,8 +61,12 @@ pub enum Op {
 }
 
 /// The reference model: a plain struct with the rules written out longhand.
+/// [`Model::default`] is a gate with the lame-duck policy;
+/// [`Model::new`] takes the policy.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Model {
+    /// The gate's admission policy.
+    pub policy: AdmissionPolicy,
     /// Serving or draining.
     pub draining: bool,
     /// When the drain began.
@@ -73,15 +78,27 @@ pub struct Model {
     /// Outcome of the last wait: `Some(None)` completed, `Some(Some(n))`
     /// timed out with `n` in flight.
     pub last_wait: Option<Option<u64>>,
+    /// Requests admitted while draining.
+    pub admitted_while_draining: u64,
+    /// Requests refused (strict) and sessions closed at once while
+    /// draining.
+    pub refused_while_draining: u64,
 }
 
 /// What the model expects an operation to return.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Expect {
     /// Nothing to compare.
     Nothing,
     /// `admit()` succeeded; `true` if it was admitted while draining.
     Admitted(bool),
+    /// `admit()` refused with `Error::Draining` and this `Retry-After`
+    /// (the strict policy, while draining).
+    Refused {
+        /// The policy's `retry_after_secs`.
+        retry_after_secs: u64,
+    },
     /// `admit_session()`: `true` = open, `false` = accept then close 1001.
     Session(bool),
     /// `begin_drain()`: `true` if this call started it.
@@ -91,6 +108,14 @@ pub enum Expect {
 }
 
 impl Model {
+    /// A gate with `policy`, serving, nothing in flight.
+    pub fn new(policy: AdmissionPolicy) -> Self {
+        Self {
+            policy,
+            ..Self::default()
+        }
+    }
+
     /// The state the model is in.
     pub fn state(&self) -> State {
         if self.draining {
@@ -105,12 +130,20 @@ impl Model {
     /// any (the model's count never goes below zero).
     pub fn apply(&mut self, op: &Op, now: DateTime<Utc>) -> Expect {
         match *op {
-            Op::Admit => {
-                self.in_flight += 1;
-                Expect::Admitted(self.draining)
-            }
+            Op::Admit => match self.policy {
+                AdmissionPolicy::Strict { retry_after_secs } if self.draining => {
+                    self.refused_while_draining += 1;
+                    Expect::Refused { retry_after_secs }
+                }
+                _ => {
+                    self.in_flight += 1;
+                    self.admitted_while_draining += u64::from(self.draining);
+                    Expect::Admitted(self.draining)
+                }
+            },
             Op::AdmitSession => {
                 if self.draining {
+                    self.refused_while_draining += 1;
                     Expect::Session(false)
                 } else {
                     self.in_flight += 1;

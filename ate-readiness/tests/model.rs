@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use ate_readiness::testing::{Expect, Model, Op, ops};
-use ate_readiness::{Gate, ManualClock, OwnedGuard, SessionAdmission, State, WaitOutcome};
+use ate_readiness::{
+    AdmissionPolicy, Error, Gate, ManualClock, OwnedGuard, SessionAdmission, State, WaitOutcome,
+};
 use chrono::TimeDelta;
 use proptest::prelude::*;
 
@@ -12,22 +14,33 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
     #[test]
-    fn gate_matches_reference_model(seq in ops(60)) {
+    fn gate_matches_reference_model(
+        policy in prop_oneof![
+            Just(AdmissionPolicy::LameDuck),
+            (0u64..120).prop_map(|retry_after_secs| AdmissionPolicy::Strict { retry_after_secs }),
+        ],
+        seq in ops(60),
+    ) {
         let clock = ManualClock::default();
-        let gate = Gate::with_clock(clock.clone());
+        let gate = Gate::builder().policy(policy).clock(clock.clone()).build();
         let callbacks = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
         let c = callbacks.clone();
         gate.on_drain(move || { c.fetch_add(1, std::sync::atomic::Ordering::SeqCst); });
-        let mut model = Model::default();
+        let mut model = Model::new(policy);
         let mut guards: Vec<OwnedGuard> = Vec::new();
         for op in seq {
             let expect = model.apply(&op, clock.now_for_model());
             match op {
-                Op::Admit => {
-                    let guard = gate.admit_owned().unwrap();
-                    prop_assert_eq!(expect, Expect::Admitted(guard.admitted_while_draining()));
-                    guards.push(guard);
-                }
+                Op::Admit => match gate.admit_owned() {
+                    Ok(guard) => {
+                        prop_assert_eq!(expect, Expect::Admitted(guard.admitted_while_draining()));
+                        guards.push(guard);
+                    }
+                    Err(Error::Draining { retry_after_secs }) => {
+                        prop_assert_eq!(expect, Expect::Refused { retry_after_secs });
+                    }
+                    Err(e) => prop_assert!(false, "admit failed: {}", e),
+                },
                 Op::AdmitSession => match gate.admit_session() {
                     SessionAdmission::Open(guard) => {
                         prop_assert_eq!(expect, Expect::Session(true));
@@ -67,6 +80,8 @@ proptest! {
                 WaitOutcome::TimedOut { in_flight } => Some(in_flight),
             });
             prop_assert_eq!(last, model.last_wait);
+            prop_assert_eq!(snap.admitted_while_draining, model.admitted_while_draining);
+            prop_assert_eq!(snap.refused_while_draining, model.refused_while_draining);
             prop_assert_eq!(
                 callbacks.load(std::sync::atomic::Ordering::SeqCst),
                 model.callbacks_run
