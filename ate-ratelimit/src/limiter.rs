@@ -154,10 +154,19 @@ async fn retry_until_allowed(mut attempt: impl FnMut() -> Decision) -> Decision 
     }
 }
 
-/// One check of `cost` attempts in a key's window, whose shard lock the
-/// caller holds.
+/// One check of a key's window, whose shard lock the caller holds.
 #[inline]
-fn decide_in(
+fn decide_in(g: &Geometry, policy: Policy, mode: Mode, w: &mut Window, now: Timestamp) -> Decision {
+    let (now_tick, at_tick) = g.ticks(now.as_nanos());
+    let step = w.step(g, now_tick, at_tick, mode.record(policy));
+    decision(g.limit, step, g.window, g.tick_nanos, now)
+}
+
+/// One check of `cost` attempts at once in a key's window (a weighted
+/// check: kept off the single attempt's path).
+#[cold]
+#[inline(never)]
+fn decide_n_in(
     g: &Geometry,
     policy: Policy,
     mode: Mode,
@@ -166,19 +175,25 @@ fn decide_in(
     cost: u32,
 ) -> Decision {
     let (now_tick, at_tick) = g.ticks(now.as_nanos());
-    let step = if cost == 1 {
-        w.step(g, now_tick, at_tick, mode.record(policy))
-    } else {
-        w.step_n(g, now_tick, at_tick, cost, mode.record(policy))
-    };
-    decision(g.limit, step, g.window, g.tick_nanos, now, cost)
+    let step = w.step_n(g, now_tick, at_tick, cost, mode.record(policy));
+    decision_n(g.limit, step, g.window, g.tick_nanos, now, cost)
 }
 
-/// The decision for a window's step of `cost` attempts, whose front and
-/// `window` are in units of `unit` nanoseconds (ticks, or 1 for the single
-/// window).
+/// The decision for a window's step, whose front and `window` are in units
+/// of `unit` nanoseconds (ticks, or 1 for the single window).
 #[inline]
-fn decision(
+fn decision(limit: u32, step: Step<u64>, window: u64, unit: u64, now: Timestamp) -> Decision {
+    if step.allowed {
+        Decision::Allowed {
+            remaining: limit - step.count - u32::from(step.recorded),
+        }
+    } else {
+        denial(step, window, unit, now)
+    }
+}
+
+/// [`decision`] for a step of `cost` attempts.
+fn decision_n(
     limit: u32,
     step: Step<u64>,
     window: u64,
@@ -191,15 +206,20 @@ fn decision(
             remaining: limit - step.count - if step.recorded { cost } else { 0 },
         }
     } else {
-        // Denied: the window holds more than N - cost, so it has a front;
-        // allowed again once that attempt leaves.
-        let at = step
-            .front
-            .map_or(0, |front| front.saturating_add(window))
-            .saturating_mul(unit);
-        Decision::Denied {
-            retry_after: Duration::from_nanos(at.saturating_sub(now.as_nanos())),
-        }
+        denial(step, window, unit, now)
+    }
+}
+
+/// A denial: the window holds more than N - cost, so it has a front;
+/// allowed again once that attempt leaves.
+#[inline]
+fn denial(step: Step<u64>, window: u64, unit: u64, now: Timestamp) -> Decision {
+    let at = step
+        .front
+        .map_or(0, |front| front.saturating_add(window))
+        .saturating_mul(unit);
+    Decision::Denied {
+        retry_after: Duration::from_nanos(at.saturating_sub(now.as_nanos())),
     }
 }
 
@@ -416,7 +436,7 @@ impl<C: Clock> Limiter<C> {
         let step = timeline.step(limit, self.window, now.as_nanos(), record);
         drop(timeline);
         // The timeline's front is when its attempt leaves the window.
-        decision(limit, step, 0, 1, now, 1)
+        decision(limit, step, 0, 1, now)
     }
 
     /// One check of `cost` attempts (at most the limit).
@@ -427,7 +447,7 @@ impl<C: Clock> Limiter<C> {
         let now = now.unwrap_or_else(|| self.clock.now());
         let step = timeline.step_n(limit, self.window, now.as_nanos(), cost, record);
         drop(timeline);
-        decision(limit, step, 0, 1, now, cost)
+        decision_n(limit, step, 0, 1, now, cost)
     }
 }
 
@@ -822,7 +842,35 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     {
         let hash = self.hasher.hash_one(key);
         let mut shard = self.shard(hash).lock();
-        match self.run_in(&mut shard, hash, key, now, mode, cost, Slot::Take) {
+        if let Some((_, window)) = shard.table.find_mut(hash, |(k, _)| k.borrow() == key) {
+            let now = now.unwrap_or_else(|| self.clock.now());
+            if cost != 1 {
+                return decide_n_in(&self.geometry, self.policy, mode, window, now, cost);
+            }
+            return decide_in(&self.geometry, self.policy, mode, window, now);
+        }
+        self.run_absent(shard, hash, key, now, mode, cost)
+    }
+
+    /// [`run`](Self::run) for a key not in the table, whose shard the
+    /// caller locked.
+    #[cold]
+    #[inline(never)]
+    fn run_absent<Q>(
+        &self,
+        mut shard: MutexGuard<'_, Shard<K>>,
+        hash: u64,
+        key: &Q,
+        now: Option<Timestamp>,
+        mode: Mode,
+        cost: u32,
+    ) -> Decision
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let now = now.unwrap_or_else(|| self.clock.now());
+        match self.run_new_key(&mut shard, hash, key, now, mode, cost, Slot::Take) {
             Ok(decision) => decision,
             Err(NoRoom(now)) => {
                 drop(shard);
@@ -852,7 +900,10 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         let g = &self.geometry;
         if let Some((_, window)) = shard.table.find_mut(hash, |(k, _)| k.borrow() == key) {
             let now = now.unwrap_or_else(|| self.clock.now());
-            return Ok(decide_in(g, self.policy, mode, window, now, cost));
+            if cost != 1 {
+                return Ok(decide_n_in(g, self.policy, mode, window, now, cost));
+            }
+            return Ok(decide_in(g, self.policy, mode, window, now));
         }
         let now = now.unwrap_or_else(|| self.clock.now());
         self.run_new_key(shard, hash, key, now, mode, cost, slot)
@@ -875,7 +926,11 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     {
         let g = &self.geometry;
         let mut window = Window::default();
-        let decision = decide_in(g, self.policy, mode, &mut window, now, cost);
+        let decision = if cost == 1 {
+            decide_in(g, self.policy, mode, &mut window, now)
+        } else {
+            decide_n_in(g, self.policy, mode, &mut window, now, cost)
+        };
         let keep = window.len() > 0;
         if let Some(cap) = &self.cap {
             // A new key needs a slot even for a peek, which says what a

@@ -453,6 +453,7 @@ impl Timeline {
     /// again: the leaving time of the attempt whose leaving brings the
     /// count down to `limit - cost`.
     #[cold]
+    #[inline(never)]
     pub(crate) fn step_n(
         &mut self,
         limit: u32,
