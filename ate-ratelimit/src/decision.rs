@@ -31,6 +31,14 @@ pub enum Decision {
         /// When a key slot may drain, at the earliest.
         retry_after: Duration,
     },
+    /// The shared limit store could not answer (refused, timed out, or
+    /// its script failed) and the service chose to refuse meanwhile
+    /// (`Fallback::Refuse`, feature `redis`): nothing was
+    /// decided or recorded. Answer 503 with `Retry-After`.
+    Unavailable {
+        /// The configured wait before trying again.
+        retry_after: Duration,
+    },
 }
 
 impl Decision {
@@ -52,7 +60,9 @@ impl Decision {
     pub fn retry_after(&self) -> Option<Duration> {
         match *self {
             Self::Allowed { .. } => None,
-            Self::Denied { retry_after } | Self::KeyTableFull { retry_after } => Some(retry_after),
+            Self::Denied { retry_after }
+            | Self::KeyTableFull { retry_after }
+            | Self::Unavailable { retry_after } => Some(retry_after),
         }
     }
 
@@ -75,6 +85,29 @@ pub struct Combined<'a> {
     pub(crate) decisions: SmallVec<[(&'a str, Decision); 4]>,
     /// Until every limit would allow again, given what was recorded.
     pub(crate) wait: Duration,
+    /// Where the decision was made.
+    pub(crate) scope: Scope,
+    /// Why the shared store did not answer, when it did not.
+    pub(crate) store_error: Option<String>,
+}
+
+/// Where a [`Combined`] decision was made: whose windows it counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Scope {
+    /// This process's windows, the in-process backend: each replica
+    /// counts only the attempts it served.
+    Process,
+    /// The shared store's windows: one limit for every replica.
+    Shared,
+    /// This process's windows, standing in while the shared store cannot
+    /// answer (`Fallback::Local`, feature `redis`): until it
+    /// answers again, each replica enforces the limit on its own traffic.
+    Fallback,
+    /// Nothing was decided: the shared store cannot answer and the service
+    /// refuses meanwhile (`Fallback::Refuse`, feature `redis`);
+    /// every decision is [`Decision::Unavailable`].
+    Unavailable,
 }
 
 impl<'a> Combined<'a> {
@@ -127,6 +160,17 @@ impl<'a> Combined<'a> {
     /// `retry_after` in whole seconds, rounded up.
     pub fn retry_after_secs(&self) -> Option<u64> {
         self.retry_after().map(ceil_secs)
+    }
+
+    /// Where the decision was made.
+    pub fn scope(&self) -> Scope {
+        self.scope
+    }
+
+    /// Why the shared store did not answer (under [`Scope::Fallback`] and
+    /// [`Scope::Unavailable`]), for a log line.
+    pub fn store_error(&self) -> Option<&str> {
+        self.store_error.as_deref()
     }
 }
 

@@ -17,6 +17,10 @@
 //! - [`ApproxKeyedLimiter`] / [`BucketQuota`]: for very large N, B
 //!   sub-window counters per key; never admits more than N in any trailing
 //!   W, may deny for at most W/B too long.
+//! - [`Limits`]: one async check for a [`LimitSet`] kept in this process
+//!   or, with the `redis` feature, in a Redis every replica shares
+//!   (`Limits::redis`, `RedisConfig`), with a per-process fallback while
+//!   the store cannot answer; [`Scope`] says where a decision was made.
 //! - [`LimitTable`]: limits from code defaults overridden by environment
 //!   variables, with startup errors that name the variable and value.
 //! - [`Clock`], [`MonotonicClock`], [`ManualClock`], [`Timestamp`]: time is
@@ -87,8 +91,10 @@
 //!   async waits that do not record attempts while they sleep, and
 //!   `TokioClock`, a clock on tokio's time for tests of them with paused
 //!   time (a `ManualClock` does not move while they sleep).
+//! - `redis`: `RedisConfig`, `RedisStore`, `Fallback` and `Limits::redis`:
+//!   limits shared by every replica (implies `tokio`).
 //! - `test-util`: the `testing` module (reference model, proptest
-//!   strategies).
+//!   strategies; with `redis`, a throwaway `redis-server`).
 #![warn(missing_docs)]
 
 mod approx;
@@ -96,10 +102,15 @@ mod clock;
 mod config;
 mod decision;
 mod limiter;
+mod limits;
 mod lock;
+#[cfg(feature = "redis")]
+mod redis;
 mod ring;
 #[cfg(feature = "test-util")]
 pub mod testing;
+#[cfg(all(feature = "test-util", feature = "redis"))]
+mod testing_redis;
 mod window;
 
 pub use approx::{ApproxKeyedLimiter, BucketQuota};
@@ -107,8 +118,11 @@ pub use approx::{ApproxKeyedLimiter, BucketQuota};
 pub use clock::TokioClock;
 pub use clock::{Clock, ManualClock, MonotonicClock, Timestamp};
 pub use config::{LimitSpec, LimitTable, parse_positive};
-pub use decision::{Combined, Decision};
+pub use decision::{Combined, Decision, Scope};
 pub use limiter::{KeyedBuilder, KeyedLimiter, LimitId, LimitSet, Limiter, Policy, Quota, Seeded};
+pub use limits::Limits;
+#[cfg(feature = "redis")]
+pub use redis::{Fallback, RedisConfig, RedisStore};
 
 /// Errors of this crate.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -136,6 +150,18 @@ pub enum Error {
         /// [`Quota::MAX_WINDOW`].
         max: std::time::Duration,
     },
+    /// A shared store's URL the client cannot read.
+    #[error("invalid Redis URL {url:?}: {reason}")]
+    RedisUrl {
+        /// The URL, with any password replaced by `***`.
+        url: String,
+        /// What the client said.
+        reason: String,
+    },
+    /// A shared store's handle was made outside a tokio runtime, which its
+    /// connection needs.
+    #[error("RedisConfig::connect must be called inside a tokio runtime")]
+    NoRuntime,
     /// A check of `cost` attempts can never be allowed by a limit of
     /// `limit` attempts a window.
     #[error("a cost of {cost} attempts can never fit {name:?}, a limit of {limit} a window")]

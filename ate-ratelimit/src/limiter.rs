@@ -1249,6 +1249,11 @@ impl<K: Hash + Eq + Clone, C: Clock + Clone> LimitSet<K, C> {
         &self.clock
     }
 
+    /// The policy every limit of the set records by.
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+
     /// Drops, in every limit, the keys whose window has drained (see
     /// [`KeyedLimiter::retain_recent`]); no decision changes. Call it
     /// periodically, say every tenth of a window, so memory is bounded by
@@ -1355,7 +1360,13 @@ impl<K: Hash + Eq + Clone, C: Clock + Clone> LimitSet<K, C> {
         Ok(self.combined(ids, key, now, cost.get()))
     }
 
-    fn combined<Q>(&self, ids: &[LimitId], key: &Q, now: Timestamp, cost: u32) -> Combined<'_>
+    pub(crate) fn combined<Q>(
+        &self,
+        ids: &[LimitId],
+        key: &Q,
+        now: Timestamp,
+        cost: u32,
+    ) -> Combined<'_>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -1390,7 +1401,12 @@ impl<K: Hash + Eq + Clone, C: Clock + Clone> LimitSet<K, C> {
                 .expect("every id was checked");
             decisions.push((self.limits[id.index].0.as_str(), decided[at]));
         }
-        Combined { decisions, wait }
+        Combined {
+            decisions,
+            wait,
+            scope: crate::decision::Scope::Process,
+            store_error: None,
+        }
     }
 
     /// One try at a combined check, holding the touched shards together.

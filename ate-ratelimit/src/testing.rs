@@ -33,6 +33,9 @@ use proptest::prelude::*;
 
 use crate::{Clock, Decision, ManualClock, Policy, Quota, Timestamp};
 
+#[cfg(feature = "redis")]
+pub use crate::testing_redis::TestRedis;
+
 /// The reference: the full log of recorded attempts per key, and the rule
 /// "count the attempts in `(t - W, t]`" written out longhand.
 ///

@@ -1,0 +1,532 @@
+//! The Redis backend (feature `redis`) against the same reference model as
+//! the in-process limiter, over a throwaway `redis-server` of each test's
+//! own: both policies, combined and weighted checks, replicas sharing one
+//! window, and the store failing under it.
+#![cfg(all(feature = "redis", feature = "test-util"))]
+
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ate_ratelimit::testing::{Model, TestRedis, traffic};
+use ate_ratelimit::{
+    Decision, Fallback, LimitId, LimitSet, Limits, ManualClock, MonotonicClock, Policy, Quota,
+    RedisConfig, Scope, Timestamp,
+};
+use proptest::prelude::*;
+
+fn quota(n: u32, window: Duration) -> Quota {
+    Quota::new(NonZeroU32::new(n).unwrap(), window).unwrap()
+}
+
+fn nz(n: u32) -> NonZeroU32 {
+    NonZeroU32::new(n).unwrap()
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A store on `server`; a generous timeout, since debug builds on a busy
+/// CI machine are slow, and no pause before trying a store found down.
+fn store(server: &TestRedis, prefix: &str, fallback: Fallback) -> ate_ratelimit::RedisStore {
+    RedisConfig::new(server.url())
+        .prefix(prefix)
+        .timeout(Duration::from_secs(2))
+        .recheck_after(Duration::ZERO)
+        .fallback(fallback)
+        .connect()
+        .unwrap()
+}
+
+/// A plain connection for looking at what the store holds.
+async fn raw(server: &TestRedis) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+/// Three limits, two routes and a shared bucket, as in the in-process
+/// model test.
+fn three_limits(
+    policy: Policy,
+    na: u32,
+    nb: u32,
+    w: Duration,
+    clock: ManualClock,
+) -> (LimitSet<String, ManualClock>, [LimitId; 3]) {
+    let mut set = LimitSet::new(policy, clock);
+    let a = set.add("route_a", quota(na, w));
+    let b = set.add("route_b", quota(na + 1, w));
+    let shared = set.add("shared", quota(nb, w));
+    (set, [a, b, shared])
+}
+
+/// Drives `limits` (kept in Redis, times given explicitly) and the models
+/// through `steps`; every decision and wait must agree.
+async fn against_models(
+    limits: &Limits<ManualClock>,
+    ids: [LimitId; 3],
+    models: &mut [Model<u8>; 3],
+    policy: Policy,
+    steps: Vec<(Duration, u8, u8, u32)>,
+) -> Result<(), TestCaseError> {
+    let clock = limits.set().clock().clone();
+    let limit_of = |i: usize| limits.set().limiter(ids[i]).quota().limit().get();
+    for (advance, key, route, cost) in steps {
+        clock.advance(advance);
+        let now = clock.now_for_model();
+        let idx: Vec<usize> = match route {
+            0 => vec![0, 2],
+            1 => vec![1, 2],
+            _ => vec![2],
+        };
+        let these: Vec<LimitId> = idx.iter().map(|&i| ids[i]).collect();
+        let smallest = idx.iter().map(|&i| limit_of(i)).min().unwrap();
+        let cost = cost.min(smallest);
+        let got = limits
+            .check_n_at(&these, &key.to_string(), nz(cost), now)
+            .await
+            .unwrap();
+        prop_assert_eq!(got.scope(), Scope::Shared, "{:?}", got.store_error());
+        let peeks: Vec<Decision> = idx
+            .iter()
+            .map(|&i| models[i].peek_n(&key, now, cost))
+            .collect();
+        let all_allow = peeks.iter().all(Decision::is_allowed);
+        let want: Vec<Decision> = match policy {
+            Policy::AllowedOnly if !all_allow => peeks,
+            _ => idx
+                .iter()
+                .map(|&i| models[i].check_n(key, now, cost))
+                .collect(),
+        };
+        let got_decisions: Vec<Decision> = got.decisions().iter().map(|(_, d)| *d).collect();
+        prop_assert_eq!(
+            &got_decisions,
+            &want,
+            "key {} at {:?}, cost {}",
+            key,
+            now,
+            cost
+        );
+        if !got.is_allowed() {
+            let wait = idx
+                .iter()
+                .map(|&i| models[i].wait_n(&key, now, cost))
+                .max()
+                .unwrap();
+            prop_assert_eq!(got.retry_after(), Some(wait));
+        }
+    }
+    Ok(())
+}
+
+fn steps() -> impl Strategy<Value = Vec<(Duration, u8, u8, u32)>> {
+    traffic(3, 60).prop_flat_map(|t| {
+        let len = t.len();
+        (
+            Just(t),
+            proptest::collection::vec(0u8..3, len),
+            proptest::collection::vec(prop_oneof![3 => Just(1u32), 1 => 2u32..5], len),
+        )
+            .prop_map(|(t, routes, costs)| {
+                t.into_iter()
+                    .zip(routes)
+                    .zip(costs)
+                    .map(|((s, r), c)| (s.advance, s.key, r, c))
+                    .collect()
+            })
+    })
+}
+
+#[test]
+fn redis_limits_match_the_full_log_models() {
+    let server = TestRedis::start();
+    let rt = runtime();
+    let _in_runtime = rt.enter();
+    let case = std::sync::atomic::AtomicU32::new(0);
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(48));
+    runner
+        .run(
+            &(
+                prop_oneof![Just(Policy::CountDenied), Just(Policy::AllowedOnly)],
+                1u32..5,
+                1u32..8,
+                // Short windows make attempts exactly a window apart common.
+                prop_oneof![1u64..40, 100u64..10_000],
+                steps(),
+            ),
+            |(policy, na, nb, w, steps)| {
+                let case = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let w = Duration::from_millis(w);
+                let (set, ids) = three_limits(policy, na, nb, w, ManualClock::default());
+                let limits = Limits::redis(
+                    set,
+                    store(&server, &format!("model{case}"), Fallback::Refuse),
+                );
+                let mut models = [
+                    Model::new(quota(na, w), policy),
+                    Model::new(quota(na + 1, w), policy),
+                    Model::new(quota(nb, w), policy),
+                ];
+                rt.block_on(against_models(&limits, ids, &mut models, policy, steps))
+            },
+        )
+        .unwrap();
+}
+
+/// An attempt exactly a window old no longer counts; one a microsecond
+/// younger still does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_a_whole_window_old_no_longer_counts() {
+    let server = TestRedis::start();
+    let mut set = LimitSet::new(Policy::CountDenied, ManualClock::default());
+    let id = set.add("edge", quota(1, Duration::from_secs(60)));
+    let limits = Limits::redis(set, store(&server, "edge", Fallback::Refuse));
+    let at = |us: u64| Timestamp::from_nanos(us * 1_000);
+    let one = nz(1);
+    let start = 5_000_000;
+    assert!(
+        limits
+            .check_n_at(&[id], "k", one, at(start))
+            .await
+            .unwrap()
+            .is_allowed()
+    );
+    let just_before = limits
+        .check_n_at(&[id], "k", one, at(start + 60_000_000 - 1))
+        .await
+        .unwrap();
+    assert_eq!(
+        just_before.retry_after(),
+        Some(Duration::from_secs(60)),
+        "its own denial counts now"
+    );
+    let exactly = limits
+        .check_n_at(&[id], "k", one, at(start + 120_000_000 - 1))
+        .await
+        .unwrap();
+    assert!(
+        exactly.is_allowed(),
+        "the denial a window ago has left: {exactly:?}"
+    );
+}
+
+/// The same calls checked in process and in Redis answer the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_and_in_process_answer_alike() {
+    let server = TestRedis::start();
+    for policy in [Policy::CountDenied, Policy::AllowedOnly] {
+        let w = Duration::from_secs(10);
+        let (set_a, ids) = three_limits(policy, 2, 3, w, ManualClock::default());
+        let (set_b, ids_b) = three_limits(policy, 2, 3, w, ManualClock::default());
+        let local = Limits::local(set_a);
+        let shared = Limits::redis(
+            set_b,
+            store(&server, &format!("alike{policy:?}"), Fallback::Refuse),
+        );
+        for step in 0..40u64 {
+            let now = Timestamp::from_millis(step * 700);
+            let pick = |ids: [LimitId; 3]| [ids[(step % 2) as usize], ids[2]];
+            let cost = nz(1 + u32::from(step % 3 == 0));
+            let a = local.check_n_at(&pick(ids), "k", cost, now).await.unwrap();
+            let b = shared
+                .check_n_at(&pick(ids_b), "k", cost, now)
+                .await
+                .unwrap();
+            assert_eq!(a.decisions(), b.decisions(), "{policy:?} step {step}");
+            assert_eq!(a.retry_after(), b.retry_after(), "{policy:?} step {step}");
+            assert_eq!((a.scope(), b.scope()), (Scope::Process, Scope::Shared));
+        }
+    }
+}
+
+/// Replicas share one window: several tasks on two connections (two
+/// stores, as two replicas) hammering one caller within one window get
+/// exactly N allowed in total, never more, under both policies; with the
+/// server's clock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_hammering_one_key_get_exactly_n_in_total() {
+    const N: u32 = 50;
+    let server = TestRedis::start();
+    for policy in [Policy::CountDenied, Policy::AllowedOnly] {
+        let prefix = format!("race{policy:?}");
+        let replica = |server: &TestRedis| {
+            let mut set = LimitSet::new(policy, MonotonicClock::new());
+            let id = set.add("notify", quota(N, Duration::from_secs(3_600)));
+            (
+                Arc::new(Limits::redis(set, store(server, &prefix, Fallback::Refuse))),
+                id,
+            )
+        };
+        let replicas = [replica(&server), replica(&server)];
+        let mut tasks = Vec::new();
+        for t in 0..8 {
+            let (limits, id) = replicas[t % 2].clone();
+            tasks.push(tokio::spawn(async move {
+                let mut allowed = 0u32;
+                for _ in 0..20 {
+                    let d = limits.check(&[id], "caller").await;
+                    assert_eq!(d.scope(), Scope::Shared, "{:?}", d.store_error());
+                    allowed += u32::from(d.is_allowed());
+                }
+                allowed
+            }));
+        }
+        let mut total = 0;
+        for t in tasks {
+            total += t.await.unwrap();
+        }
+        assert_eq!(total, N, "{policy:?}: 160 attempts within one window");
+        // The list holds at most N slots.
+        let len: usize = redis::cmd("LLEN")
+            .arg(format!("{prefix}:{{=caller}}:notify"))
+            .query_async(&mut raw(&server).await)
+            .await
+            .unwrap();
+        assert_eq!(len, N as usize, "{policy:?}");
+    }
+}
+
+/// A key expires by itself once its newest attempt is a window old, so
+/// idle callers cost nothing and nothing sweeps; the keys of one call share
+/// a hash tag (one Redis Cluster slot) and carry the prefix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_carry_the_prefix_share_a_hash_tag_and_expire_a_window_on() {
+    let server = TestRedis::start();
+    let mut set = LimitSet::new(Policy::CountDenied, MonotonicClock::new());
+    let notify = set.add("notify", quota(5, Duration::from_millis(1_500)));
+    let bucket = set.add("bucket", quota(5, Duration::from_secs(90)));
+    let limits = Limits::redis(set, store(&server, "svc", Fallback::Refuse));
+    assert!(limits.check(&[notify, bucket], "alice").await.is_allowed());
+    let mut conn = raw(&server).await;
+    let mut keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    keys.sort();
+    assert_eq!(keys, ["svc:{=alice}:bucket", "svc:{=alice}:notify"]);
+    for (key, window_ms) in [
+        ("svc:{=alice}:notify", 1_500),
+        ("svc:{=alice}:bucket", 90_000),
+    ] {
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg(key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(
+            ttl > window_ms - 1_000 && ttl <= window_ms,
+            "{key}: TTL {ttl} ms, window {window_ms} ms"
+        );
+    }
+    // Another prefix (another service) has windows of its own.
+    let mut other = LimitSet::new(Policy::CountDenied, MonotonicClock::new());
+    let id = other.add("notify", quota(1, Duration::from_secs(60)));
+    let other = Limits::redis(other, store(&server, "other", Fallback::Refuse));
+    assert!(other.check(&[id], "alice").await.is_allowed());
+    assert!(!other.check(&[id], "alice").await.is_allowed());
+    assert!(limits.check(&[notify], "alice").await.is_allowed());
+}
+
+/// The server killed mid-run: under `Fallback::Local` checks go on in
+/// process (scope Fallback, the reason given), never panic or hang; once it
+/// is back (empty), checks are shared again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_server_falls_back_to_local_windows_until_it_returns() {
+    let mut server = TestRedis::start();
+    let mut set = LimitSet::new(Policy::CountDenied, MonotonicClock::new());
+    let id = set.add("notify", quota(3, Duration::from_secs(60)));
+    let limits = Limits::redis(set, store(&server, "kill", Fallback::Local));
+    assert!(limits.check(&[id], "bob").await.is_allowed());
+    assert_eq!(limits.scope(), Scope::Shared);
+    server.kill();
+    for _ in 0..4 {
+        let d = limits.check(&[id], "bob").await;
+        assert_eq!(d.scope(), Scope::Fallback);
+        assert!(d.store_error().is_some());
+    }
+    assert_eq!(limits.scope(), Scope::Fallback);
+    // The process's own window counted the four checks: three allowed.
+    assert!(!limits.check(&[id], "bob").await.is_allowed());
+    server.restart();
+    let mut shared = None;
+    for _ in 0..50 {
+        let d = limits.check(&[id], "carol").await;
+        if d.scope() == Scope::Shared {
+            shared = Some(d);
+            break;
+        }
+    }
+    let d = shared.expect("shared again once the server is back");
+    assert_eq!(d.remaining(), 2, "the restarted server is empty");
+    assert_eq!(limits.scope(), Scope::Shared);
+}
+
+/// Under `Fallback::Refuse` a store that cannot answer refuses: every
+/// decision is `Unavailable` with the configured retry, and nothing is
+/// recorded in process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_server_refuses_under_the_refuse_fallback() {
+    let mut server = TestRedis::start();
+    let mut set = LimitSet::new(Policy::CountDenied, MonotonicClock::new());
+    let a = set.add("a", quota(3, Duration::from_secs(60)));
+    let b = set.add("b", quota(3, Duration::from_secs(60)));
+    let store = RedisConfig::new(server.url())
+        .timeout(Duration::from_secs(2))
+        .recheck_after(Duration::ZERO)
+        .fallback(Fallback::Refuse)
+        .retry_after(Duration::from_secs(3))
+        .connect()
+        .unwrap();
+    let limits = Limits::redis(set, store);
+    server.kill();
+    let d = limits.check(&[a, b], "dan").await;
+    assert_eq!(d.scope(), Scope::Unavailable);
+    assert!(!d.is_allowed());
+    assert_eq!(d.denied_by(), ["a", "b"]);
+    assert_eq!(
+        d.decision("a"),
+        Some(Decision::Unavailable {
+            retry_after: Duration::from_secs(3)
+        })
+    );
+    assert_eq!(d.retry_after_secs(), Some(3));
+    assert_eq!(limits.scope(), Scope::Unavailable);
+    assert_eq!(limits.set().keys_held(), 0, "nothing recorded in process");
+}
+
+/// A server that never answers (stopped, not closed): each check gives up
+/// after the timeout, and once found down the store is skipped until
+/// `recheck_after` has passed, so requests do not each wait the timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_server_costs_one_timeout_then_is_skipped() {
+    let server = TestRedis::start();
+    // A listener that accepts and never answers stands in for the store.
+    let silent = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+    let url = format!(
+        "redis://127.0.0.1:{}/0",
+        silent.local_addr().unwrap().port()
+    );
+    drop(server);
+    let mut set = LimitSet::new(Policy::CountDenied, MonotonicClock::new());
+    let id = set.add("notify", quota(3, Duration::from_secs(60)));
+    let store = RedisConfig::new(url)
+        .timeout(Duration::from_millis(50))
+        .recheck_after(Duration::from_secs(3_600))
+        .connect()
+        .unwrap();
+    let limits = Limits::redis(set, store);
+    let first = tokio::time::Instant::now();
+    let d = limits.check(&[id], "eve").await;
+    assert_eq!(d.scope(), Scope::Fallback);
+    assert!(
+        d.store_error().unwrap().contains("50ms"),
+        "{:?}",
+        d.store_error()
+    );
+    assert!(
+        first.elapsed() < Duration::from_secs(2),
+        "bounded by the timeout"
+    );
+    let then = tokio::time::Instant::now();
+    for _ in 0..100 {
+        assert_eq!(limits.check(&[id], "eve").await.scope(), Scope::Fallback);
+    }
+    assert!(
+        then.elapsed() < Duration::from_millis(500),
+        "skipped, not 100 timeouts: {:?}",
+        then.elapsed()
+    );
+    drop(silent);
+}
+
+/// The script flushed from the server mid-run (SCRIPT FLUSH, a failover
+/// to a replica without it): the next check loads it again and stays
+/// shared.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flushed_script_is_loaded_again() {
+    let server = TestRedis::start();
+    let mut set = LimitSet::new(Policy::CountDenied, MonotonicClock::new());
+    let id = set.add("notify", quota(5, Duration::from_secs(60)));
+    let limits = Limits::redis(set, store(&server, "flush", Fallback::Refuse));
+    assert_eq!(limits.check(&[id], "f").await.remaining(), 4);
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut raw(&server).await)
+        .await
+        .unwrap();
+    let d = limits.check(&[id], "f").await;
+    assert_eq!(d.scope(), Scope::Shared, "{:?}", d.store_error());
+    assert_eq!(d.remaining(), 3);
+}
+
+/// A key holding someone else's data (a string where a window's list
+/// belongs): a clear error naming the problem, the fallback decides, no
+/// panic; other callers are unaffected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_of_the_wrong_type_is_a_clear_error_not_a_panic() {
+    let server = TestRedis::start();
+    let mut set = LimitSet::new(Policy::CountDenied, MonotonicClock::new());
+    let id = set.add("notify", quota(5, Duration::from_secs(60)));
+    let limits = Limits::redis(set, store(&server, "typed", Fallback::Local));
+    let _: () = redis::cmd("SET")
+        .arg("typed:{=mallory}:notify")
+        .arg("not a list")
+        .query_async(&mut raw(&server).await)
+        .await
+        .unwrap();
+    let d = limits.check(&[id], "mallory").await;
+    assert_eq!(d.scope(), Scope::Fallback);
+    assert!(
+        d.store_error().unwrap().contains("WRONGTYPE"),
+        "{:?}",
+        d.store_error()
+    );
+    assert_eq!(limits.check(&[id], "oscar").await.scope(), Scope::Shared);
+}
+
+/// A weighted check over the limit is refused before any round trip.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cost_over_the_limit_is_an_error() {
+    let server = TestRedis::start();
+    let mut set = LimitSet::new(Policy::CountDenied, MonotonicClock::new());
+    let id = set.add("notify", quota(5, Duration::from_secs(60)));
+    let limits = Limits::redis(set, store(&server, "cost", Fallback::Refuse));
+    let err = limits.check_n(&[id], "c", nz(6)).await.unwrap_err();
+    assert!(err.to_string().contains("\"notify\""), "{err}");
+    assert_eq!(
+        limits.check_n(&[id], "c", nz(5)).await.unwrap().remaining(),
+        0
+    );
+}
+
+/// Connecting outside a tokio runtime is an error that says so, not a
+/// panic inside the client.
+#[test]
+fn connecting_outside_a_runtime_is_an_error() {
+    let err = RedisConfig::new("redis://127.0.0.1:6379/0")
+        .connect()
+        .unwrap_err();
+    assert_eq!(err, ate_ratelimit::Error::NoRuntime);
+    assert!(err.to_string().contains("tokio runtime"), "{err}");
+}
+
+/// A URL the client cannot read is refused at once, without its password.
+#[test]
+fn a_bad_url_is_refused_without_repeating_its_password() {
+    let err = RedisConfig::new("redis://app:s3cret@cache:notaport/0")
+        .connect()
+        .unwrap_err()
+        .to_string();
+    assert!(!err.contains("s3cret"), "{err}");
+    assert!(err.contains("redis://app:***@cache:notaport/0"), "{err}");
+}
