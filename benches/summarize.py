@@ -74,7 +74,7 @@ c = load_criterion()
 CRITERION_GROUPS = {"readiness": "readiness/", "generation": "generation/", "ratelimit": "ratelimit/",
                     "configguard": "configguard/", "ledger": "ledger/", "wiring": "http/wiring_per_request/"}
 JSONL_GROUPS = {"ledger_latency": "ledger_latency.jsonl", "memory": "memory.jsonl", "direct_ab": "direct_ab.jsonl",
-                "keyed_ab": "keyed_ab.jsonl", "http": "http.jsonl"}
+                "keyed_ab": "keyed_ab.jsonl", "redis_ab": "redis_ab.jsonl", "http": "http.jsonl"}
 known = CRITERION_GROUPS.keys() | JSONL_GROUPS.keys()
 if set(all_groups) != known:
     sys.exit(f"benches/run.sh and summarize.py list different groups: only in run.sh: {sorted(set(all_groups) - known)},"
@@ -231,6 +231,25 @@ if kab:
         ratio = a[1] / g[1]
         lines.append(f"| {r['path']} | {r['keys']:,} | {spread(a)} | {spread(g)} | {ratio:.2f}x | {keyed_met(ratio)} |")
 
+rab = {r["row"]: r for r in runs["redis_ab"]}
+if rab:
+    lines.append("\n## ate-ratelimit on Redis, beside a bare PING and the sliding-log script\n")
+    lines.append("`redis_ab` on a loopback `redis-server` of its own: ate's script (`Limits::redis`, the server's clock, one limit) against the common sorted-set sliding log (ZREMRANGEBYSCORE + ZCARD + ZADD + PEXPIRE, also on the server's clock) and a bare `PING`, on one multiplexed connection each, rounds interleaved. Latency: one client, one call at a time (p10 / median of rounds). Throughput: 32 tasks over the same 1,000 keys. Memory: `MEMORY USAGE` of a key after a minute at 1 request/s, N = 600 / 60 s. Client and server share this machine's 2 cores, so the client's own work per call counts against it; server-side (driven by `redis-benchmark`, a C client) the two scripts ran at parity, about 8 µs of server time a call each, 8x a PING: the script call, not the list or the sorted set, is what a check costs there.\n")
+    lat, thr = rab.get("latency_us"), rab.get("throughput_per_s")
+    lines.append("| row | ate | sliding log | PING | ate / PING | ate / sliding log | goal |")
+    lines.append("|---|---|---|---|---|---|---|")
+    if lat:
+        r = lat["ate"][0] / lat["ping"][0]
+        lines.append(f"| latency, µs (p10 / median) | {lat['ate'][0]:.1f} / {lat['ate'][1]:.1f} | {lat['sliding_log'][0]:.1f} / {lat['sliding_log'][1]:.1f} | {lat['ping'][0]:.1f} / {lat['ping'][1]:.1f} | {r:.2f}x | {lat['ate'][0] / lat['sliding_log'][0]:.2f}x | ≤ 1.3x PING ({'met' if r <= 1.3 else 'not met'}) |")
+    if thr:
+        r = thr["ate"][0] / thr["ping"][0]
+        q = thr["ate"][0] / thr["sliding_log"][0]
+        lines.append(f"| throughput, calls/s (p10 / median) | {thr['ate'][0]:,.0f} / {thr['ate'][1]:,.0f} | {thr['sliding_log'][0]:,.0f} / {thr['sliding_log'][1]:,.0f} | {thr['ping'][0]:,.0f} / {thr['ping'][1]:,.0f} | {r:.2f} | {q:.2f}x | ≥ 1.5x sliding log ({'met' if q >= 1.5 else 'not met'}), ≥ 0.5 of PING ({'met' if r >= 0.5 else 'not met'}) |")
+    m = rab.get("memory_bytes")
+    if m:
+        q = m["ate"] / m["sliding_log"]
+        lines.append(f"| memory per key, bytes | {m['ate']} | {m['sliding_log']} | – | – | {q:.2f}x | ≤ 0.5x sliding log ({'met' if q <= 0.5 else 'not met'}) |")
+
 mem = runs["memory"]
 if mem:
     lines.append("\n## ate-ratelimit: memory per key (100k keys, counting allocator)\n")
@@ -334,11 +353,13 @@ intro = f"""# ate-benches
 Criterion benchmarks for every `ate` crate, each measured in the same group as
 the peer crate a user would otherwise pick (`governor`) or the physical floor
 (a bare atomic, an uncontended `parking_lot::Mutex`, a bare `fsync`), so every
-row is a ratio from one run. Plus five binaries: `http_overhead` (the same
+row is a ratio from one run. Plus six binaries: `http_overhead` (the same
 route bare and wired, on axum and actix-web, over loopback keep-alive),
 `ledger_latency` (p50/p99 of one durable transition), `memory` (bytes per key
-with a counting allocator), and `direct_ab` and `keyed_ab` (the direct and
-the keyed limiters beside governor's, interleaved in batches).
+with a counting allocator), `direct_ab` and `keyed_ab` (the direct and
+the keyed limiters beside governor's, interleaved in batches), and
+`redis_ab` (the Redis backend beside a bare PING and the sliding-log
+script, on a `redis-server` it starts itself).
 
 ```sh
 bash benches/run.sh              # everything; rewrites BENCHMARKS.md and this file
