@@ -90,12 +90,18 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(web::resource("/ws").route(web::get().to(ws)))
         .service(web::resource("/notify").route(web::post().to(
             |s: web::Data<Shared>, req: HttpRequest| async move {
-                respond(s.limited(NOTIFICATIONS, &header_values(&req, "x-caller"), peer(&req)))
+                respond(
+                    s.limited(NOTIFICATIONS, &header_values(&req, "x-caller"), peer(&req))
+                        .await,
+                )
             },
         )))
         .service(web::resource("/prompt").route(web::post().to(
             |s: web::Data<Shared>, req: HttpRequest| async move {
-                respond(s.limited(PROMPT, &header_values(&req, "x-caller"), peer(&req)))
+                respond(
+                    s.limited(PROMPT, &header_values(&req, "x-caller"), peer(&req))
+                        .await,
+                )
             },
         )))
         .service(get_and_head("/objects/{name}", get_object).route(web::put().to(put_object)))

@@ -94,6 +94,7 @@ pub fn router(state: Shared) -> Router {
                     &header_values(req.headers(), "x-caller"),
                     peer(&req),
                 )
+                .await
             }),
         )
         .route(
@@ -104,6 +105,7 @@ pub fn router(state: Shared) -> Router {
                     &header_values(req.headers(), "x-caller"),
                     peer(&req),
                 )
+                .await
             }),
         )
         .route(

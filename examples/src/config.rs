@@ -5,7 +5,7 @@ use std::num::{NonZeroU32, NonZeroUsize};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ate_ratelimit::{LimitTable, parse_positive};
+use ate_ratelimit::{Fallback, LimitTable, parse_positive};
 use ate_readiness::AdmissionPolicy;
 
 /// Limit names as reported in 429 bodies and metrics.
@@ -61,6 +61,15 @@ pub struct Config {
     /// Where the rate-limit audit trail (and, without a PostgreSQL ledger,
     /// the ledger) lives.
     pub data_dir: PathBuf,
+    /// A Redis every replica shares for the rate limits
+    /// (`ATE_RATELIMIT_REDIS_URL`, say `redis://127.0.0.1:6379/0`); unset:
+    /// each process keeps its own windows.
+    pub ratelimit_redis_url: Option<String>,
+    /// What the limits do while that Redis cannot answer
+    /// (`ATE_RATELIMIT_REDIS_FALLBACK`): `local` (default) decides with
+    /// this process's own windows; `refuse` answers 503 with
+    /// `Retry-After`.
+    pub ratelimit_redis_fallback: Fallback,
 }
 
 /// A startup error.
@@ -167,6 +176,19 @@ fn admission_policy() -> Result<AdmissionPolicy, ConfigError> {
     }
 }
 
+/// `ATE_RATELIMIT_REDIS_FALLBACK`: `local` (unset: the default) or
+/// `refuse`.
+fn redis_fallback() -> Result<Fallback, ConfigError> {
+    let var = "ATE_RATELIMIT_REDIS_FALLBACK";
+    match env_text(var, "for local")?.as_deref().unwrap_or("local") {
+        "local" => Ok(Fallback::Local),
+        "refuse" => Ok(Fallback::Refuse),
+        other => Err(ConfigError::Other(format!(
+            "invalid value {other:?} for {var}: must be local or refuse"
+        ))),
+    }
+}
+
 /// The `Retry-After` of a request refused while draining under the strict
 /// policy: by then the load balancer has mostly moved on, so a retry lands
 /// on another pod.
@@ -198,6 +220,11 @@ impl Config {
             "to keep the ledger in the data dir",
         )?;
         let ledger_lease = number(LEASE_SECS, false)?;
+        let ratelimit_redis_url = env_text(
+            "ATE_RATELIMIT_REDIS_URL",
+            "to keep the rate limits in each process",
+        )?;
+        let ratelimit_redis_fallback = redis_fallback()?;
         // Pods all run as PID 1: the pod's name tells replicas apart.
         let worker_id = env_text("ATE_WORKER_ID", "for HOSTNAME/pid-PID")?.unwrap_or_else(|| {
             format!(
@@ -221,6 +248,8 @@ impl Config {
             ledger_lease: Duration::from_secs(ledger_lease.into()),
             worker_id,
             data_dir,
+            ratelimit_redis_url,
+            ratelimit_redis_fallback,
         })
     }
 }

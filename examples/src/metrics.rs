@@ -17,6 +17,7 @@ pub struct Metrics {
     draining: Gauge,
     in_flight: Gauge,
     ratelimit_keys: Gauge,
+    ratelimit_store_up: Gauge,
     decisions: Family<Labels, Counter>,
     transitions: Family<Labels, Counter>,
 }
@@ -35,6 +36,7 @@ impl Metrics {
         let draining = Gauge::default();
         let in_flight = Gauge::default();
         let ratelimit_keys = Gauge::default();
+        let ratelimit_store_up = Gauge::default();
         let decisions = Family::<Labels, Counter>::default();
         let transitions = Family::<Labels, Counter>::default();
         registry.register(
@@ -58,6 +60,12 @@ impl Metrics {
             ratelimit_keys.clone(),
         );
         registry.register(
+            "ate_ratelimit_store_up",
+            "1 while the rate limits' store answers (in process: always), 0 while a shared \
+             Redis does not and the fallback decides",
+            ratelimit_store_up.clone(),
+        );
+        registry.register(
             "ate_ratelimit_decisions",
             "Rate-limit decisions by limit and result",
             decisions.clone(),
@@ -73,6 +81,7 @@ impl Metrics {
             draining,
             in_flight,
             ratelimit_keys,
+            ratelimit_store_up,
             decisions,
             transitions,
         }
@@ -100,9 +109,15 @@ impl Metrics {
 
     /// Renders the exposition, refreshing the gauges first from the gate's
     /// snapshot and the rate limits' key count.
-    pub fn render(&self, snapshot: &ate_readiness::Snapshot, ratelimit_keys: usize) -> String {
+    pub fn render(
+        &self,
+        snapshot: &ate_readiness::Snapshot,
+        ratelimit_keys: usize,
+        ratelimit_store_up: bool,
+    ) -> String {
         self.ratelimit_keys
             .set(i64::try_from(ratelimit_keys).unwrap_or(i64::MAX));
+        self.ratelimit_store_up.set(i64::from(ratelimit_store_up));
         self.ready.set(snapshot.ready_gauge());
         self.draining.set(snapshot.drain_in_progress_gauge());
         self.in_flight

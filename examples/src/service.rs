@@ -13,7 +13,8 @@ use ate_ledger::{
     Begin, Close, Fingerprint, Key, Lease, Ledger, PgStore, RedbStore, State, Store, SystemClock,
 };
 use ate_ratelimit::{
-    Decision as RateDecision, KeyedLimiter, LimitId, LimitSet, MonotonicClock, Policy,
+    Decision as RateDecision, KeyedLimiter, LimitId, LimitSet, Limits, MonotonicClock, Policy,
+    RedisConfig, Scope,
 };
 use ate_readiness::{Gate, OwnedGuard, is_local_caller, is_loopback_peer};
 use parking_lot::Mutex;
@@ -107,7 +108,9 @@ pub struct AppState {
     pub gate: Gate,
     /// Service config.
     pub config: Config,
-    limits: LimitSet<String>,
+    limits: Limits,
+    /// Whether the shared store was last found away (logged once a change).
+    store_away: std::sync::atomic::AtomicBool,
     notify: LimitId,
     prompt: LimitId,
     bucket: LimitId,
@@ -287,10 +290,22 @@ impl AppState {
             expired = loaded.expired,
             "rate limits seeded from the audit trail"
         );
+        let limits = match &config.ratelimit_redis_url {
+            None => Limits::local(limits),
+            Some(url) => {
+                let store = RedisConfig::new(url.as_str())
+                    .prefix("ate-example")
+                    .fallback(config.ratelimit_redis_fallback)
+                    .connect()
+                    .map_err(|e| ConfigError::Other(format!("ATE_RATELIMIT_REDIS_URL: {e}")))?;
+                Limits::redis(limits, store)
+            }
+        };
         Ok(Arc::new(Self {
             gate: Gate::builder().policy(config.admission).build(),
             config,
             limits,
+            store_away: std::sync::atomic::AtomicBool::new(false),
             notify,
             prompt,
             bucket,
@@ -366,9 +381,11 @@ impl AppState {
             status: 200,
             headers: Vec::new(),
             content_type: "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            body: self
-                .metrics
-                .render(&self.gate.snapshot(), self.limits.keys_held()),
+            body: self.metrics.render(
+                &self.gate.snapshot(),
+                self.limits.set().keys_held(),
+                matches!(self.limits.scope(), Scope::Process | Scope::Shared),
+            ),
         }
     }
 
@@ -431,7 +448,12 @@ impl AppState {
     /// bucket, per caller: `x_caller` is every `X-Caller` value of the
     /// request, as received, and `peer` the address it came from (see
     /// [`caller`]).
-    pub fn limited(&self, route: &str, x_caller: &[&[u8]], peer: Option<IpAddr>) -> ApiResponse {
+    pub async fn limited(
+        &self,
+        route: &str,
+        x_caller: &[&[u8]],
+        peer: Option<IpAddr>,
+    ) -> ApiResponse {
         let guard = match self.admit() {
             Ok(g) => g,
             Err(refused) => return refused,
@@ -448,11 +470,13 @@ impl AppState {
         } else {
             self.notify
         };
-        // A borrowed key: only a caller new to the table is copied.
-        let decision = self.limits.check(&[route_id, self.bucket], caller);
+        // In process it answers at once; in Redis, one round trip.
+        let decision = self.limits.check(&[route_id, self.bucket], caller).await;
+        self.note_store(&decision);
         // Allowed or denied, the attempt was recorded in both limits
         // (CountDenied): the trail keeps it for the next run.
-        let names = [self.limits.name(route_id), self.limits.name(self.bucket)];
+        let set = self.limits.set();
+        let names = [set.name(route_id), set.name(self.bucket)];
         if let Err(e) = self.audit.record(caller, &names) {
             // The decision stands; only the next run's memory of it is lost.
             // Logged on the 1st, 2nd, 4th, 8th... failure, not every request.
@@ -468,6 +492,7 @@ impl AppState {
             .decisions()
             .iter()
             .any(|(_, d)| matches!(d, RateDecision::KeyTableFull { .. }));
+        let store_refused = decision.scope() == Scope::Unavailable;
         let response = if decision.is_allowed() {
             ApiResponse::json(
                 200,
@@ -476,7 +501,10 @@ impl AppState {
         } else {
             // A full caller table is not this caller's fault: too many
             // callers are active at once.
-            let (status, error) = if table_full {
+            let (status, error) = if store_refused {
+                // ATE_RATELIMIT_REDIS_FALLBACK=refuse while Redis is away.
+                (503, "rate_limit_store_unavailable")
+            } else if table_full {
                 (503, "too_many_callers")
             } else {
                 (429, "rate_limited")
@@ -493,6 +521,52 @@ impl AppState {
             .with_header("retry-after", secs.to_string())
         };
         response.lame_duck(&guard)
+    }
+
+    /// Logs once when the shared store stops answering (with what the
+    /// limits do meanwhile) and once when it answers again.
+    fn note_store(&self, decision: &ate_ratelimit::Combined<'_>) {
+        let away = matches!(decision.scope(), Scope::Fallback | Scope::Unavailable);
+        if self.store_away.swap(away, Ordering::AcqRel) == away {
+            return;
+        }
+        if away {
+            let error = decision.store_error().unwrap_or("unknown");
+            if decision.scope() == Scope::Fallback {
+                tracing::warn!(
+                    %error,
+                    "rate-limit Redis unreachable: deciding with this process's own windows \
+                     until it answers (ATE_RATELIMIT_REDIS_FALLBACK=local)"
+                );
+            } else {
+                tracing::warn!(
+                    %error,
+                    "rate-limit Redis unreachable: refusing rate-limited requests with 503 \
+                     until it answers (ATE_RATELIMIT_REDIS_FALLBACK=refuse)"
+                );
+            }
+        } else {
+            tracing::info!("rate-limit Redis answers again: limits are shared by every replica");
+        }
+    }
+
+    /// At startup: whether the limits' shared store answers, logged.
+    pub async fn probe_store(&self) {
+        let Some(store) = self.limits.store() else {
+            return;
+        };
+        match store.ping().await {
+            Ok(()) => tracing::info!("rate limits: Redis, shared by every replica"),
+            Err(error) => {
+                self.store_away.store(true, Ordering::Release);
+                tracing::warn!(
+                    %error,
+                    fallback = ?store.config().fallback_policy(),
+                    "rate limits: Redis unreachable at startup; the fallback decides until it \
+                     answers"
+                );
+            }
+        }
     }
 
     fn object_json(name: &str, o: &Object) -> Value {
@@ -1252,13 +1326,14 @@ pub const LEDGER_PURGE_EVERY: Duration = Duration::from_secs(600);
 ///
 /// Each adapter spawns it once.
 pub async fn run_background(state: Shared) {
+    state.probe_store().await;
     let reconcile = async {
         if let Some(every) = state.config.reconcile_interval {
             every_while_serving(&state, every, || state.reconcile_once()).await;
         }
     };
     let sweep = every_while_serving(&state, RATE_LIMIT_SWEEP, || async {
-        state.limits.retain_recent();
+        state.limits.set().retain_recent();
     });
     let purge = every_while_serving(&state, LEDGER_PURGE_EVERY, || state.purge_ledger());
     tokio::join!(reconcile, sweep, purge);
