@@ -237,8 +237,8 @@ mod durable {
         /// error; nothing is silently reinterpreted.
         ///
         /// The open verifies the checksum of every page, so it reads the
-        /// whole file once (measured: 83 ms for 100,000 records, a 104 MB
-        /// file, 2.2 s for a million, page cache warm): a file that was
+        /// whole file once (an open takes time in proportion to the file;
+        /// `benches/NOTES.md` has the numbers): a file that was
         /// changed since redb wrote it (a flipped bit, an edit) is
         /// [`Error::Corrupt`], even after a crash, rather than a record read
         /// back with another value or a commit rolled back to the one

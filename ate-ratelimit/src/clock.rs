@@ -167,8 +167,8 @@ impl MonotonicClock {
 /// Raw counts to nanoseconds, from quanta's calibration. Where the counter
 /// runs faster than 1 GHz (a TSC) it takes one multiply: quanta's own
 /// scaling adds a variable shift and a select after it, and every step
-/// between the counter read and a limiter's stores delays the next check
-/// (measured). A slower counter (as on many ARM machines) is scaled by
+/// between the counter read and a limiter's stores delays the next check.
+/// A slower counter (as on many ARM machines) is scaled by
 /// quanta itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Scale {

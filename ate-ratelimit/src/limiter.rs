@@ -425,8 +425,7 @@ impl<C: Clock> Limiter<C> {
     /// One check. With `now: None` the clock is read under the lock:
     /// attempts are then timestamped in the order they take it, and under
     /// contention the holder keeps the lock's cache line for the whole
-    /// check (measured: two threads on one limiter, 55 ns a check instead
-    /// of 84 allowed, 34 instead of 105 denied).
+    /// check, instead of losing it while it reads the clock.
     #[inline(always)]
     fn run(&self, now: Option<Timestamp>, mode: Mode) -> Decision {
         let limit = self.quota.limit.get().min(MAX_HELD);

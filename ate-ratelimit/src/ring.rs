@@ -93,7 +93,7 @@ pub(crate) struct Stepped {
 ///    already holds `limit`.
 ///
 /// Always inlined: it is the whole hot path, and a call costs more than
-/// the work (measured).
+/// the work.
 #[inline(always)]
 fn step(
     buf: &mut [u32],
@@ -171,7 +171,7 @@ pub(crate) const MAX_HELD: u32 = 1 << 31;
 /// The check holds a lock around a clock read and this ring's work, and
 /// that work is what it costs beside governor's (whose whole check hides
 /// behind its clock read): every instruction counts, and the layout below
-/// is the one that measured fastest (`benches/README.md`).
+/// is the one that measured fastest (`benches/NOTES.md`).
 #[derive(Debug, Clone)]
 pub(crate) struct Timeline {
     /// `start` in the low half, `end` in the high half: one store moves
@@ -179,8 +179,7 @@ pub(crate) struct Timeline {
     pos: u64,
     /// When the newest attempt recorded leaves (zero before the first).
     /// A field, not the slot before `end`: with caller-supplied times
-    /// (`check_at`) that slot's load waited for `pos` and slowed each
-    /// check by about 2 ns (measured).
+    /// (`check_at`) that slot's load would wait for `pos`.
     newest: u64,
     /// Slots, each the time its attempt leaves the window.
     slots: Box<[u64]>,
@@ -391,8 +390,8 @@ impl Timeline {
     /// wait.
     ///
     /// The clock here is the newest attempt's leaving time, not the check's
-    /// time: passing that in (or whether the check recorded) kept one more
-    /// register live through every check, 0.5-0.7 ns slower (measured). It
+    /// time: passing that in (or whether the check recorded) would keep one
+    /// more register live through every check. It
     /// is a clock while the ring holds an attempt (the newest is then still
     /// inside, so it leaves within a window after the check), and a check
     /// that finds the ring empty does not start the wait. So the wait is
@@ -403,9 +402,8 @@ impl Timeline {
     /// Why wait: a window that drains and refills (a burst, a pause longer
     /// than the window, a burst) would otherwise give its memory back at
     /// the first check after the pause, then grow it again, doubling, as it
-    /// refills. A window of 50,000 attempts paid about 1.2 ms of page faults
-    /// and copies for each refill (measured: 18.5 ns a check over the first
-    /// 200,000 after a pause, 12.6 without one); waiting keeps its storage.
+    /// refills, paying page faults and copies for each refill; waiting
+    /// keeps its storage.
     #[cold]
     fn low(&mut self, limit: u32, window: u64) {
         let cap = self.slots.len() as u32;
