@@ -21,12 +21,19 @@ use crate::{CLOSE_GOING_AWAY, Error};
 
 const DRAINING: u64 = 1 << 63;
 const WAITERS: u64 = 1 << 62;
-const COUNT_MASK: u64 = WAITERS - 1;
+const STARTING: u64 = 1 << 61;
+const COUNT_MASK: u64 = STARTING - 1;
 
-/// The two states of a gate.
+/// The states of a gate, in the only order they come in: Starting ->
+/// Serving -> Draining (a drain while starting goes straight to Draining).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
 pub enum State {
+    /// Not ready yet: the service is still getting its stores reachable
+    /// and its caches warm ([`GateBuilder::starting`]); `/ready` answers
+    /// 503 until [`Gate::mark_ready`]. Work that arrives is served.
+    Starting,
     /// Ready for new work.
     Serving,
     /// Draining: not ready, finishing admitted work. One-way.
@@ -199,6 +206,18 @@ impl fmt::Debug for Gate {
     }
 }
 
+/// The state a gate's word says.
+#[inline]
+fn state_of(word: u64) -> State {
+    if word & DRAINING != 0 {
+        State::Draining
+    } else if word & STARTING != 0 {
+        State::Starting
+    } else {
+        State::Serving
+    }
+}
+
 impl Default for Gate {
     fn default() -> Self {
         Self::new()
@@ -223,6 +242,7 @@ impl Drop for Waiting<'_> {
 pub struct GateBuilder {
     policy: AdmissionPolicy,
     clock: Option<Box<dyn Clock>>,
+    starting: bool,
 }
 
 impl GateBuilder {
@@ -238,11 +258,19 @@ impl GateBuilder {
         self
     }
 
-    /// Builds the gate, `Serving`.
+    /// Starts the gate in [`State::Starting`]: not ready until
+    /// [`Gate::mark_ready`], so a pod joins the load balancer only once
+    /// its stores answer (default: serving at once).
+    pub fn starting(mut self) -> Self {
+        self.starting = true;
+        self
+    }
+
+    /// Builds the gate: `Serving`, or `Starting` if asked.
     pub fn build(self) -> Gate {
         Gate {
             inner: Arc::new(Inner {
-                word: AtomicU64::new(0),
+                word: AtomicU64::new(if self.starting { STARTING } else { 0 }),
                 last_wait: AtomicU64::new(0),
                 admitted_while_draining: AtomicU64::new(0),
                 refused_while_draining: AtomicU64::new(0),
@@ -287,17 +315,38 @@ impl Gate {
     /// The current state: one atomic load.
     #[inline]
     pub fn state(&self) -> State {
-        if self.inner.word.load(Ordering::Acquire) & DRAINING == 0 {
-            State::Serving
-        } else {
-            State::Draining
-        }
+        state_of(self.inner.word.load(Ordering::Acquire))
     }
 
-    /// Whether the gate is serving: one atomic load.
+    /// Whether the gate is serving (ready, not draining): one atomic load.
     #[inline]
     pub fn is_serving(&self) -> bool {
         self.state() == State::Serving
+    }
+
+    /// Whether a drain has begun: one atomic load.
+    #[inline]
+    pub fn is_draining(&self) -> bool {
+        self.inner.word.load(Ordering::Acquire) & DRAINING != 0
+    }
+
+    /// Ends [`State::Starting`]: the gate serves, and `/ready` answers 200.
+    /// Returns whether this call moved it; a later call, or one on a gate
+    /// that was never starting or is draining, changes nothing (the order
+    /// is one-way).
+    ///
+    /// ```
+    /// use ate_readiness::{Gate, State};
+    ///
+    /// let gate = Gate::builder().starting().build();
+    /// assert_eq!(gate.readiness_status(), 503); // stores not checked yet
+    /// assert!(gate.mark_ready());
+    /// assert_eq!(gate.state(), State::Serving);
+    /// assert!(!gate.mark_ready());
+    /// ```
+    pub fn mark_ready(&self) -> bool {
+        let before = self.inner.word.fetch_and(!STARTING, Ordering::AcqRel);
+        before & STARTING != 0 && before & DRAINING == 0
     }
 
     /// Liveness: 200 while the process is alive, whatever the state.
@@ -305,13 +354,10 @@ impl Gate {
         200
     }
 
-    /// Readiness: 200 while serving, 503 while draining.
+    /// Readiness: 200 while serving, 503 while starting or draining.
     #[inline]
     pub fn readiness_status(&self) -> u16 {
-        match self.state() {
-            State::Serving => 200,
-            State::Draining => 503,
-        }
+        if self.is_serving() { 200 } else { 503 }
     }
 
     /// Flips the gate to draining. Idempotent and thread-safe.
@@ -463,11 +509,7 @@ impl Gate {
             None
         };
         Snapshot {
-            state: if word & DRAINING != 0 {
-                State::Draining
-            } else {
-                State::Serving
-            },
+            state: state_of(word),
             drain_started_at,
             in_flight: word & COUNT_MASK,
             last_wait: self.last_wait(),

@@ -92,8 +92,11 @@ mod clock;
 mod gate;
 mod peer;
 mod prestop;
+mod probe;
 #[cfg(feature = "test-util")]
 pub mod testing;
+#[cfg(feature = "tower")]
+pub mod tower;
 
 #[cfg(any(test, feature = "test-util"))]
 pub use clock::ManualClock;
@@ -106,6 +109,7 @@ pub use gate::{
 pub use gate::{drain_on_signal, next_signal};
 pub use peer::{is_forwarding_header, is_local_caller, is_loopback_peer};
 pub use prestop::{DrainReply, DrainRequest, PreStopError};
+pub use probe::Answer;
 
 /// WebSocket close code "going away" (RFC 6455 §7.4.1), sent to sessions
 /// opened while draining.

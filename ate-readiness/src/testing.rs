@@ -58,6 +58,8 @@ pub enum Op {
     AdvanceSecs(u16),
     /// Compare `snapshot()` with the model.
     Snapshot,
+    /// `mark_ready()`: a starting gate serves.
+    MarkReady,
 }
 
 /// The reference model: a plain struct with the rules written out longhand.
@@ -67,6 +69,8 @@ pub enum Op {
 pub struct Model {
     /// The gate's admission policy.
     pub policy: AdmissionPolicy,
+    /// Still starting (not ready until [`Op::MarkReady`]).
+    pub starting: bool,
     /// Serving or draining.
     pub draining: bool,
     /// When the drain began.
@@ -103,6 +107,8 @@ pub enum Expect {
     Session(bool),
     /// `begin_drain()`: `true` if this call started it.
     Drain(bool),
+    /// `mark_ready()`: `true` if this call ended the start.
+    Ready(bool),
     /// `wait_idle(0)`: `None` completed, `Some(n)` timed out with `n`.
     Wait(Option<u64>),
 }
@@ -116,10 +122,21 @@ impl Model {
         }
     }
 
+    /// A gate built with [`GateBuilder::starting`](crate::GateBuilder::starting).
+    pub fn starting(policy: AdmissionPolicy) -> Self {
+        Self {
+            policy,
+            starting: true,
+            ..Self::default()
+        }
+    }
+
     /// The state the model is in.
     pub fn state(&self) -> State {
         if self.draining {
             State::Draining
+        } else if self.starting {
+            State::Starting
         } else {
             State::Serving
         }
@@ -169,6 +186,11 @@ impl Model {
                 self.last_wait = Some(result);
                 Expect::Wait(result)
             }
+            Op::MarkReady => {
+                let moved = self.starting && !self.draining;
+                self.starting = false;
+                Expect::Ready(moved)
+            }
             Op::AdvanceSecs(_) | Op::Snapshot => Expect::Nothing,
         }
     }
@@ -185,6 +207,7 @@ pub fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::WaitNow),
         1 => (0u16..3600).prop_map(Op::AdvanceSecs),
         2 => Just(Op::Snapshot),
+        1 => Just(Op::MarkReady),
     ]
 }
 

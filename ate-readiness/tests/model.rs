@@ -19,14 +19,16 @@ proptest! {
             Just(AdmissionPolicy::LameDuck),
             (0u64..120).prop_map(|retry_after_secs| AdmissionPolicy::Strict { retry_after_secs }),
         ],
+        starting in any::<bool>(),
         seq in ops(60),
     ) {
         let clock = ManualClock::default();
-        let gate = Gate::builder().policy(policy).clock(clock.clone()).build();
+        let builder = Gate::builder().policy(policy).clock(clock.clone());
+        let gate = if starting { builder.starting().build() } else { builder.build() };
         let callbacks = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
         let c = callbacks.clone();
         gate.on_drain(move || { c.fetch_add(1, std::sync::atomic::Ordering::SeqCst); });
-        let mut model = Model::new(policy);
+        let mut model = if starting { Model::starting(policy) } else { Model::new(policy) };
         let mut guards: Vec<OwnedGuard> = Vec::new();
         for op in seq {
             let expect = model.apply(&op, clock.now_for_model());
@@ -68,6 +70,7 @@ proptest! {
                     prop_assert_eq!(expect, Expect::Wait(got));
                 }
                 Op::AdvanceSecs(s) => clock.advance(TimeDelta::seconds(s.into())),
+                Op::MarkReady => prop_assert_eq!(expect, Expect::Ready(gate.mark_ready())),
                 Op::Snapshot => {}
             }
             let snap = gate.snapshot();
@@ -87,6 +90,8 @@ proptest! {
                 model.callbacks_run
             );
             prop_assert_eq!(gate.readiness_status(), if model.state() == State::Serving { 200 } else { 503 });
+            prop_assert_eq!(gate.is_draining(), model.state() == State::Draining);
+            prop_assert_eq!(snap.ready_gauge(), i64::from(model.state() == State::Serving));
         }
     }
 }

@@ -1,0 +1,262 @@
+//! A tower [`Layer`] that admits every request through a [`Gate`]
+//! (feature `tower`), for axum, tonic, hyper or any tower stack.
+//!
+//! ```
+//! use ate_readiness::Gate;
+//! use ate_readiness::tower::ReadinessLayer;
+//! use axum::{Router, routing::get};
+//!
+//! let gate = Gate::builder().starting().build();
+//! let (ready, health) = (gate.clone(), gate.clone());
+//! let app: Router = Router::new()
+//!     .route("/work", get(|| async { "done" }))
+//!     .route("/ready", get(move || async move { ate_readiness::tower::answer(ready.ready_answer()) }))
+//!     .route("/health", get(move || async move { ate_readiness::tower::answer(health.health_answer()) }))
+//!     .layer(ReadinessLayer::new(gate.clone()).exempt(["/ready", "/health"]));
+//! // ... once the stores answer:
+//! gate.mark_ready();
+//! ```
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http::header::{CONNECTION, CONTENT_TYPE, RETRY_AFTER};
+use http::{HeaderValue, Request, Response, StatusCode};
+use http_body::{Body, Frame, SizeHint};
+use pin_project_lite::pin_project;
+use tower_layer::Layer;
+use tower_service::Service;
+
+use crate::probe::Answer;
+use crate::{Error, Gate, OwnedGuard};
+
+/// Admits every request through the gate. A request admitted while
+/// draining is served with `Connection: close` under the lame-duck policy
+/// (the default), so the client's next request opens a connection the load
+/// balancer routes elsewhere; under the strict policy it is refused with
+/// 503 and `Retry-After`, and the inner service is not called. The request
+/// counts as in flight until its response body is done (a streaming body
+/// too), so the drain's bounded wait waits for it. Exempt paths (probes,
+/// metrics, the drain endpoint) pass through uncounted.
+#[derive(Debug, Clone)]
+pub struct ReadinessLayer {
+    gate: Gate,
+    exempt: Arc<[Box<str>]>,
+}
+
+impl ReadinessLayer {
+    /// A layer admitting through `gate`, exempting nothing.
+    pub fn new(gate: Gate) -> Self {
+        Self {
+            gate,
+            exempt: Arc::from(Vec::new()),
+        }
+    }
+
+    /// Paths (exact matches of the request path) that pass through without
+    /// admission: `/health`, `/ready`, `/metrics`, the drain endpoint.
+    #[must_use]
+    pub fn exempt<P: Into<String>>(mut self, paths: impl IntoIterator<Item = P>) -> Self {
+        let mut all: Vec<Box<str>> = self.exempt.iter().cloned().collect();
+        all.extend(paths.into_iter().map(|p| p.into().into_boxed_str()));
+        self.exempt = Arc::from(all);
+        self
+    }
+}
+
+impl<S> Layer<S> for ReadinessLayer {
+    type Service = Readiness<S>;
+
+    fn layer(&self, inner: S) -> Readiness<S> {
+        Readiness {
+            inner,
+            gate: self.gate.clone(),
+            exempt: self.exempt.clone(),
+        }
+    }
+}
+
+/// The service [`ReadinessLayer`] wraps around yours.
+#[derive(Debug, Clone)]
+pub struct Readiness<S> {
+    inner: S,
+    gate: Gate,
+    exempt: Arc<[Box<str>]>,
+}
+
+impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for Readiness<S>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    ResBody: Body,
+{
+    type Response = Response<GuardedBody<ResBody>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
+        let path = req.uri().path();
+        if self.exempt.iter().any(|p| **p == *path) {
+            return ResponseFuture::pass(self.inner.call(req), None);
+        }
+        match self.gate.admit_owned() {
+            Ok(guard) => ResponseFuture::pass(self.inner.call(req), Some(guard)),
+            Err(Error::Draining { retry_after_secs }) => ResponseFuture::refuse(retry_after_secs),
+        }
+    }
+}
+
+pin_project! {
+    /// The response future of [`Readiness`].
+    pub struct ResponseFuture<F> {
+        #[pin]
+        inner: Option<F>,
+        guard: Option<OwnedGuard>,
+        retry_after_secs: u64,
+    }
+}
+
+impl<F> std::fmt::Debug for ResponseFuture<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResponseFuture")
+            .field("refused", &self.inner.is_none())
+            .field("guard", &self.guard)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F> ResponseFuture<F> {
+    fn pass(inner: F, guard: Option<OwnedGuard>) -> Self {
+        Self {
+            inner: Some(inner),
+            guard,
+            retry_after_secs: 0,
+        }
+    }
+
+    fn refuse(retry_after_secs: u64) -> Self {
+        Self {
+            inner: None,
+            guard: None,
+            retry_after_secs,
+        }
+    }
+}
+
+impl<F, B, E> Future for ResponseFuture<F>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+    B: Body,
+{
+    type Output = Result<Response<GuardedBody<B>>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let Some(inner) = this.inner.as_pin_mut() else {
+            let mut refused = Response::new(GuardedBody::empty());
+            *refused.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+            refused
+                .headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from(*this.retry_after_secs));
+            refused
+                .headers_mut()
+                .insert(CONNECTION, HeaderValue::from_static("close"));
+            return Poll::Ready(Ok(refused));
+        };
+        let response = std::task::ready!(inner.poll(cx))?;
+        let guard = this.guard.take();
+        let (mut parts, body) = response.into_parts();
+        if guard
+            .as_ref()
+            .is_some_and(OwnedGuard::should_close_connection)
+        {
+            parts
+                .headers
+                .insert(CONNECTION, HeaderValue::from_static("close"));
+        }
+        Poll::Ready(Ok(Response::from_parts(
+            parts,
+            GuardedBody {
+                inner: Some(body),
+                guard,
+            },
+        )))
+    }
+}
+
+pin_project! {
+    /// A response body that keeps its request counted in flight until the
+    /// body is done (its last frame sent, or the body dropped: a client
+    /// that hung up).
+    pub struct GuardedBody<B> {
+        #[pin]
+        inner: Option<B>,
+        guard: Option<OwnedGuard>,
+    }
+}
+
+impl<B> std::fmt::Debug for GuardedBody<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GuardedBody")
+            .field("guard", &self.guard)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B> GuardedBody<B> {
+    /// An empty body (a refusal's).
+    fn empty() -> Self {
+        Self {
+            inner: None,
+            guard: None,
+        }
+    }
+}
+
+impl<B: Body> Body for GuardedBody<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let this = self.project();
+        let Some(inner) = this.inner.as_pin_mut() else {
+            return Poll::Ready(None);
+        };
+        let frame = std::task::ready!(inner.poll_frame(cx));
+        if frame.is_none() {
+            // Done: the request leaves the in-flight count now, not when
+            // the server gets round to dropping the body.
+            *this.guard = None;
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.as_ref().is_none_or(Body::is_end_stream)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner
+            .as_ref()
+            .map_or_else(|| SizeHint::with_exact(0), Body::size_hint)
+    }
+}
+
+/// A probe [`Answer`] as an `http` response (for a handler in any
+/// framework built on `http`, such as axum).
+pub fn answer(answer: Answer) -> Response<String> {
+    let mut response = Response::new(answer.body);
+    *response.status_mut() =
+        StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(Answer::CONTENT_TYPE));
+    response
+}
