@@ -280,6 +280,7 @@ fn refusal(e: &ProtocolError) -> Option<actix_ws::CloseReason> {
 pub fn run(listen: SocketAddr, config: crate::Config) -> std::io::Result<()> {
     actix_web::rt::System::new().block_on(async move {
         let state = AppState::new(config.clone()).map_err(std::io::Error::other)?;
+        state.ready_after_checks().await;
         let data = web::Data::new(state.clone());
         let server = actix_web::HttpServer::new(move || {
             actix_web::App::new()

@@ -297,6 +297,7 @@ pub fn run(listen: SocketAddr, config: crate::Config) -> std::io::Result<()> {
         .build()?;
     rt.block_on(async move {
         let state = AppState::new(config.clone()).map_err(std::io::Error::other)?;
+        state.ready_after_checks().await;
         let listener = tokio::net::TcpListener::bind(listen)
             .await
             .map_err(|e| crate::cli::listen_error(listen, e))?;

@@ -302,7 +302,9 @@ impl AppState {
             }
         };
         Ok(Arc::new(Self {
-            gate: Gate::builder().policy(config.admission).build(),
+            // Starting: /ready answers 503 until the startup checks pass
+            // (`ready_after_checks`).
+            gate: Gate::builder().policy(config.admission).starting().build(),
             config,
             limits,
             store_away: std::sync::atomic::AtomicBool::new(false),
@@ -550,8 +552,17 @@ impl AppState {
         }
     }
 
+    /// The startup checks, then `/ready` answers 200: the ledger store was
+    /// opened (and recovered) when the state was built; the rate limits'
+    /// shared store, if any, is probed and logged (a Redis that does not
+    /// answer does not keep the pod out: its fallback decides meanwhile).
+    pub async fn ready_after_checks(&self) {
+        self.probe_store().await;
+        self.gate.mark_ready();
+    }
+
     /// At startup: whether the limits' shared store answers, logged.
-    pub async fn probe_store(&self) {
+    async fn probe_store(&self) {
         let Some(store) = self.limits.store() else {
             return;
         };
@@ -1326,7 +1337,6 @@ pub const LEDGER_PURGE_EVERY: Duration = Duration::from_secs(600);
 ///
 /// Each adapter spawns it once.
 pub async fn run_background(state: Shared) {
-    state.probe_store().await;
     let reconcile = async {
         if let Some(every) = state.config.reconcile_interval {
             every_while_serving(&state, every, || state.reconcile_once()).await;
@@ -1339,14 +1349,14 @@ pub async fn run_background(state: Shared) {
     tokio::join!(reconcile, sweep, purge);
 }
 
-/// Runs `work` at once and then every `period` while the gate serves.
+/// Runs `work` at once and then every `period` until the gate drains.
 async fn every_while_serving<F: std::future::Future<Output = ()>>(
     state: &AppState,
     period: Duration,
     mut work: impl FnMut() -> F,
 ) {
     let mut tick = tokio::time::interval(period);
-    while state.gate.is_serving() {
+    while !state.gate.is_draining() {
         tick.tick().await;
         work().await;
     }

@@ -11,7 +11,10 @@ use tower::ServiceExt;
 fn state() -> (ate_examples::service::Shared, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let config = Config::from_env(dir.path().to_path_buf()).unwrap();
-    (AppState::new(config).unwrap(), dir)
+    let state = AppState::new(config).unwrap();
+    // What the binaries do once their startup checks pass.
+    state.gate.mark_ready();
+    (state, dir)
 }
 
 async fn axum_drain(peer: &str) -> (u16, bool) {
