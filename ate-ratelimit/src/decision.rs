@@ -85,6 +85,8 @@ pub struct Combined<'a> {
     pub(crate) decisions: SmallVec<[(&'a str, Decision); 4]>,
     /// Until every limit would allow again, given what was recorded.
     pub(crate) wait: Duration,
+    /// Per decision: until the oldest attempt its window counts leaves.
+    pub(crate) resets: SmallVec<[Duration; 4]>,
     /// Where the decision was made.
     pub(crate) scope: Scope,
     /// Why the shared store did not answer, when it did not.
@@ -160,6 +162,14 @@ impl<'a> Combined<'a> {
     /// `retry_after` in whole seconds, rounded up.
     pub fn retry_after_secs(&self) -> Option<u64> {
         self.retry_after().map(ceil_secs)
+    }
+
+    /// Per decision (in the order of [`decisions`](Self::decisions)): how
+    /// long until the oldest attempt its window counts leaves, so that its
+    /// quota starts to come back (zero for an empty window). For the
+    /// `t` parameter of the IETF `RateLimit` field on an allowed response.
+    pub fn resets(&self) -> &[Duration] {
+        &self.resets
     }
 
     /// Where the decision was made.

@@ -101,6 +101,8 @@ mod approx;
 mod clock;
 mod config;
 mod decision;
+#[cfg(feature = "tower")]
+pub mod http;
 mod limiter;
 mod limits;
 mod lock;
@@ -111,6 +113,8 @@ mod ring;
 pub mod testing;
 #[cfg(all(feature = "test-util", feature = "redis"))]
 mod testing_redis;
+#[cfg(feature = "tower")]
+pub mod tower;
 mod window;
 
 pub use approx::{ApproxKeyedLimiter, BucketQuota};

@@ -951,6 +951,26 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         Ok(decision)
     }
 
+    /// How long after `now` the oldest attempt `key`'s window holds leaves
+    /// (zero for a key not held), in a shard the caller locked.
+    fn oldest_leaves_in<Q>(&self, shard: &Shard<K>, hash: u64, key: &Q, now: Timestamp) -> Duration
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let g = &self.geometry;
+        shard
+            .table
+            .find(hash, |(k, _)| k.borrow() == key)
+            .and_then(|(_, w)| w.oldest_leaves(g))
+            .map_or(Duration::ZERO, |tick| {
+                Duration::from_nanos(
+                    tick.saturating_mul(g.tick_nanos)
+                        .saturating_sub(now.as_nanos()),
+                )
+            })
+    }
+
     /// A new key found the table at its cap (no shard lock held): makes
     /// room and checks again, until the check is done or refused.
     #[cold]
@@ -1156,6 +1176,10 @@ pub struct LimitId {
     set: usize,
     index: usize,
 }
+
+/// A combined check's decisions (in lock order), its wait, and each
+/// limit's reset.
+type Outcome = (SmallVec<[Decision; 4]>, Duration, SmallVec<[Duration; 4]>);
 
 /// Numbers sets, so an id given to another set is caught.
 static NEXT_SET: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -1382,7 +1406,7 @@ impl<K: Hash + Eq + Clone, C: Clock + Clone> LimitSet<K, C> {
         order.dedup();
         // Limits whose full key table refused the key, with the refusal.
         let mut full: SmallVec<[(usize, Decision); 4]> = SmallVec::new();
-        let (decided, wait) = loop {
+        let (decided, wait, resets) = loop {
             match self.try_combined(&order, hash, key, now, cost, &full) {
                 Ok(done) => break done,
                 // No shard is held here: make room, or learn the refusal.
@@ -1394,15 +1418,18 @@ impl<K: Hash + Eq + Clone, C: Clock + Clone> LimitSet<K, C> {
             }
         };
         let mut decisions = SmallVec::new();
+        let mut reset_of = SmallVec::new();
         for id in ids {
             let at = order
                 .binary_search(&id.index)
                 .expect("every id was checked");
             decisions.push((self.limits[id.index].0.as_str(), decided[at]));
+            reset_of.push(resets[at]);
         }
         Combined {
             decisions,
             wait,
+            resets: reset_of,
             scope: crate::decision::Scope::Process,
             store_error: None,
         }
@@ -1419,7 +1446,7 @@ impl<K: Hash + Eq + Clone, C: Clock + Clone> LimitSet<K, C> {
         now: Timestamp,
         cost: u32,
         full: &[(usize, Decision)],
-    ) -> Result<(SmallVec<[Decision; 4]>, Duration), usize>
+    ) -> Result<Outcome, usize>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -1490,6 +1517,11 @@ impl<K: Hash + Eq + Clone, C: Clock + Clone> LimitSet<K, C> {
             };
             wait = wait.max(until.unwrap_or_default());
         }
+        let resets = order
+            .iter()
+            .zip(shards.iter())
+            .map(|(&i, shard)| limiter(i).oldest_leaves_in(shard, hash, key, now))
+            .collect();
         // Give back the slots of keys that were not added (nothing recorded).
         for ((&i, shard), _) in order
             .iter()
@@ -1503,6 +1535,6 @@ impl<K: Hash + Eq + Clone, C: Clock + Clone> LimitSet<K, C> {
                 cap.release(1);
             }
         }
-        Ok((decided, wait))
+        Ok((decided, wait, resets))
     }
 }

@@ -246,16 +246,19 @@ impl<C: Clock + Clone> Limits<C> {
                     }
                 };
                 let wait = answers.iter().map(|a| a.wait).max().unwrap_or_default();
+                let at = |id: &LimitId| order.binary_search(id).expect("every id was checked");
                 let decisions = ids
                     .iter()
                     .map(|id| {
-                        let at = order.binary_search(id).expect("every id was checked");
-                        (self.set.name(*id), decide(windows[at].limit, &answers[at]))
+                        let a = &answers[at(id)];
+                        (self.set.name(*id), decide(windows[at(id)].limit, a))
                     })
                     .collect();
+                let resets = ids.iter().map(|id| answers[at(id)].reset).collect();
                 Combined {
                     decisions,
                     wait,
+                    resets,
                     scope: Scope::Shared,
                     store_error: None,
                 }
@@ -272,6 +275,7 @@ impl<C: Clock + Clone> Limits<C> {
                                 })
                                 .collect(),
                             wait: retry_after,
+                            resets: ids.iter().map(|_| retry_after).collect(),
                             scope: Scope::Unavailable,
                             store_error: None,
                         }

@@ -234,6 +234,8 @@ pub(crate) struct Answer {
     pub(crate) count: u32,
     /// Until the same cost would fit, given what was recorded.
     pub(crate) wait: Duration,
+    /// Until the oldest attempt held leaves.
+    pub(crate) reset: Duration,
 }
 
 /// Times passed to the script: `None` reads the server's clock.
@@ -349,12 +351,13 @@ impl RedisStore {
         let answer = match result {
             Err(_) => Err(self.timed_out()),
             Ok(Err(e)) => Err(e.to_string()),
-            Ok(Ok(flat)) if flat.len() == 3 * windows.len() => Ok(flat
-                .chunks_exact(3)
+            Ok(Ok(flat)) if flat.len() == 4 * windows.len() => Ok(flat
+                .chunks_exact(4)
                 .map(|a| Answer {
                     allowed: a[0] == 1,
                     count: u32::try_from(a[1]).unwrap_or(u32::MAX),
                     wait: Duration::from_micros(u64::try_from(a[2]).unwrap_or(0)),
+                    reset: Duration::from_micros(u64::try_from(a[3]).unwrap_or(0)),
                 })
                 .collect()),
             Ok(Ok(flat)) => Err(format!(
@@ -392,7 +395,7 @@ else
   at = now
 end
 local n = #KEYS
-local limits, windows, counts, newest = {}, {}, {}, {}
+local limits, windows, counts, newest, oldests = {}, {}, {}, {}, {}
 local all = true
 for i = 1, n do
   local key = KEYS[i]
@@ -407,6 +410,7 @@ for i = 1, n do
     redis.call('RPOP', key)
     oldest = redis.call('LINDEX', key, -1)
   end
+  oldests[i] = oldest and tonumber(oldest) or nil
   if oldest then
     if given then newest[i] = tonumber(redis.call('LINDEX', key, 0)) end
     -- Under CountDenied every limit records, and LPUSH gives the count.
@@ -451,6 +455,7 @@ for i = 1, n do
     -- The key holds nothing once its newest attempt is a window old.
     redis.call('PEXPIRE', key, math.max(1, math.ceil((t + window - now) / 1000)))
     len = after
+    if not oldests[i] then oldests[i] = t end
   end
   -- Until the same cost fits again: when the entry at index N - cost (the
   -- newest that must leave) leaves.
@@ -458,9 +463,19 @@ for i = 1, n do
   if len > limit - cost then
     wait = tonumber(redis.call('LINDEX', key, limit - cost)) + window - now
   end
-  out[3 * i - 2] = (counts[i] + cost <= limit) and 1 or 0
-  out[3 * i - 1] = counts[i]
-  out[3 * i] = wait
+  -- When the oldest attempt held leaves (what LTRIM dropped was older).
+  local reset = 0
+  if oldests[i] then
+    if len >= limit then
+      reset = tonumber(redis.call('LINDEX', key, -1)) + window - now
+    else
+      reset = oldests[i] + window - now
+    end
+  end
+  out[4 * i - 3] = (counts[i] + cost <= limit) and 1 or 0
+  out[4 * i - 2] = counts[i]
+  out[4 * i - 1] = wait
+  out[4 * i] = reset
 end
 return out
 ";

@@ -78,6 +78,11 @@ impl Window {
         }
     }
 
+    /// The tick at which the oldest attempt held leaves the window.
+    pub(crate) fn oldest_leaves(&self, g: &Geometry) -> Option<u64> {
+        (self.ring.len() > 0).then(|| self.abs(self.ring.get(0)) + g.window)
+    }
+
     /// The tick after which this key is drained.
     pub(crate) fn drained_at(&self, g: &Geometry) -> u64 {
         self.ring.back().map_or(0, |n| self.abs(n) + g.window)

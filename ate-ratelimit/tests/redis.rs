@@ -243,6 +243,11 @@ async fn redis_and_in_process_answer_alike() {
                 .unwrap();
             assert_eq!(a.decisions(), b.decisions(), "{policy:?} step {step}");
             assert_eq!(a.retry_after(), b.retry_after(), "{policy:?} step {step}");
+            assert_eq!(
+                a.resets(),
+                b.resets(),
+                "{policy:?} step {step}: reset times"
+            );
             assert_eq!((a.scope(), b.scope()), (Scope::Process, Scope::Shared));
         }
     }

@@ -1,0 +1,423 @@
+//! The HTTP layer (feature `tower`): who a request is (peer, header,
+//! client IP behind trusted proxies, spoofed and malformed forwarding
+//! headers), and the layer in axum: 429 with Retry-After and a body naming
+//! the limits, route costs, and the RateLimit fields as an RFC 9651
+//! parser reads them.
+#![cfg(feature = "tower")]
+
+use std::net::{IpAddr, SocketAddr};
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ate_ratelimit::http::{KeyError, TrustedProxies, client_ip};
+use ate_ratelimit::tower::{Caller, RateLimitLayer};
+use ate_ratelimit::{LimitId, LimitSet, Limits, ManualClock, Policy, Quota};
+use axum::Router;
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use axum::http::{HeaderMap, Request};
+use axum::routing::post;
+use http_body_util::BodyExt;
+use tower::ServiceExt;
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+/// `client_ip` over a table of peers, headers and trusted proxies.
+#[test]
+fn the_client_ip_is_taken_from_the_right_through_trusted_proxies_only() {
+    let lb = TrustedProxies::parse("10.0.0.0/8, 2001:db8:ffff::/48").unwrap();
+    let none = TrustedProxies::none();
+    type Case<'a> = (
+        &'a str,
+        &'a str,
+        &'a [&'a str],
+        &'a [&'a str],
+        &'a TrustedProxies,
+        &'a str,
+    );
+    let cases: [Case<'_>; 12] = [
+        (
+            "no proxies: the header is ignored",
+            "203.0.113.9",
+            &["6.6.6.6"],
+            &[],
+            &none,
+            "203.0.113.9",
+        ),
+        (
+            "untrusted peer: ignored",
+            "198.51.100.1",
+            &["6.6.6.6"],
+            &[],
+            &lb,
+            "198.51.100.1",
+        ),
+        (
+            "trusted peer, no header",
+            "10.0.0.5",
+            &[],
+            &[],
+            &lb,
+            "10.0.0.5",
+        ),
+        (
+            "one trusted proxy",
+            "10.0.0.5",
+            &["203.0.113.9"],
+            &[],
+            &lb,
+            "203.0.113.9",
+        ),
+        (
+            "spoofed leftmost entry",
+            "10.0.0.5",
+            &["6.6.6.6, 203.0.113.9"],
+            &[],
+            &lb,
+            "203.0.113.9",
+        ),
+        (
+            "a chain of trusted proxies",
+            "10.0.0.5",
+            &["203.0.113.9, 10.1.1.1, 10.2.2.2"],
+            &[],
+            &lb,
+            "203.0.113.9",
+        ),
+        (
+            "header lines in order",
+            "10.0.0.5",
+            &["6.6.6.6", "203.0.113.9, 10.1.1.1"],
+            &[],
+            &lb,
+            "203.0.113.9",
+        ),
+        (
+            "every hop trusted: the leftmost",
+            "10.0.0.5",
+            &["10.9.9.9, 10.1.1.1"],
+            &[],
+            &lb,
+            "10.9.9.9",
+        ),
+        (
+            "ports and brackets",
+            "10.0.0.5",
+            &["[2001:db8::7]:4711, 10.1.1.1:80"],
+            &[],
+            &lb,
+            "2001:db8::7",
+        ),
+        (
+            "Forwarded wins over X-Forwarded-For",
+            "10.0.0.5",
+            &["6.6.6.6"],
+            &["for=192.0.2.60;proto=https, for=\"[2001:db8:ffff::1]:443\""],
+            &lb,
+            "192.0.2.60",
+        ),
+        (
+            "unknown stops at the proxy that said it",
+            "10.0.0.5",
+            &[],
+            &["for=unknown, for=10.1.1.1"],
+            &lb,
+            "10.1.1.1",
+        ),
+        (
+            "an IPv4-mapped peer is its IPv4 address",
+            "::ffff:10.0.0.5",
+            &["203.0.113.9"],
+            &[],
+            &lb,
+            "203.0.113.9",
+        ),
+    ];
+    for (what, peer, xff, fwd, trusted, want) in cases {
+        let xff = xff.iter().map(|s| s.as_bytes());
+        let fwd = fwd.iter().map(|s| s.as_bytes());
+        assert_eq!(
+            client_ip(ip(peer), xff, fwd, trusted),
+            Ok(ip(want)),
+            "{what}"
+        );
+    }
+}
+
+/// A trusted proxy's header that holds no address is a 400 naming it,
+/// never a panic and never a key the client chose; an untrusted peer's
+/// header is not even read.
+#[test]
+fn malformed_forwarding_headers_are_errors_naming_them() {
+    let lb = TrustedProxies::parse("10.0.0.0/8").unwrap();
+    for bad in [
+        "not-an-ip",
+        "203.0.113.9, ",
+        "1.2.3.4.5",
+        "[::1",
+        "[::1]x",
+        "1.2.3.4:port",
+        "\u{e9}",
+    ] {
+        let got = client_ip(ip("10.0.0.5"), [bad.as_bytes()], [], &lb);
+        if bad == "203.0.113.9, " {
+            assert_eq!(got, Ok(ip("203.0.113.9")), "an empty entry is skipped");
+            continue;
+        }
+        let err = got.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                KeyError::Malformed {
+                    header: "X-Forwarded-For",
+                    ..
+                }
+            ),
+            "{bad}: {err}"
+        );
+    }
+    let bytes: &[u8] = &[0xff, 0xfe];
+    assert!(client_ip(ip("10.0.0.5"), [bytes], [], &lb).is_err());
+    assert_eq!(
+        client_ip(ip("198.51.100.1"), [bytes], [], &lb),
+        Ok(ip("198.51.100.1"))
+    );
+    let long = "x".repeat(5_000);
+    let err = client_ip(ip("10.0.0.5"), [long.as_bytes()], [], &lb).unwrap_err();
+    assert!(err.to_string().len() < 200, "the value is cut: {err}");
+    assert!(matches!(
+        TrustedProxies::parse("10.0.0.0/8, lb.internal"),
+        Err(KeyError::BadProxy { value }) if value == "lb.internal"
+    ));
+}
+
+fn limits(n: u32) -> (Arc<Limits<ManualClock>>, LimitId, LimitId) {
+    let mut set = LimitSet::new(Policy::CountDenied, ManualClock::default());
+    let q = |n| Quota::new(NonZeroU32::new(n).unwrap(), Duration::from_secs(60)).unwrap();
+    let route = set.add("notify", q(n));
+    let bucket = set.add("requests", q(100));
+    (Arc::new(Limits::local(set)), route, bucket)
+}
+
+fn app(layer: RateLimitLayer<ManualClock>) -> Router {
+    Router::new()
+        .route("/notify", post(|| async { "sent" }))
+        .route("/export", post(|| async { "exported" }))
+        .route("/free", post(|| async { "free" }))
+        .layer(layer)
+}
+
+fn axum_peer() -> Caller {
+    Caller::peer().peer_from(|parts| {
+        parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| c.0.ip())
+    })
+}
+
+async fn call(
+    app: &Router,
+    path: &str,
+    peer: &str,
+    headers: &[(&str, &str)],
+) -> (u16, HeaderMap, String) {
+    let mut req = Request::post(path);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let mut req = req.body(Body::empty()).unwrap();
+    req.extensions_mut().insert(ConnectInfo(
+        format!("{peer}:5000").parse::<SocketAddr>().unwrap(),
+    ));
+    let res = app.clone().oneshot(req).await.unwrap();
+    let (parts, body) = res.into_parts();
+    let body = body.collect().await.unwrap().to_bytes();
+    (
+        parts.status.as_u16(),
+        parts.headers,
+        String::from_utf8_lossy(&body).into(),
+    )
+}
+
+/// The fields as an RFC 9651 parser reads them: (name, [(param, int)]).
+fn parse_field(value: &str) -> Vec<(String, Vec<(String, i64)>)> {
+    let list: sfv::List = sfv::Parser::new(value)
+        .parse()
+        .unwrap_or_else(|e| panic!("{value:?}: {e}"));
+    list.into_iter()
+        .map(|entry| match entry {
+            sfv::ListEntry::Item(item) => (
+                item.bare_item.as_string().unwrap().as_str().to_owned(),
+                item.params
+                    .iter()
+                    .map(|(k, v)| (k.as_str().to_owned(), i64::from(v.as_integer().unwrap())))
+                    .collect(),
+            ),
+            other => panic!("not an item: {other:?}"),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn allowed_requests_carry_the_ratelimit_fields_and_the_n_plus_first_gets_429() {
+    let (limits, route, bucket) = limits(3);
+    let app = app(RateLimitLayer::new(limits.clone())
+        .route("/notify", &[route, bucket], NonZeroU32::MIN)
+        .caller(axum_peer()));
+    for left in (0..3i64).rev() {
+        let (status, headers, body) = call(&app, "/notify", "203.0.113.9", &[]).await;
+        assert_eq!((status, body.as_str()), (200, "sent"));
+        let policy = parse_field(headers["ratelimit-policy"].to_str().unwrap());
+        assert_eq!(
+            policy,
+            [
+                (
+                    "notify".to_owned(),
+                    vec![("q".to_owned(), 3), ("w".to_owned(), 60)]
+                ),
+                (
+                    "requests".to_owned(),
+                    vec![("q".to_owned(), 100), ("w".to_owned(), 60)]
+                ),
+            ]
+        );
+        let now = parse_field(headers["ratelimit"].to_str().unwrap());
+        assert_eq!(
+            now[0],
+            (
+                "notify".to_owned(),
+                vec![("r".to_owned(), left), ("t".to_owned(), 60)]
+            )
+        );
+        assert_eq!(now[1].1[0], ("r".to_owned(), 97 + left));
+    }
+    let (status, headers, body) = call(&app, "/notify", "203.0.113.9", &[]).await;
+    assert_eq!(status, 429);
+    assert_eq!(headers["retry-after"], "60");
+    assert_eq!(
+        body,
+        r#"{"error":"rate_limited","denied_by":["notify"],"retry_after_secs":60}"#
+    );
+    assert!(
+        parse_field(headers["ratelimit"].to_str().unwrap())[0]
+            .1
+            .contains(&("r".to_owned(), 0))
+    );
+    // Another caller, and a path with no route, are unaffected.
+    assert_eq!(call(&app, "/notify", "198.51.100.1", &[]).await.0, 200);
+    let (status, headers, _) = call(&app, "/free", "203.0.113.9", &[]).await;
+    assert_eq!(status, 200);
+    assert!(headers.get("ratelimit").is_none());
+}
+
+#[tokio::test]
+async fn a_heavier_route_costs_more_attempts() {
+    let (limits, route, bucket) = limits(10);
+    let app = app(RateLimitLayer::new(limits)
+        .route("/notify", &[route, bucket], NonZeroU32::MIN)
+        .route("/export", &[route, bucket], NonZeroU32::new(4).unwrap())
+        .caller(axum_peer()));
+    assert_eq!(call(&app, "/export", "203.0.113.9", &[]).await.0, 200);
+    assert_eq!(call(&app, "/export", "203.0.113.9", &[]).await.0, 200);
+    let (status, _, body) = call(&app, "/export", "203.0.113.9", &[]).await;
+    assert_eq!(status, 429, "8 used, 4 more do not fit: {body}");
+    // CountDenied: the denied export's 4 were recorded too (10 of 10).
+    assert_eq!(call(&app, "/notify", "203.0.113.9", &[]).await.0, 429);
+}
+
+#[tokio::test]
+async fn a_spoofed_forwarding_header_does_not_buy_a_fresh_window() {
+    let (limits, route, bucket) = limits(2);
+    let trusted = TrustedProxies::parse("10.0.0.0/8").unwrap();
+    let caller = Caller::client_ip(trusted).peer_from(|parts| {
+        parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| c.0.ip())
+    });
+    let app = app(RateLimitLayer::new(limits)
+        .route("/notify", &[route, bucket], NonZeroU32::MIN)
+        .caller(caller));
+    // Through the load balancer, the client claims another address each
+    // time; the balancer appends the one it saw.
+    for fake in ["1.1.1.1", "2.2.2.2"] {
+        let xff = format!("{fake}, 203.0.113.9");
+        assert_eq!(
+            call(&app, "/notify", "10.0.0.5", &[("x-forwarded-for", &xff)])
+                .await
+                .0,
+            200
+        );
+    }
+    let xff = "3.3.3.3, 203.0.113.9";
+    assert_eq!(
+        call(&app, "/notify", "10.0.0.5", &[("x-forwarded-for", xff)])
+            .await
+            .0,
+        429
+    );
+    // Straight to the pod, bypassing the balancer: its header is ignored.
+    assert_eq!(
+        call(
+            &app,
+            "/notify",
+            "198.51.100.7",
+            &[("x-forwarded-for", "203.0.113.77")]
+        )
+        .await
+        .0,
+        200
+    );
+    let (status, _, body) = call(
+        &app,
+        "/notify",
+        "10.0.0.5",
+        &[("x-forwarded-for", "nonsense")],
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert!(
+        body.contains("X-Forwarded-For holds \\\"nonsense\\\""),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn a_header_caller_must_be_given_once_in_visible_ascii() {
+    let (limits, route, bucket) = limits(5);
+    let app = app(RateLimitLayer::new(limits)
+        .route("/notify", &[route, bucket], NonZeroU32::MIN)
+        .caller(Caller::header(axum::http::HeaderName::from_static(
+            "x-api-key",
+        ))));
+    assert_eq!(
+        call(&app, "/notify", "203.0.113.9", &[("x-api-key", "k-1")])
+            .await
+            .0,
+        200
+    );
+    for bad in [
+        &[][..],
+        &[("x-api-key", "")][..],
+        &[("x-api-key", "a"), ("x-api-key", "b")][..],
+        &[("x-api-key", "a b")][..],
+    ] {
+        let (status, _, body) = call(&app, "/notify", "203.0.113.9", bad).await;
+        assert_eq!(status, 400, "{bad:?}");
+        assert!(body.contains("x-api-key"), "{body}");
+    }
+}
+
+#[tokio::test]
+async fn a_peer_the_server_does_not_give_is_a_400_not_a_panic() {
+    let (limits, route, bucket) = limits(5);
+    // The default caller reads a `SocketAddr` extension axum does not set.
+    let app = app(RateLimitLayer::new(limits).route("/notify", &[route, bucket], NonZeroU32::MIN));
+    let (status, _, body) = call(&app, "/notify", "203.0.113.9", &[]).await;
+    assert_eq!(status, 400);
+    assert!(body.contains("peer address is unknown"), "{body}");
+}
