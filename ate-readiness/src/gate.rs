@@ -743,6 +743,43 @@ impl OwnedGuard {
     pub fn gate(&self) -> &Gate {
         &self.gate
     }
+
+    /// Another guard for work this admitted request hands to a task of its
+    /// own (a call that must finish even if the client hangs up): counted
+    /// in flight until dropped, so the drain waits for it too. Never
+    /// refused: the request it extends was admitted.
+    pub fn extend(&self) -> OwnedGuard {
+        Admitted::of(self).hold()
+    }
+}
+
+/// The admission of the request being served, which the HTTP layers
+/// (features `tower` and `actix`) put in the request's extensions: a
+/// handler that hands work to a task of its own takes a guard for it with
+/// [`hold`](Self::hold), so the drain waits for that work as well.
+#[derive(Debug, Clone)]
+pub struct Admitted {
+    gate: Gate,
+    admitted_while_draining: bool,
+}
+
+impl Admitted {
+    pub(crate) fn of(guard: &OwnedGuard) -> Self {
+        Self {
+            gate: guard.gate.clone(),
+            admitted_while_draining: guard.admitted_while_draining,
+        }
+    }
+
+    /// A guard for work that outlives the request (see
+    /// [`OwnedGuard::extend`]).
+    pub fn hold(&self) -> OwnedGuard {
+        self.gate.inner.word.fetch_add(1, Ordering::AcqRel);
+        OwnedGuard {
+            gate: self.gate.clone(),
+            admitted_while_draining: self.admitted_while_draining,
+        }
+    }
 }
 
 /// What both guards share: the lame-duck question, `Debug`, and the

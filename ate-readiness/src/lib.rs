@@ -88,6 +88,8 @@
 //! property-test its own integration the same way.
 #![warn(missing_docs)]
 
+#[cfg(feature = "actix")]
+pub mod actix;
 mod clock;
 mod gate;
 mod peer;
@@ -102,8 +104,8 @@ pub mod tower;
 pub use clock::ManualClock;
 pub use clock::{Clock, SystemClock};
 pub use gate::{
-    AdmissionPolicy, BeginDrain, Gate, GateBuilder, Guard, OwnedGuard, SessionAdmission, Snapshot,
-    State, WaitOutcome,
+    AdmissionPolicy, Admitted, BeginDrain, Gate, GateBuilder, Guard, OwnedGuard, SessionAdmission,
+    Snapshot, State, WaitOutcome,
 };
 #[cfg(feature = "tokio")]
 pub use gate::{drain_on_signal, next_signal};

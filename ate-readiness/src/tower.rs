@@ -2,21 +2,30 @@
 //! (feature `tower`), for axum, tonic, hyper or any tower stack.
 //!
 //! ```
+//! use std::net::SocketAddr;
 //! use ate_readiness::Gate;
-//! use ate_readiness::tower::ReadinessLayer;
-//! use axum::{Router, routing::get};
+//! use ate_readiness::tower::{Probe, ReadinessLayer};
+//! use axum::extract::ConnectInfo;
+//! use axum::routing::{get, get_service, post_service};
+//! use axum::Router;
 //!
 //! let gate = Gate::builder().starting().build();
-//! let (ready, health) = (gate.clone(), gate.clone());
+//! let drain = Probe::drain(gate.clone()).peer_from(|parts| {
+//!     parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip())
+//! });
 //! let app: Router = Router::new()
 //!     .route("/work", get(|| async { "done" }))
-//!     .route("/ready", get(move || async move { ate_readiness::tower::answer(ready.ready_answer()) }))
-//!     .route("/health", get(move || async move { ate_readiness::tower::answer(health.health_answer()) }))
-//!     .layer(ReadinessLayer::new(gate.clone()).exempt(["/ready", "/health"]));
+//!     .route("/health", get_service(Probe::health(gate.clone())))
+//!     .route("/ready", get_service(Probe::ready(gate.clone())))
+//!     .route("/__internal/drain", post_service(drain))
+//!     .layer(ReadinessLayer::new(gate.clone()).exempt(Probe::PATHS));
 //! // ... once the stores answer:
 //! gate.mark_ready();
+//! // serve with app.into_make_service_with_connect_info::<SocketAddr>()
 //! ```
 
+use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -28,6 +37,7 @@ use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
+pub use crate::Admitted;
 use crate::probe::Answer;
 use crate::{Error, Gate, OwnedGuard};
 
@@ -98,13 +108,16 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
+    fn call(&mut self, mut req: Request<ReqBody>) -> Self::Future {
         let path = req.uri().path();
         if self.exempt.iter().any(|p| **p == *path) {
             return ResponseFuture::pass(self.inner.call(req), None);
         }
         match self.gate.admit_owned() {
-            Ok(guard) => ResponseFuture::pass(self.inner.call(req), Some(guard)),
+            Ok(guard) => {
+                req.extensions_mut().insert(Admitted::of(&guard));
+                ResponseFuture::pass(self.inner.call(req), Some(guard))
+            }
             Err(Error::Draining { retry_after_secs }) => ResponseFuture::refuse(retry_after_secs),
         }
     }
@@ -259,4 +272,109 @@ pub fn answer(answer: Answer) -> Response<String> {
         .headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static(Answer::CONTENT_TYPE));
     response
+}
+
+type PeerFn = Arc<dyn Fn(&http::request::Parts) -> Option<IpAddr> + Send + Sync>;
+
+#[derive(Debug, Clone, Copy)]
+enum ProbeKind {
+    Health,
+    Ready,
+    Drain,
+}
+
+/// The gate's endpoints as tower services: `/health`, `/ready` and the
+/// loopback-only drain endpoint (see [`Gate::health_answer`],
+/// [`Gate::ready_answer`], [`Gate::drain_answer`]). Mount each on its
+/// path with the method router of your framework (axum:
+/// `get_service(Probe::ready(gate))`), which answers 405 with `Allow` to
+/// other methods.
+#[derive(Clone)]
+pub struct Probe {
+    gate: Gate,
+    kind: ProbeKind,
+    peer: PeerFn,
+}
+
+impl std::fmt::Debug for Probe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Probe")
+            .field("kind", &self.kind)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The peer from a `SocketAddr` request extension (what hyper-based
+/// servers that record it insert; axum's is its `ConnectInfo`).
+fn socket_addr_peer(parts: &http::request::Parts) -> Option<IpAddr> {
+    parts.extensions.get::<SocketAddr>().map(SocketAddr::ip)
+}
+
+impl Probe {
+    /// The usual paths of the three endpoints, to exempt from admission:
+    /// `/health`, `/ready` and [`DrainRequest::DEFAULT_PATH`](crate::DrainRequest::DEFAULT_PATH).
+    pub const PATHS: [&'static str; 3] = ["/health", "/ready", crate::DrainRequest::DEFAULT_PATH];
+
+    fn new(gate: Gate, kind: ProbeKind) -> Self {
+        Self {
+            gate,
+            kind,
+            peer: Arc::new(socket_addr_peer),
+        }
+    }
+
+    /// `GET /health`: 200 in every state.
+    pub fn health(gate: Gate) -> Self {
+        Self::new(gate, ProbeKind::Health)
+    }
+
+    /// `GET /ready`: 200 while serving, 503 while starting or draining.
+    pub fn ready(gate: Gate) -> Self {
+        Self::new(gate, ProbeKind::Ready)
+    }
+
+    /// `POST /__internal/drain`: begins the drain for a loopback caller
+    /// that forwards no one else's request; 403 for anyone else. It needs
+    /// the peer address: by default a `SocketAddr` request extension, or
+    /// where [`peer_from`](Self::peer_from) says (axum: `ConnectInfo`).
+    /// Without one it refuses.
+    pub fn drain(gate: Gate) -> Self {
+        Self::new(gate, ProbeKind::Drain)
+    }
+
+    /// Where the peer address comes from.
+    #[must_use]
+    pub fn peer_from(
+        self,
+        peer: impl Fn(&http::request::Parts) -> Option<IpAddr> + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            peer: Arc::new(peer),
+            ..self
+        }
+    }
+}
+
+impl<B> Service<Request<B>> for Probe {
+    type Response = Response<String>;
+    type Error = Infallible;
+    type Future = std::future::Ready<Result<Response<String>, Infallible>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        let reply = match self.kind {
+            ProbeKind::Health => self.gate.health_answer(),
+            ProbeKind::Ready => self.gate.ready_answer(),
+            ProbeKind::Drain => {
+                let (parts, _) = req.into_parts();
+                let peer = (self.peer)(&parts);
+                self.gate
+                    .drain_answer(peer, parts.headers.keys().map(http::HeaderName::as_str))
+            }
+        };
+        std::future::ready(Ok(answer(reply)))
+    }
 }

@@ -201,3 +201,98 @@ async fn over_a_socket_a_draining_response_closes_its_connection() {
     assert_eq!(gate.in_flight(), 0);
     server.abort();
 }
+
+#[tokio::test]
+async fn the_probe_services_answer_by_state_and_drain_for_loopback_only() {
+    use ate_readiness::tower::Probe;
+    use axum::routing::{get_service, post_service};
+    use std::net::SocketAddr;
+    let gate = Gate::builder().starting().build();
+    // The peer as a test server's connect info would give it.
+    let peer: std::sync::Arc<std::sync::Mutex<SocketAddr>> =
+        std::sync::Arc::new(std::sync::Mutex::new("10.0.0.7:1".parse().unwrap()));
+    let seen = peer.clone();
+    let app = Router::new()
+        .route("/health", get_service(Probe::health(gate.clone())))
+        .route("/ready", get_service(Probe::ready(gate.clone())))
+        .route(
+            "/__internal/drain",
+            post_service(
+                Probe::drain(gate.clone()).peer_from(move |_| Some(seen.lock().unwrap().ip())),
+            ),
+        )
+        .layer(ReadinessLayer::new(gate.clone()).exempt(Probe::PATHS));
+    let (status, _, body) = get_path(&app, "/ready").await;
+    assert_eq!(
+        (status, body.as_str()),
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            r#"{"ready":false,"state":"starting"}"#
+        )
+    );
+    assert!(gate.mark_ready());
+    let (status, _, _) = get_path(&app, "/ready").await;
+    assert_eq!(status, 200);
+    let (status, _, _) = get_path(&app, "/health").await;
+    assert_eq!(status, 200);
+    let post = |app: Router| async move {
+        app.oneshot(
+            Request::post("/__internal/drain")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap()
+        .status()
+    };
+    // GET on the drain endpoint is 405 (the method router's), and drains nothing.
+    let (status, headers, _) = get_path(&app, "/__internal/drain").await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert!(headers["allow"].to_str().unwrap().contains("POST"));
+    assert_eq!(post(app.clone()).await, StatusCode::FORBIDDEN);
+    assert!(!gate.is_draining());
+    *peer.lock().unwrap() = "127.0.0.1:1".parse().unwrap();
+    assert_eq!(post(app.clone()).await, StatusCode::OK);
+    assert!(gate.is_draining());
+    // Without any peer the drain is refused, not a panic.
+    let blind = Router::new().route("/d", post_service(Probe::drain(Gate::new())));
+    let status = blind
+        .oneshot(Request::post("/d").body(Body::empty()).unwrap())
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, StatusCode::FORBIDDEN);
+}
+
+#[tokio::test]
+async fn a_handler_holds_the_admission_for_work_that_outlives_the_response() {
+    use ate_readiness::tower::Admitted;
+    let gate = Gate::new();
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+    let done_rx = std::sync::Arc::new(std::sync::Mutex::new(Some(done_rx)));
+    let app = Router::new()
+        .route(
+            "/spawn",
+            get(
+                move |axum::Extension(admitted): axum::Extension<Admitted>| async move {
+                    let held = admitted.hold();
+                    let done = done_rx.lock().unwrap().take().unwrap();
+                    tokio::spawn(async move {
+                        let _ = done.await;
+                        drop(held);
+                    });
+                    "accepted"
+                },
+            ),
+        )
+        .layer(ReadinessLayer::new(gate.clone()));
+    let (status, _, body) = get_path(&app, "/spawn").await;
+    assert_eq!((status, body.as_str()), (StatusCode::OK, "accepted"));
+    assert_eq!(gate.in_flight(), 1, "the task's guard still counts");
+    done_tx.send(()).unwrap();
+    let waited = tokio::task::spawn_blocking({
+        let gate = gate.clone();
+        move || gate.wait_idle(Duration::from_secs(5))
+    });
+    assert!(waited.await.unwrap().is_completed());
+}
