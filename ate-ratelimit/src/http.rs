@@ -10,6 +10,8 @@ use ipnet::IpNet;
 
 use crate::{Combined, Quota};
 
+pub use crate::layer::{Caller, Checked, Head};
+
 /// Proxies whose forwarding headers are believed: load balancers and
 /// ingress controllers in front of the service, as CIDRs.
 ///
@@ -95,6 +97,13 @@ pub enum KeyError {
     /// The connection's peer address is not known to the layer.
     #[error("the peer address is unknown (is the server giving the layer its connect info?)")]
     NoPeer,
+    /// A [`Caller::custom`](crate::http::Caller::custom) rule refused the
+    /// request; the message is the 400's.
+    #[error("{message}")]
+    Refused {
+        /// Why, for the client.
+        message: String,
+    },
     /// A trusted proxy entry that is neither a CIDR nor an address.
     #[error("trusted proxy {value:?} is neither a CIDR nor an IP address")]
     BadProxy {

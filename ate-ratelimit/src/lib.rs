@@ -97,12 +97,16 @@
 //!   strategies; with `redis`, a throwaway `redis-server`).
 #![warn(missing_docs)]
 
+#[cfg(feature = "actix")]
+pub mod actix;
 mod approx;
 mod clock;
 mod config;
 mod decision;
-#[cfg(feature = "tower")]
+#[cfg(any(feature = "tower", feature = "actix"))]
 pub mod http;
+#[cfg(any(feature = "tower", feature = "actix"))]
+mod layer;
 mod limiter;
 mod limits;
 mod lock;

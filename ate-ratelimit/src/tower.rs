@@ -24,14 +24,14 @@
 //! ```
 
 use std::future::Future;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU32;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http::header::{CONTENT_TYPE, HeaderName, RETRY_AFTER};
+use http::header::{CONTENT_TYPE, HeaderName};
 use http::request::Parts;
 use http::{HeaderValue, Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
@@ -39,184 +39,52 @@ use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::http::{KeyError, TrustedProxies, client_ip, policy_field, ratelimit_field};
-use crate::{Combined, Decision, LimitId, Limits, MonotonicClock, Scope};
+use crate::http::Head;
+pub use crate::http::{Checked, KeyError};
+use crate::layer::{Refusal, Rules, Verdict};
+use crate::{Combined, LimitId, Limits, MonotonicClock};
 
-type PeerFn = Arc<dyn Fn(&Parts) -> Option<IpAddr> + Send + Sync>;
-type KeyFn = Arc<dyn Fn(&Parts) -> Result<String, KeyError> + Send + Sync>;
+/// Who a request is, for the limits, read from an `http` request head.
+pub type Caller = crate::http::Caller<Parts>;
 
-/// Who a request is, for the limits: its key.
-#[derive(Clone)]
-pub struct Caller {
-    kind: CallerKind,
-    peer: PeerFn,
-}
-
-#[derive(Clone)]
-enum CallerKind {
-    Peer,
-    ClientIp(TrustedProxies),
-    Header(HeaderName),
-    Custom(KeyFn),
-}
-
-impl std::fmt::Debug for Caller {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let kind = match &self.kind {
-            CallerKind::Peer => "peer".to_owned(),
-            CallerKind::ClientIp(t) => format!("client ip behind {t:?}"),
-            CallerKind::Header(h) => format!("header {h}"),
-            CallerKind::Custom(_) => "custom".to_owned(),
-        };
-        f.debug_struct("Caller").field("kind", &kind).finish()
-    }
-}
-
-/// The peer from a `SocketAddr` request extension (hyper users insert it;
-/// axum's is `ConnectInfo<SocketAddr>`: see [`Caller::peer_from`]).
-fn socket_addr_peer(parts: &Parts) -> Option<IpAddr> {
-    parts
-        .extensions
-        .get::<std::net::SocketAddr>()
-        .map(std::net::SocketAddr::ip)
-}
-
-impl Default for Caller {
-    fn default() -> Self {
-        Self::peer()
-    }
-}
-
-impl Caller {
-    /// The peer's IP address (the default). Behind a proxy every client
-    /// shares the proxy's address: use [`client_ip`](Self::client_ip).
-    pub fn peer() -> Self {
-        Self {
-            kind: CallerKind::Peer,
-            peer: Arc::new(socket_addr_peer),
-        }
+impl Head for Parts {
+    fn header_values(&self, name: &str) -> Vec<&[u8]> {
+        self.headers
+            .get_all(name)
+            .iter()
+            .map(HeaderValue::as_bytes)
+            .collect()
     }
 
-    /// The client's IP behind `trusted` proxies
-    /// ([`client_ip`](crate::http::client_ip())): the peer, unless it is a
-    /// trusted proxy; then the rightmost `X-Forwarded-For` / `Forwarded`
-    /// entry that is not one. Never the client-controlled leftmost entry
-    /// on its own.
-    pub fn client_ip(trusted: TrustedProxies) -> Self {
-        Self {
-            kind: CallerKind::ClientIp(trusted),
-            peer: Arc::new(socket_addr_peer),
-        }
+    /// A `SocketAddr` request extension (hyper users insert it; axum's is
+    /// `ConnectInfo<SocketAddr>`: see [`Caller::peer_from`]).
+    fn peer(&self) -> Option<IpAddr> {
+        self.extensions.get::<SocketAddr>().map(SocketAddr::ip)
     }
-
-    /// A header's value (an API key): once, 1-256 visible ASCII
-    /// characters, else 400.
-    pub fn header(name: HeaderName) -> Self {
-        Self {
-            kind: CallerKind::Header(name),
-            peer: Arc::new(socket_addr_peer),
-        }
-    }
-
-    /// Your own rule (say, the authenticated account).
-    pub fn custom(
-        key: impl Fn(&Parts) -> Result<String, KeyError> + Send + Sync + 'static,
-    ) -> Self {
-        Self {
-            kind: CallerKind::Custom(Arc::new(key)),
-            peer: Arc::new(socket_addr_peer),
-        }
-    }
-
-    /// Where the peer address comes from (axum: its `ConnectInfo`).
-    #[must_use]
-    pub fn peer_from(
-        self,
-        peer: impl Fn(&Parts) -> Option<IpAddr> + Send + Sync + 'static,
-    ) -> Self {
-        Self {
-            peer: Arc::new(peer),
-            ..self
-        }
-    }
-
-    /// The key of the request whose head is `parts`.
-    ///
-    /// # Errors
-    ///
-    /// [`KeyError`] when the request does not say who it is as required.
-    pub fn key(&self, parts: &Parts) -> Result<String, KeyError> {
-        let peer = || (self.peer)(parts).ok_or(KeyError::NoPeer);
-        match &self.kind {
-            CallerKind::Peer => Ok(peer()?.to_string()),
-            CallerKind::ClientIp(trusted) => {
-                let values = |name: &str| {
-                    parts
-                        .headers
-                        .get_all(name)
-                        .iter()
-                        .map(HeaderValue::as_bytes)
-                        .collect::<Vec<_>>()
-                };
-                let ip = client_ip(
-                    peer()?,
-                    values("x-forwarded-for"),
-                    values("forwarded"),
-                    trusted,
-                )?;
-                Ok(ip.to_string())
-            }
-            CallerKind::Header(name) => {
-                let mut all = parts.headers.get_all(name).iter();
-                match (all.next(), all.next()) {
-                    (Some(v), None)
-                        if (1..=256).contains(&v.len())
-                            && v.as_bytes().iter().all(|b| b.is_ascii_graphic()) =>
-                    {
-                        Ok(String::from_utf8_lossy(v.as_bytes()).into_owned())
-                    }
-                    _ => Err(KeyError::BadHeader {
-                        header: name.to_string(),
-                    }),
-                }
-            }
-            CallerKind::Custom(key) => key(parts),
-        }
-    }
-}
-
-/// Which limits a route checks, and what one request costs.
-#[derive(Debug, Clone)]
-struct Route {
-    path: Box<str>,
-    ids: Box<[LimitId]>,
-    cost: NonZeroU32,
-    /// The `RateLimit-Policy` field for these limits.
-    policy: HeaderValue,
 }
 
 /// Checks requests against named limits, per caller. A request to a route
 /// with limits is allowed through (with the `RateLimit-Policy` and
 /// `RateLimit` fields of draft-ietf-httpapi-ratelimit-headers-11 added
-/// to the response), or answered without calling the service: 429 with
-/// `Retry-After` and `{"error":"rate_limited","denied_by":[...],
-/// "retry_after_secs":N}`; 503 `too_many_callers` when a limit's key table
-/// is full; 503 `rate_limit_store_unavailable` when a shared store cannot
-/// answer and the service chose to refuse; 400 naming the problem when the
-/// caller cannot be told. Paths with no route pass through unchecked.
+/// to the response, and [`Checked`] in the request's extensions), or
+/// answered without calling the service: 429 with `Retry-After` and
+/// `{"error":"rate_limited","denied_by":[...],"retry_after_secs":N}`; 503
+/// `too_many_callers` when a limit's key table is full; 503
+/// `rate_limit_store_unavailable` when a shared store cannot answer and
+/// the service chose to refuse; 400 naming the problem when the caller
+/// cannot be told. Paths with no route pass through unchecked.
 #[derive(Clone)]
 pub struct RateLimitLayer<C: crate::Clock + Clone = MonotonicClock> {
-    limits: Arc<Limits<C>>,
-    routes: Arc<[Route]>,
+    rules: Arc<Rules<C>>,
     caller: Caller,
 }
 
 impl<C: crate::Clock + Clone> std::fmt::Debug for RateLimitLayer<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RateLimitLayer")
-            .field("routes", &self.routes)
+            .field("rules", &self.rules)
             .field("caller", &self.caller)
-            .finish_non_exhaustive()
+            .finish()
     }
 }
 
@@ -224,8 +92,7 @@ impl<C: crate::Clock + Clone> RateLimitLayer<C> {
     /// A layer over `limits`, with no routes yet and the peer as caller.
     pub fn new(limits: Arc<Limits<C>>) -> Self {
         Self {
-            limits,
-            routes: Arc::from(Vec::new()),
+            rules: Arc::new(Rules::new(limits)),
             caller: Caller::peer(),
         }
     }
@@ -240,27 +107,18 @@ impl<C: crate::Clock + Clone> RateLimitLayer<C> {
     /// errors, found when the layer is built.
     #[must_use]
     pub fn route(mut self, path: &str, ids: &[LimitId], cost: NonZeroU32) -> Self {
-        let set = self.limits.set();
-        for &id in ids {
-            let limit = set.limiter(id).quota().limit();
-            assert!(
-                cost <= limit,
-                "route {path}: a cost of {cost} can never fit limit {:?} of {limit}",
-                set.name(id)
-            );
-        }
-        let policy = policy_field(
-            ids.iter()
-                .map(|&id| (set.name(id), set.limiter(id).quota())),
-        );
-        let mut routes: Vec<Route> = self.routes.to_vec();
-        routes.push(Route {
-            path: path.into(),
-            ids: ids.into(),
-            cost,
-            policy: HeaderValue::from_str(&policy).unwrap_or(HeaderValue::from_static("")),
-        });
-        self.routes = Arc::from(routes);
+        Arc::make_mut(&mut self.rules).route(path, ids, cost);
+        self
+    }
+
+    /// Calls `hook` with the caller's key and the decision of every check
+    /// (allowed or denied): for metrics, logs or an audit trail.
+    #[must_use]
+    pub fn on_decision(
+        mut self,
+        hook: impl Fn(&str, &Combined<'_>) + Send + Sync + 'static,
+    ) -> Self {
+        Arc::make_mut(&mut self.rules).on_decision(hook);
         self
     }
 
@@ -322,102 +180,43 @@ where
         // takes its place for the next.
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
-        let path = req.uri().path();
-        let Some(route) = self.layer.routes.iter().find(|r| *r.path == *path).cloned() else {
+        let Some(route) = self.layer.rules.find(req.uri().path()) else {
             return Box::pin(async move { Ok(inner.call(req).await?.map(EitherBody::inner)) });
         };
         let layer = self.layer.clone();
         Box::pin(async move {
-            let (parts, body) = req.into_parts();
-            let caller = match layer.caller.key(&parts) {
-                Ok(caller) => caller,
-                Err(e) => return Ok(refusal(400, &json_error(&e.to_string()), None, None)),
-            };
-            let decision = layer.limits.check_n(&route.ids, &caller, route.cost).await;
-            let decision = match decision {
-                Ok(d) => d,
-                // Not reached: `route` refuses such a cost when built.
-                Err(e) => return Ok(refusal(500, &json_error(&e.to_string()), None, None)),
-            };
-            let fields = (route.policy.clone(), field(&ratelimit_field(&decision)));
-            if decision.is_allowed() {
-                let response = inner.call(Request::from_parts(parts, body)).await?;
-                let mut response = response.map(EitherBody::inner);
-                let headers = response.headers_mut();
-                headers.insert(RATELIMIT_POLICY, fields.0);
-                headers.insert(RATELIMIT, fields.1);
-                return Ok(response);
+            let (mut parts, body) = req.into_parts();
+            let key = layer.caller.key(&parts);
+            match layer.rules.check(route, key).await {
+                Verdict::Allow { checked, fields } => {
+                    parts.extensions.insert(checked);
+                    let response = inner.call(Request::from_parts(parts, body)).await?;
+                    let mut response = response.map(EitherBody::inner);
+                    for (name, value) in fields {
+                        response
+                            .headers_mut()
+                            .insert(HeaderName::from_static(name), header_value(&value));
+                    }
+                    Ok(response)
+                }
+                Verdict::Refuse(refusal) => Ok(respond(refusal)),
             }
-            Ok(denied(&decision, fields))
         })
     }
 }
 
-const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
-const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
-
-fn field(value: &str) -> HeaderValue {
+fn header_value(value: &str) -> HeaderValue {
     HeaderValue::from_str(value).unwrap_or(HeaderValue::from_static(""))
 }
 
-fn json_error(message: &str) -> String {
-    let escaped: String = message
-        .chars()
-        .flat_map(|c| match c {
-            '"' => vec!['\\', '"'],
-            '\\' => vec!['\\', '\\'],
-            c if c.is_control() => vec![' '],
-            c => vec![c],
-        })
-        .collect();
-    format!(r#"{{"error":"{escaped}"}}"#)
-}
-
-/// The answer to a request a limit turned away.
-fn denied<B>(
-    decision: &Combined<'_>,
-    fields: (HeaderValue, HeaderValue),
-) -> Response<EitherBody<B>> {
-    let secs = decision.retry_after_secs().unwrap_or(1);
-    let table_full = decision
-        .decisions()
-        .iter()
-        .any(|(_, d)| matches!(d, Decision::KeyTableFull { .. }));
-    let (status, error) = if decision.scope() == Scope::Unavailable {
-        (503, "rate_limit_store_unavailable")
-    } else if table_full {
-        (503, "too_many_callers")
-    } else {
-        (429, "rate_limited")
-    };
-    let denied_by: Vec<String> = decision
-        .denied_by()
-        .iter()
-        .map(|n| format!("\"{}\"", n.replace('\\', "\\\\").replace('"', "\\\"")))
-        .collect();
-    let body = format!(
-        r#"{{"error":"{error}","denied_by":[{}],"retry_after_secs":{secs}}}"#,
-        denied_by.join(",")
-    );
-    refusal(status, &body, Some(secs), Some(fields))
-}
-
-fn refusal<B>(
-    status: u16,
-    body: &str,
-    retry_after_secs: Option<u64>,
-    fields: Option<(HeaderValue, HeaderValue)>,
-) -> Response<EitherBody<B>> {
-    let mut response = Response::new(EitherBody::full(Bytes::from(body.to_owned())));
-    *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::TOO_MANY_REQUESTS);
+fn respond<B>(refusal: Refusal) -> Response<EitherBody<B>> {
+    let mut response = Response::new(EitherBody::full(Bytes::from(refusal.body)));
+    *response.status_mut() =
+        StatusCode::from_u16(refusal.status).unwrap_or(StatusCode::TOO_MANY_REQUESTS);
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    if let Some(secs) = retry_after_secs {
-        headers.insert(RETRY_AFTER, HeaderValue::from(secs));
-    }
-    if let Some((policy, ratelimit)) = fields {
-        headers.insert(RATELIMIT_POLICY, policy);
-        headers.insert(RATELIMIT, ratelimit);
+    for (name, value) in refusal.headers {
+        headers.insert(HeaderName::from_static(name), header_value(&value));
     }
     response
 }

@@ -1,0 +1,364 @@
+//! What the tower layer and the Actix middleware share: who a request is
+//! ([`Caller`]), which limits its route checks, and the answer, written
+//! once for both frameworks.
+
+use std::net::IpAddr;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+
+use crate::http::{KeyError, TrustedProxies, client_ip, policy_field, ratelimit_field};
+use crate::{Combined, Decision, LimitId, Limits, Scope};
+
+/// A request head the limits can read: its header values and the peer
+/// address of its connection. Implemented for `http::request::Parts`
+/// (feature `tower`) and Actix's `HttpRequest` (feature `actix`).
+pub trait Head {
+    /// Every value of header `name` (lowercase), in order.
+    fn header_values(&self, name: &str) -> Vec<&[u8]>;
+    /// The peer address the server recorded, if it did.
+    fn peer(&self) -> Option<IpAddr>;
+}
+
+type PeerFn<R> = Arc<dyn Fn(&R) -> Option<IpAddr> + Send + Sync>;
+type KeyFn<R> = Arc<dyn Fn(&R) -> Result<String, KeyError> + Send + Sync>;
+
+/// Who a request is, for the limits: its key. `R` is the framework's
+/// request head ([`Head`]).
+pub struct Caller<R> {
+    kind: CallerKind<R>,
+    peer: PeerFn<R>,
+}
+
+enum CallerKind<R> {
+    Peer,
+    ClientIp(TrustedProxies),
+    Header(String),
+    Custom(KeyFn<R>),
+}
+
+impl<R> Clone for Caller<R> {
+    fn clone(&self) -> Self {
+        let kind = match &self.kind {
+            CallerKind::Peer => CallerKind::Peer,
+            CallerKind::ClientIp(t) => CallerKind::ClientIp(t.clone()),
+            CallerKind::Header(h) => CallerKind::Header(h.clone()),
+            CallerKind::Custom(f) => CallerKind::Custom(f.clone()),
+        };
+        Self {
+            kind,
+            peer: self.peer.clone(),
+        }
+    }
+}
+
+impl<R> std::fmt::Debug for Caller<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match &self.kind {
+            CallerKind::Peer => "peer".to_owned(),
+            CallerKind::ClientIp(t) => format!("client ip behind {t:?}"),
+            CallerKind::Header(h) => format!("header {h}"),
+            CallerKind::Custom(_) => "custom".to_owned(),
+        };
+        f.debug_struct("Caller").field("kind", &kind).finish()
+    }
+}
+
+impl<R: Head + 'static> Default for Caller<R> {
+    fn default() -> Self {
+        Self::peer()
+    }
+}
+
+impl<R: Head + 'static> Caller<R> {
+    fn of(kind: CallerKind<R>) -> Self {
+        Self {
+            kind,
+            peer: Arc::new(|r: &R| r.peer()),
+        }
+    }
+
+    /// The peer's IP address (the default). Behind a proxy every client
+    /// shares the proxy's address: use [`client_ip`](Self::client_ip).
+    pub fn peer() -> Self {
+        Self::of(CallerKind::Peer)
+    }
+
+    /// The client's IP behind `trusted` proxies
+    /// ([`client_ip`](crate::http::client_ip())): the peer, unless it is a
+    /// trusted proxy; then the rightmost `X-Forwarded-For` / `Forwarded`
+    /// entry that is not one. Never the client-controlled leftmost entry
+    /// on its own.
+    pub fn client_ip(trusted: TrustedProxies) -> Self {
+        Self::of(CallerKind::ClientIp(trusted))
+    }
+
+    /// A header's value (an API key): given once, 1-256 visible ASCII
+    /// characters, else 400.
+    pub fn header(name: impl AsRef<str>) -> Self {
+        Self::of(CallerKind::Header(name.as_ref().to_ascii_lowercase()))
+    }
+
+    /// Your own rule (say, the authenticated account); its
+    /// [`KeyError::Refused`] message is the 400's.
+    pub fn custom(key: impl Fn(&R) -> Result<String, KeyError> + Send + Sync + 'static) -> Self {
+        Self::of(CallerKind::Custom(Arc::new(key)))
+    }
+
+    /// Where the peer address comes from, if not where [`Head::peer`]
+    /// finds it (axum: its `ConnectInfo` extension).
+    #[must_use]
+    pub fn peer_from(self, peer: impl Fn(&R) -> Option<IpAddr> + Send + Sync + 'static) -> Self {
+        Self {
+            peer: Arc::new(peer),
+            ..self
+        }
+    }
+
+    /// The key of the request whose head is `head`.
+    ///
+    /// # Errors
+    ///
+    /// [`KeyError`] when the request does not say who it is as required.
+    pub fn key(&self, head: &R) -> Result<String, KeyError> {
+        let peer = || (self.peer)(head).ok_or(KeyError::NoPeer);
+        match &self.kind {
+            CallerKind::Peer => Ok(peer()?.to_string()),
+            CallerKind::ClientIp(trusted) => {
+                let ip = client_ip(
+                    peer()?,
+                    head.header_values("x-forwarded-for"),
+                    head.header_values("forwarded"),
+                    trusted,
+                )?;
+                Ok(ip.to_string())
+            }
+            CallerKind::Header(name) => match head.header_values(name).as_slice() {
+                [v] if (1..=256).contains(&v.len()) && v.iter().all(u8::is_ascii_graphic) => {
+                    Ok(String::from_utf8_lossy(v).into_owned())
+                }
+                _ => Err(KeyError::BadHeader {
+                    header: name.clone(),
+                }),
+            },
+            CallerKind::Custom(key) => key(head),
+        }
+    }
+}
+
+/// What a limited request was allowed with, in its extensions for the
+/// handler (axum: `Extension<Checked>`; Actix: `web::ReqData<Checked>`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checked {
+    key: String,
+    remaining: u32,
+}
+
+impl Checked {
+    /// The caller's key the limits were checked under.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// Attempts left in the tightest of the route's limits.
+    pub fn remaining(&self) -> u32 {
+        self.remaining
+    }
+}
+
+type DecisionFn = Arc<dyn Fn(&str, &Combined<'_>) + Send + Sync>;
+
+/// Which limits a route checks, and what one request costs.
+#[derive(Debug, Clone)]
+pub(crate) struct Route {
+    path: Box<str>,
+    ids: Box<[LimitId]>,
+    cost: NonZeroU32,
+    /// The `RateLimit-Policy` field for these limits.
+    policy: String,
+}
+
+/// The routes, the limits and the decision hook: a layer's whole
+/// configuration but the caller.
+pub(crate) struct Rules<C: crate::Clock + Clone> {
+    limits: Arc<Limits<C>>,
+    routes: Vec<Route>,
+    on_decision: Option<DecisionFn>,
+}
+
+impl<C: crate::Clock + Clone> Clone for Rules<C> {
+    fn clone(&self) -> Self {
+        Self {
+            limits: self.limits.clone(),
+            routes: self.routes.clone(),
+            on_decision: self.on_decision.clone(),
+        }
+    }
+}
+
+impl<C: crate::Clock + Clone> std::fmt::Debug for Rules<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rules")
+            .field("routes", &self.routes)
+            .field("on_decision", &self.on_decision.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A response the layer writes itself: status, JSON body, headers.
+#[derive(Debug)]
+pub(crate) struct Refusal {
+    pub(crate) status: u16,
+    pub(crate) body: String,
+    pub(crate) headers: Vec<(&'static str, String)>,
+}
+
+/// What to do with a request.
+#[derive(Debug)]
+pub(crate) enum Verdict {
+    /// Call the service, with `Checked` in the request and these fields
+    /// added to its response.
+    Allow {
+        checked: Checked,
+        fields: [(&'static str, String); 2],
+    },
+    /// Answer this instead.
+    Refuse(Refusal),
+}
+
+pub(crate) const RATELIMIT_POLICY: &str = "ratelimit-policy";
+pub(crate) const RATELIMIT: &str = "ratelimit";
+
+impl<C: crate::Clock + Clone> Rules<C> {
+    pub(crate) fn new(limits: Arc<Limits<C>>) -> Self {
+        Self {
+            limits,
+            routes: Vec::new(),
+            on_decision: None,
+        }
+    }
+
+    /// See the layers' `route`.
+    pub(crate) fn route(&mut self, path: &str, ids: &[LimitId], cost: NonZeroU32) {
+        let set = self.limits.set();
+        for &id in ids {
+            let limit = set.limiter(id).quota().limit();
+            assert!(
+                cost <= limit,
+                "route {path}: a cost of {cost} can never fit limit {:?} of {limit}",
+                set.name(id)
+            );
+        }
+        let policy = policy_field(
+            ids.iter()
+                .map(|&id| (set.name(id), set.limiter(id).quota())),
+        );
+        self.routes.push(Route {
+            path: path.into(),
+            ids: ids.into(),
+            cost,
+            policy,
+        });
+    }
+
+    pub(crate) fn on_decision(
+        &mut self,
+        hook: impl Fn(&str, &Combined<'_>) + Send + Sync + 'static,
+    ) {
+        self.on_decision = Some(Arc::new(hook));
+    }
+
+    /// The route `path` checks, if any (its index, for [`check`](Self::check)).
+    pub(crate) fn find(&self, path: &str) -> Option<usize> {
+        self.routes.iter().position(|r| *r.path == *path)
+    }
+
+    /// Checks a request to route `at` (from [`find`](Self::find)) by the
+    /// caller `key` (or why it has none).
+    pub(crate) async fn check(&self, at: usize, key: Result<String, KeyError>) -> Verdict {
+        let Some(route) = self.routes.get(at) else {
+            return Verdict::Refuse(refusal(500, json_error("no such route"), Vec::new()));
+        };
+        let key = match key {
+            Ok(key) => key,
+            Err(e) => return Verdict::Refuse(refusal(400, json_error(&e.to_string()), Vec::new())),
+        };
+        let decision = match self.limits.check_n(&route.ids, &key, route.cost).await {
+            Ok(d) => d,
+            // Not reached: `route` refuses such a cost when built.
+            Err(e) => return Verdict::Refuse(refusal(500, json_error(&e.to_string()), Vec::new())),
+        };
+        if let Some(hook) = &self.on_decision {
+            hook(&key, &decision);
+        }
+        let fields = [
+            (RATELIMIT_POLICY, route.policy.clone()),
+            (RATELIMIT, ratelimit_field(&decision)),
+        ];
+        if decision.is_allowed() {
+            let remaining = decision.remaining();
+            return Verdict::Allow {
+                checked: Checked { key, remaining },
+                fields,
+            };
+        }
+        Verdict::Refuse(denied(&decision, fields))
+    }
+}
+
+fn refusal(status: u16, body: String, headers: Vec<(&'static str, String)>) -> Refusal {
+    Refusal {
+        status,
+        body,
+        headers,
+    }
+}
+
+/// A JSON string's contents for `s` (quotes, backslashes and controls
+/// escaped).
+fn json_escaped(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn json_error(message: &str) -> String {
+    format!(r#"{{"error":"{}"}}"#, json_escaped(message))
+}
+
+/// The answer to a request a limit turned away.
+fn denied(decision: &Combined<'_>, fields: [(&'static str, String); 2]) -> Refusal {
+    let secs = decision.retry_after_secs().unwrap_or(1);
+    let table_full = decision
+        .decisions()
+        .iter()
+        .any(|(_, d)| matches!(d, Decision::KeyTableFull { .. }));
+    let (status, error) = if decision.scope() == Scope::Unavailable {
+        (503, "rate_limit_store_unavailable")
+    } else if table_full {
+        (503, "too_many_callers")
+    } else {
+        (429, "rate_limited")
+    };
+    let denied_by: Vec<String> = decision
+        .denied_by()
+        .iter()
+        .map(|n| format!("\"{}\"", json_escaped(n)))
+        .collect();
+    let body = format!(
+        r#"{{"error":"{error}","denied_by":[{}],"retry_after_secs":{secs}}}"#,
+        denied_by.join(",")
+    );
+    let [policy, ratelimit] = fields;
+    refusal(
+        status,
+        body,
+        vec![("retry-after", secs.to_string()), policy, ratelimit],
+    )
+}

@@ -1,0 +1,306 @@
+//! The Actix middleware (feature `actix`) through actix-web's test
+//! utilities and over a real socket: the same answers as the tower layer
+//! (fields parsed as RFC 9651 structured fields, 429 naming the limits),
+//! the key extraction table (peer, trusted proxy, chain of trusted
+//! proxies, spoofed leftmost entry, malformed headers), route costs, the
+//! decision hook and `Checked` for the handler.
+#![cfg(feature = "actix")]
+
+use std::net::SocketAddr;
+use std::num::NonZeroU32;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use actix_web::body::MessageBody;
+use actix_web::{App, test, web};
+use ate_ratelimit::actix::{Caller, Checked, RateLimit};
+use ate_ratelimit::http::TrustedProxies;
+use ate_ratelimit::{LimitId, LimitSet, Limits, ManualClock, Policy, Quota};
+
+fn limits(n: u32) -> (Arc<Limits<ManualClock>>, LimitId, LimitId) {
+    let mut set = LimitSet::new(Policy::CountDenied, ManualClock::default());
+    let q = |n| Quota::new(NonZeroU32::new(n).unwrap(), Duration::from_secs(60)).unwrap();
+    let route = set.add("notify", q(n));
+    let bucket = set.add("requests", q(100));
+    (Arc::new(Limits::local(set)), route, bucket)
+}
+
+fn app(
+    layer: RateLimit<ManualClock>,
+) -> App<
+    impl actix_web::dev::ServiceFactory<
+        actix_web::dev::ServiceRequest,
+        Config = (),
+        Response = actix_web::dev::ServiceResponse<impl MessageBody>,
+        Error = actix_web::Error,
+        InitError = (),
+    >,
+> {
+    App::new()
+        .wrap(layer)
+        .route(
+            "/notify",
+            web::post().to(|checked: web::ReqData<Checked>| async move {
+                format!("sent to {}, {} left", checked.key(), checked.remaining())
+            }),
+        )
+        .route("/export", web::post().to(|| async { "exported" }))
+        .route("/free", web::post().to(|| async { "free" }))
+}
+
+/// The fields as an RFC 9651 parser reads them: (name, [(param, int)]).
+fn parse_field(value: &str) -> Vec<(String, Vec<(String, i64)>)> {
+    let list: sfv::List = sfv::Parser::new(value)
+        .parse()
+        .unwrap_or_else(|e| panic!("{value:?}: {e}"));
+    list.into_iter()
+        .map(|entry| match entry {
+            sfv::ListEntry::Item(item) => (
+                item.bare_item.as_string().unwrap().as_str().to_owned(),
+                item.params
+                    .iter()
+                    .map(|(k, v)| (k.as_str().to_owned(), i64::from(v.as_integer().unwrap())))
+                    .collect(),
+            ),
+            other => panic!("not an item: {other:?}"),
+        })
+        .collect()
+}
+
+fn post(path: &str, peer: &str, headers: &[(&str, &str)]) -> test::TestRequest {
+    let mut req = test::TestRequest::post()
+        .uri(path)
+        .peer_addr(format!("{peer}:5000").parse::<SocketAddr>().unwrap());
+    for (k, v) in headers {
+        req = req.append_header((*k, *v));
+    }
+    req
+}
+
+/// Status, headers (name, value), body of the answer to `$req`.
+macro_rules! call {
+    ($app:expr, $req:expr) => {{
+        let res = test::call_service($app, $req.to_request()).await;
+        let status = res.status().as_u16();
+        let headers: Vec<(String, String)> = res
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_owned()))
+            .collect();
+        let body = test::read_body(res).await;
+        (status, headers, String::from_utf8_lossy(&body).into_owned())
+    }};
+}
+
+fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+#[actix_web::test]
+async fn allowed_requests_carry_the_fields_and_the_n_plus_first_gets_429() {
+    let (limits, route, bucket) = limits(3);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let app = test::init_service(app(RateLimit::new(limits)
+        .route("/notify", &[route, bucket], NonZeroU32::MIN)
+        .on_decision(move |key, decision| {
+            log.lock()
+                .unwrap()
+                .push((key.to_owned(), decision.is_allowed()));
+        })))
+    .await;
+    for left in (0..3i64).rev() {
+        let (status, headers, body) = call!(&app, post("/notify", "203.0.113.9", &[]));
+        assert_eq!(status, 200);
+        assert_eq!(body, format!("sent to 203.0.113.9, {left} left"));
+        assert_eq!(
+            parse_field(header(&headers, "ratelimit-policy").unwrap()),
+            [
+                (
+                    "notify".to_owned(),
+                    vec![("q".to_owned(), 3), ("w".to_owned(), 60)]
+                ),
+                (
+                    "requests".to_owned(),
+                    vec![("q".to_owned(), 100), ("w".to_owned(), 60)]
+                ),
+            ]
+        );
+        let now = parse_field(header(&headers, "ratelimit").unwrap());
+        assert_eq!(
+            now[0],
+            (
+                "notify".to_owned(),
+                vec![("r".to_owned(), left), ("t".to_owned(), 60)]
+            )
+        );
+    }
+    let (status, headers, body) = call!(&app, post("/notify", "203.0.113.9", &[]));
+    assert_eq!(status, 429);
+    assert_eq!(header(&headers, "retry-after"), Some("60"));
+    assert_eq!(header(&headers, "content-type"), Some("application/json"));
+    assert_eq!(
+        body,
+        r#"{"error":"rate_limited","denied_by":["notify"],"retry_after_secs":60}"#
+    );
+    assert!(
+        parse_field(header(&headers, "ratelimit").unwrap())[0]
+            .1
+            .contains(&("r".to_owned(), 0))
+    );
+    // Another caller, and a path with no route, are unaffected.
+    assert_eq!(call!(&app, post("/notify", "198.51.100.1", &[])).0, 200);
+    let (status, headers, _) = call!(&app, post("/free", "203.0.113.9", &[]));
+    assert_eq!(status, 200);
+    assert!(header(&headers, "ratelimit").is_none());
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 5, "every check, allowed or denied: {seen:?}");
+    assert_eq!(seen[3], ("203.0.113.9".to_owned(), false));
+}
+
+#[actix_web::test]
+async fn a_heavier_route_costs_more_attempts() {
+    let (limits, route, bucket) = limits(10);
+    let app = test::init_service(app(RateLimit::new(limits)
+        .route("/notify", &[route, bucket], NonZeroU32::MIN)
+        .route("/export", &[route, bucket], NonZeroU32::new(4).unwrap())))
+    .await;
+    assert_eq!(call!(&app, post("/export", "203.0.113.9", &[])).0, 200);
+    assert_eq!(call!(&app, post("/export", "203.0.113.9", &[])).0, 200);
+    assert_eq!(call!(&app, post("/export", "203.0.113.9", &[])).0, 429);
+    // CountDenied: the denied export's 4 were recorded too (10 of 10).
+    assert_eq!(call!(&app, post("/notify", "203.0.113.9", &[])).0, 429);
+}
+
+/// Peer, `X-Forwarded-For`, `Forwarded`, and the key taken or the status.
+type Case<'a> = (
+    &'a str,
+    Option<&'a str>,
+    Option<&'a str>,
+    Result<&'a str, u16>,
+);
+
+#[actix_web::test]
+async fn the_client_ip_is_the_rightmost_untrusted_hop_and_never_the_spoofed_leftmost() {
+    let (limits, route, bucket) = limits(100);
+    let trusted = TrustedProxies::parse("10.0.0.0/8").unwrap();
+    let app = test::init_service(app(RateLimit::new(limits)
+        .route("/notify", &[route, bucket], NonZeroU32::MIN)
+        .caller(Caller::client_ip(trusted))))
+    .await;
+    let key = |body: String| {
+        body.trim_start_matches("sent to ")
+            .split(',')
+            .next()
+            .unwrap()
+            .to_owned()
+    };
+    // (peer, X-Forwarded-For, Forwarded, expected key or status)
+    let table: &[Case] = &[
+        // No proxy: the peer; a header from a stranger is ignored.
+        ("198.51.100.1", None, None, Ok("198.51.100.1")),
+        ("198.51.100.1", Some("6.6.6.6"), None, Ok("198.51.100.1")),
+        // One trusted proxy: the entry it appended.
+        ("10.0.0.5", Some("203.0.113.9"), None, Ok("203.0.113.9")),
+        // A chain of trusted proxies is skipped from the right.
+        (
+            "10.0.0.5",
+            Some("203.0.113.9, 10.1.1.1, 10.2.2.2"),
+            None,
+            Ok("203.0.113.9"),
+        ),
+        // A spoofed leftmost entry is not taken.
+        (
+            "10.0.0.5",
+            Some("6.6.6.6, 203.0.113.9"),
+            None,
+            Ok("203.0.113.9"),
+        ),
+        // RFC 7239 Forwarded, with a port and IPv6.
+        (
+            "10.0.0.5",
+            None,
+            Some(r#"for="[2001:db8::1]:443""#),
+            Ok("2001:db8::1"),
+        ),
+        // Malformed from a trusted proxy: a 400, not a panic, not the header.
+        ("10.0.0.5", Some("not-an-ip"), None, Err(400)),
+        ("10.0.0.5", None, Some("for=[::1"), Err(400)),
+    ];
+    for (peer, xff, fwd, want) in table {
+        let mut headers = Vec::new();
+        if let Some(v) = xff {
+            headers.push(("x-forwarded-for", *v));
+        }
+        if let Some(v) = fwd {
+            headers.push(("forwarded", *v));
+        }
+        let (status, _, body) = call!(&app, post("/notify", peer, &headers));
+        match want {
+            Ok(ip) => {
+                assert_eq!(status, 200, "{peer} {xff:?} {fwd:?}: {body}");
+                assert_eq!(key(body), *ip, "{peer} {xff:?} {fwd:?}");
+            }
+            Err(code) => {
+                assert_eq!(status, *code, "{peer} {xff:?} {fwd:?}: {body}");
+                let error: serde_json::Value = serde_json::from_str(&body).unwrap();
+                assert!(
+                    error["error"]
+                        .as_str()
+                        .unwrap()
+                        .contains("not an IP address")
+                        || error["error"].as_str().unwrap().contains("Forwarded"),
+                    "{body}"
+                );
+            }
+        }
+    }
+}
+
+#[actix_web::test]
+async fn a_header_caller_must_be_given_once_in_visible_ascii() {
+    let (limits, route, bucket) = limits(100);
+    let app = test::init_service(app(RateLimit::new(limits)
+        .route("/notify", &[route, bucket], NonZeroU32::MIN)
+        .caller(Caller::header("X-Api-Key"))))
+    .await;
+    let (status, _, body) = call!(
+        &app,
+        post("/notify", "203.0.113.9", &[("x-api-key", "k-1")])
+    );
+    assert_eq!((status, body.as_str()), (200, "sent to k-1, 99 left"));
+    for bad in [&[][..], &[("x-api-key", "a"), ("x-api-key", "b")][..]] {
+        let (status, _, body) = call!(&app, post("/notify", "203.0.113.9", bad));
+        assert_eq!(status, 400, "{bad:?}");
+        assert!(body.contains("x-api-key"), "{body}");
+    }
+}
+
+#[actix_web::test]
+async fn over_a_socket_the_fields_reach_a_real_client() {
+    let (limits, route, bucket) = limits(1);
+    let layer = RateLimit::new(limits).route("/notify", &[route, bucket], NonZeroU32::MIN);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = actix_web::HttpServer::new(move || app(layer.clone()))
+        .workers(1)
+        .disable_signals()
+        .listen(listener)
+        .unwrap()
+        .run();
+    let handle = server.handle();
+    actix_web::rt::spawn(server);
+    let client = reqwest::Client::new();
+    let url = format!("http://{addr}/notify");
+    let first = client.post(&url).send().await.unwrap();
+    assert_eq!(first.status(), 200);
+    assert!(first.headers().contains_key("ratelimit-policy"));
+    assert_eq!(first.text().await.unwrap(), "sent to 127.0.0.1, 0 left");
+    let second = client.post(&url).send().await.unwrap();
+    assert_eq!(second.status(), 429);
+    assert_eq!(second.headers()["retry-after"], "60");
+    handle.stop(true).await;
+}
