@@ -36,7 +36,7 @@ use actix_web::{HttpMessage, HttpRequest, HttpResponse};
 
 use crate::http::Head;
 pub use crate::http::{Checked, KeyError};
-use crate::layer::{Refusal, Rules, Verdict};
+use crate::layer::{RATELIMIT, RATELIMIT_POLICY, Refusal, Rules, Verdict};
 use crate::{Combined, LimitId, Limits, MonotonicClock};
 
 /// Who a request is, for the limits, read from an Actix request.
@@ -170,7 +170,7 @@ where
     actix_web::dev::forward_ready!(service);
 
     fn call(&self, req: ServiceRequest) -> Self::Future {
-        let Some(route) = self.layer.rules.find(req.path()) else {
+        let Some(at) = self.layer.rules.find(req.path()) else {
             let call = self.service.call(req);
             return Box::pin(async move { Ok(call.await?.map_into_left_body()) });
         };
@@ -178,15 +178,22 @@ where
         let rules = self.layer.rules.clone();
         let service = self.service.clone();
         Box::pin(async move {
-            match rules.check(route, key).await {
-                Verdict::Allow { checked, fields } => {
+            let verdict = match rules.check_now(at, key) {
+                Ok(verdict) => verdict,
+                Err(key) => rules.check(at, key).await,
+            };
+            match verdict {
+                Verdict::Allow {
+                    checked,
+                    policy,
+                    ratelimit,
+                } => {
                     req.extensions_mut().insert(checked);
                     let mut response = service.call(req).await?;
-                    for (name, value) in fields {
-                        if let Ok(value) = HeaderValue::from_str(&value) {
-                            response
-                                .headers_mut()
-                                .insert(HeaderName::from_static(name), value);
+                    let headers = response.headers_mut();
+                    for (name, value) in [(RATELIMIT_POLICY, policy), (RATELIMIT, ratelimit)] {
+                        if let Ok(value) = HeaderValue::from_maybe_shared(value) {
+                            headers.insert(HeaderName::from_static(name), value);
                         }
                     }
                     Ok(response.map_into_left_body())

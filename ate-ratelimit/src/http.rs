@@ -246,8 +246,7 @@ pub fn client_ip<'a>(
 
 /// A limit's name as a Structured Field string (`"notify"`): quotes and
 /// backslashes escaped, anything outside visible ASCII left out.
-fn sf_string(name: &str) -> String {
-    let mut out = String::with_capacity(name.len() + 2);
+fn push_sf_string(out: &mut String, name: &str) {
     out.push('"');
     for c in name.chars().filter(|c| (' '..='~').contains(c)) {
         if c == '"' || c == '\\' {
@@ -256,7 +255,6 @@ fn sf_string(name: &str) -> String {
         out.push(c);
     }
     out.push('"');
-    out
 }
 
 /// Whole seconds, rounded up (a client told less would come back early).
@@ -268,18 +266,16 @@ fn ceil_secs(d: Duration) -> u64 {
 /// -11) for named limits: one item per limit, its quota and window in
 /// seconds: `"notify";q=150;w=60, "requests";q=600;w=60`.
 pub fn policy_field<'n>(limits: impl IntoIterator<Item = (&'n str, Quota)>) -> String {
-    limits
-        .into_iter()
-        .map(|(name, quota)| {
-            format!(
-                "{};q={};w={}",
-                sf_string(name),
-                quota.limit(),
-                ceil_secs(quota.window())
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
+    use std::fmt::Write;
+    let mut out = String::new();
+    for (i, (name, quota)) in limits.into_iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        push_sf_string(&mut out, name);
+        let _ = write!(out, ";q={};w={}", quota.limit(), ceil_secs(quota.window()));
+    }
+    out
 }
 
 /// The `RateLimit` field value for a decision: one item per limit, the
@@ -288,14 +284,20 @@ pub fn policy_field<'n>(limits: impl IntoIterator<Item = (&'n str, Quota)>) -> S
 /// the oldest attempt counted leaves its window):
 /// `"notify";r=149;t=60, "requests";r=599;t=60`.
 pub fn ratelimit_field(decision: &Combined<'_>) -> String {
-    decision
+    use std::fmt::Write;
+    let mut out = String::with_capacity(32 * decision.decisions().len());
+    for (i, ((name, d), reset)) in decision
         .decisions()
         .iter()
         .zip(decision.resets())
-        .map(|((name, d), reset)| {
-            let t = d.retry_after().unwrap_or(*reset);
-            format!("{};r={};t={}", sf_string(name), d.remaining(), ceil_secs(t))
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
+        .enumerate()
+    {
+        let t = d.retry_after().unwrap_or(*reset);
+        if i > 0 {
+            out.push_str(", ");
+        }
+        push_sf_string(&mut out, name);
+        let _ = write!(out, ";r={};t={}", d.remaining(), ceil_secs(t));
+    }
+    out
 }

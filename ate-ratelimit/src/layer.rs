@@ -3,6 +3,8 @@
 //! once for both frameworks.
 
 use std::net::IpAddr;
+
+use bytes::Bytes;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 
@@ -173,8 +175,8 @@ pub(crate) struct Route {
     path: Box<str>,
     ids: Box<[LimitId]>,
     cost: NonZeroU32,
-    /// The `RateLimit-Policy` field for these limits.
-    policy: String,
+    /// The `RateLimit-Policy` field for these limits, written once.
+    policy: Bytes,
 }
 
 /// The routes, the limits and the decision hook: a layer's whole
@@ -215,11 +217,12 @@ pub(crate) struct Refusal {
 /// What to do with a request.
 #[derive(Debug)]
 pub(crate) enum Verdict {
-    /// Call the service, with `Checked` in the request and these fields
-    /// added to its response.
+    /// Call the service, with `Checked` in the request and the
+    /// `RateLimit-Policy` and `RateLimit` fields added to its response.
     Allow {
         checked: Checked,
-        fields: [(&'static str, String); 2],
+        policy: Bytes,
+        ratelimit: Bytes,
     },
     /// Answer this instead.
     Refuse(Refusal),
@@ -256,7 +259,7 @@ impl<C: crate::Clock + Clone> Rules<C> {
             path: path.into(),
             ids: ids.into(),
             cost,
-            policy,
+            policy: Bytes::from(policy),
         });
     }
 
@@ -272,37 +275,89 @@ impl<C: crate::Clock + Clone> Rules<C> {
         self.routes.iter().position(|r| *r.path == *path)
     }
 
-    /// Checks a request to route `at` (from [`find`](Self::find)) by the
-    /// caller `key` (or why it has none).
-    pub(crate) async fn check(&self, at: usize, key: Result<String, KeyError>) -> Verdict {
-        let Some(route) = self.routes.get(at) else {
-            return Verdict::Refuse(refusal(500, json_error("no such route"), Vec::new()));
-        };
+    /// Decides a request to route `at` (from [`find`](Self::find)) by the
+    /// caller `key` (or why it has none) at once where the limits are in
+    /// process; `Err(key)` where the shared store must be asked
+    /// ([`check`](Self::check)).
+    pub(crate) fn check_now(
+        &self,
+        at: usize,
+        key: Result<String, KeyError>,
+    ) -> Result<Verdict, String> {
         let key = match key {
             Ok(key) => key,
-            Err(e) => return Verdict::Refuse(refusal(400, json_error(&e.to_string()), Vec::new())),
+            Err(e) => {
+                return Ok(Verdict::Refuse(refusal(
+                    400,
+                    json_error(&e.to_string()),
+                    Vec::new(),
+                )));
+            }
         };
-        let decision = match self.limits.check_n(&route.ids, &key, route.cost).await {
+        let Some(route) = self.routes.get(at) else {
+            return Ok(no_route());
+        };
+        match self.limits.check_n_now(&route.ids, &key, route.cost) {
+            Some(decision) => Ok(self.verdict(route, &key, decision).with_key(key)),
+            None => Err(key),
+        }
+    }
+
+    /// Decides a request to route `at` by the caller `key`, asking the
+    /// shared store where there is one.
+    pub(crate) async fn check(&self, at: usize, key: String) -> Verdict {
+        let Some(route) = self.routes.get(at) else {
+            return no_route();
+        };
+        let decision = self.limits.check_n(&route.ids, &key, route.cost).await;
+        self.verdict(route, &key, decision).with_key(key)
+    }
+
+    fn verdict(
+        &self,
+        route: &Route,
+        key: &str,
+        decision: Result<Combined<'_>, crate::Error>,
+    ) -> Verdict {
+        let decision = match decision {
             Ok(d) => d,
             // Not reached: `route` refuses such a cost when built.
             Err(e) => return Verdict::Refuse(refusal(500, json_error(&e.to_string()), Vec::new())),
         };
         if let Some(hook) = &self.on_decision {
-            hook(&key, &decision);
+            hook(key, &decision);
         }
-        let fields = [
-            (RATELIMIT_POLICY, route.policy.clone()),
-            (RATELIMIT, ratelimit_field(&decision)),
-        ];
+        let ratelimit = ratelimit_field(&decision);
         if decision.is_allowed() {
-            let remaining = decision.remaining();
             return Verdict::Allow {
-                checked: Checked { key, remaining },
-                fields,
+                checked: Checked {
+                    key: String::new(),
+                    remaining: decision.remaining(),
+                },
+                policy: route.policy.clone(),
+                ratelimit: Bytes::from(ratelimit),
             };
         }
-        Verdict::Refuse(denied(&decision, fields))
+        let policy = String::from_utf8_lossy(&route.policy).into_owned();
+        Verdict::Refuse(denied(
+            &decision,
+            [(RATELIMIT_POLICY, policy), (RATELIMIT, ratelimit)],
+        ))
     }
+}
+
+impl Verdict {
+    /// The verdict with the caller's key in its `Checked`.
+    fn with_key(mut self, key: String) -> Self {
+        if let Verdict::Allow { checked, .. } = &mut self {
+            checked.key = key;
+        }
+        self
+    }
+}
+
+fn no_route() -> Verdict {
+    Verdict::Refuse(refusal(500, json_error("no such route"), Vec::new()))
 }
 
 fn refusal(status: u16, body: String, headers: Vec<(&'static str, String)>) -> Refusal {

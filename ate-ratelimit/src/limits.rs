@@ -154,6 +154,26 @@ impl<C: Clock + Clone> Limits<C> {
         Ok(self.run(ids, caller, cost.get(), Some(now)).await)
     }
 
+    /// [`check_n`](Self::check_n) without awaiting, where the limits are
+    /// kept in process (`None` where a shared store must be asked): the
+    /// HTTP layers decide in `call` then, with no boxed future.
+    #[cfg(any(feature = "tower", feature = "actix"))]
+    pub(crate) fn check_n_now(
+        &self,
+        ids: &[LimitId],
+        caller: &str,
+        cost: NonZeroU32,
+    ) -> Option<Result<Combined<'_>, Error>> {
+        #[cfg(feature = "redis")]
+        if self.store.is_some() {
+            return None;
+        }
+        Some(
+            self.fits(ids, cost)
+                .map(|()| self.run_local(ids, caller, cost.get(), None, Scope::Process)),
+        )
+    }
+
     fn fits(&self, ids: &[LimitId], cost: NonZeroU32) -> Result<(), Error> {
         for &id in ids {
             let limit = self.set.limiter(id).quota().limit();

@@ -75,15 +75,22 @@ impl Head for Parts {
 /// cannot be told. Paths with no route pass through unchecked.
 #[derive(Clone)]
 pub struct RateLimitLayer<C: crate::Clock + Clone = MonotonicClock> {
-    rules: Arc<Rules<C>>,
+    // One pointer: the service is cloned for every request in axum.
+    config: Arc<Config<C>>,
+}
+
+/// A layer's configuration, shared by every clone of its service.
+#[derive(Clone)]
+struct Config<C: crate::Clock + Clone> {
+    rules: Rules<C>,
     caller: Caller,
 }
 
 impl<C: crate::Clock + Clone> std::fmt::Debug for RateLimitLayer<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RateLimitLayer")
-            .field("rules", &self.rules)
-            .field("caller", &self.caller)
+            .field("rules", &self.config.rules)
+            .field("caller", &self.config.caller)
             .finish()
     }
 }
@@ -92,8 +99,10 @@ impl<C: crate::Clock + Clone> RateLimitLayer<C> {
     /// A layer over `limits`, with no routes yet and the peer as caller.
     pub fn new(limits: Arc<Limits<C>>) -> Self {
         Self {
-            rules: Arc::new(Rules::new(limits)),
-            caller: Caller::peer(),
+            config: Arc::new(Config {
+                rules: Rules::new(limits),
+                caller: Caller::peer(),
+            }),
         }
     }
 
@@ -107,7 +116,7 @@ impl<C: crate::Clock + Clone> RateLimitLayer<C> {
     /// errors, found when the layer is built.
     #[must_use]
     pub fn route(mut self, path: &str, ids: &[LimitId], cost: NonZeroU32) -> Self {
-        Arc::make_mut(&mut self.rules).route(path, ids, cost);
+        Arc::make_mut(&mut self.config).rules.route(path, ids, cost);
         self
     }
 
@@ -118,14 +127,14 @@ impl<C: crate::Clock + Clone> RateLimitLayer<C> {
         mut self,
         hook: impl Fn(&str, &Combined<'_>) + Send + Sync + 'static,
     ) -> Self {
-        Arc::make_mut(&mut self.rules).on_decision(hook);
+        Arc::make_mut(&mut self.config).rules.on_decision(hook);
         self
     }
 
     /// How a request's caller is told (default: [`Caller::peer`]).
     #[must_use]
     pub fn caller(mut self, caller: Caller) -> Self {
-        self.caller = caller;
+        Arc::make_mut(&mut self.config).caller = caller;
         self
     }
 }
@@ -169,41 +178,153 @@ where
 {
     type Response = Response<RateLimitBody<ResBody>>;
     type Error = S::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, S::Error>> + Send>>;
+    type Future = ResponseFuture<S::Future, ResBody, S::Error>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
-        // The service that was polled ready serves this request; a clone
-        // takes its place for the next.
+        let config = &self.layer.config;
+        let Some(at) = config.rules.find(req.uri().path()) else {
+            return ResponseFuture::inner(self.inner.call(req), None);
+        };
+        let (mut parts, body) = req.into_parts();
+        let key = config.caller.key(&parts);
+        // In process, decided here: no boxed future on the hot path.
+        let key = match config.rules.check_now(at, key) {
+            Ok(Verdict::Allow {
+                checked,
+                policy,
+                ratelimit,
+            }) => {
+                parts.extensions.insert(checked);
+                let call = self.inner.call(Request::from_parts(parts, body));
+                return ResponseFuture::inner(call, Some((policy, ratelimit)));
+            }
+            Ok(Verdict::Refuse(refusal)) => return ResponseFuture::ready(respond(refusal)),
+            Err(key) => key,
+        };
+        // A shared store answers later. The service that was polled ready
+        // serves this request; a clone takes its place for the next.
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
-        let Some(route) = self.layer.rules.find(req.uri().path()) else {
-            return Box::pin(async move { Ok(inner.call(req).await?.map(EitherBody::inner)) });
-        };
-        let layer = self.layer.clone();
-        Box::pin(async move {
-            let (mut parts, body) = req.into_parts();
-            let key = layer.caller.key(&parts);
-            match layer.rules.check(route, key).await {
-                Verdict::Allow { checked, fields } => {
+        let config = self.layer.config.clone();
+        ResponseFuture::shared(Box::pin(async move {
+            match config.rules.check(at, key).await {
+                Verdict::Allow {
+                    checked,
+                    policy,
+                    ratelimit,
+                } => {
                     parts.extensions.insert(checked);
                     let response = inner.call(Request::from_parts(parts, body)).await?;
-                    let mut response = response.map(EitherBody::inner);
-                    for (name, value) in fields {
-                        response
-                            .headers_mut()
-                            .insert(HeaderName::from_static(name), header_value(&value));
-                    }
-                    Ok(response)
+                    Ok(with_fields(
+                        response.map(EitherBody::inner),
+                        policy,
+                        ratelimit,
+                    ))
                 }
                 Verdict::Refuse(refusal) => Ok(respond(refusal)),
             }
-        })
+        }))
     }
 }
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+pin_project! {
+    #[project = FutureProj]
+    enum FutureKind<F, B, E> {
+        Inner { #[pin] call: F, fields: Option<(Bytes, Bytes)> },
+        Ready { response: Option<Response<EitherBody<B>>> },
+        Shared { call: BoxFuture<Result<Response<EitherBody<B>>, E>> },
+    }
+}
+
+pin_project! {
+    /// The response future of [`RateLimit`]: the service's call (in
+    /// process, decided before it), the layer's own answer, or a shared
+    /// store's check and then the call.
+    pub struct ResponseFuture<F, B, E> {
+        #[pin]
+        kind: FutureKind<F, B, E>,
+    }
+}
+
+impl<F, B, E> std::fmt::Debug for ResponseFuture<F, B, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match &self.kind {
+            FutureKind::Inner { .. } => "inner",
+            FutureKind::Ready { .. } => "ready",
+            FutureKind::Shared { .. } => "shared",
+        };
+        f.debug_struct("ResponseFuture")
+            .field("kind", &kind)
+            .finish()
+    }
+}
+
+impl<F, B, E> ResponseFuture<F, B, E> {
+    fn inner(call: F, fields: Option<(Bytes, Bytes)>) -> Self {
+        Self {
+            kind: FutureKind::Inner { call, fields },
+        }
+    }
+
+    fn ready(response: Response<EitherBody<B>>) -> Self {
+        Self {
+            kind: FutureKind::Ready {
+                response: Some(response),
+            },
+        }
+    }
+
+    fn shared(call: BoxFuture<Result<Response<EitherBody<B>>, E>>) -> Self {
+        Self {
+            kind: FutureKind::Shared { call },
+        }
+    }
+}
+
+impl<F, B, E> Future for ResponseFuture<F, B, E>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+{
+    type Output = Result<Response<EitherBody<B>>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().kind.project() {
+            FutureProj::Inner { call, fields } => {
+                let response = std::task::ready!(call.poll(cx))?.map(EitherBody::inner);
+                Poll::Ready(Ok(match fields.take() {
+                    Some((policy, ratelimit)) => with_fields(response, policy, ratelimit),
+                    None => response,
+                }))
+            }
+            // Polled after it completed: it has nothing more to give.
+            FutureProj::Ready { response } => response
+                .take()
+                .map_or(Poll::Pending, |r| Poll::Ready(Ok(r))),
+            FutureProj::Shared { call } => call.as_mut().poll(cx),
+        }
+    }
+}
+
+/// `response` with the `RateLimit-Policy` and `RateLimit` fields.
+fn with_fields<B>(mut response: Response<B>, policy: Bytes, ratelimit: Bytes) -> Response<B> {
+    let headers = response.headers_mut();
+    for (name, value) in [(RATELIMIT_POLICY, policy), (RATELIMIT, ratelimit)] {
+        // Both are written from visible ASCII: the check cannot fail.
+        if let Ok(value) = HeaderValue::from_maybe_shared(value) {
+            headers.insert(name, value);
+        }
+    }
+    response
+}
+
+const RATELIMIT_POLICY: HeaderName = HeaderName::from_static(crate::layer::RATELIMIT_POLICY);
+const RATELIMIT: HeaderName = HeaderName::from_static(crate::layer::RATELIMIT);
 
 fn header_value(value: &str) -> HeaderValue {
     HeaderValue::from_str(value).unwrap_or(HeaderValue::from_static(""))
