@@ -51,16 +51,25 @@ use crate::{Error, Gate, OwnedGuard};
 /// metrics, the drain endpoint) pass through uncounted.
 #[derive(Debug, Clone)]
 pub struct ReadinessLayer {
+    // One pointer: the service is cloned for every request in axum.
+    config: Arc<Config>,
+}
+
+/// The gate and the exempt paths.
+#[derive(Debug, Clone)]
+struct Config {
     gate: Gate,
-    exempt: Arc<[Box<str>]>,
+    exempt: Vec<Box<str>>,
 }
 
 impl ReadinessLayer {
     /// A layer admitting through `gate`, exempting nothing.
     pub fn new(gate: Gate) -> Self {
         Self {
-            gate,
-            exempt: Arc::from(Vec::new()),
+            config: Arc::new(Config {
+                gate,
+                exempt: Vec::new(),
+            }),
         }
     }
 
@@ -68,9 +77,9 @@ impl ReadinessLayer {
     /// admission: `/health`, `/ready`, `/metrics`, the drain endpoint.
     #[must_use]
     pub fn exempt<P: Into<String>>(mut self, paths: impl IntoIterator<Item = P>) -> Self {
-        let mut all: Vec<Box<str>> = self.exempt.iter().cloned().collect();
-        all.extend(paths.into_iter().map(|p| p.into().into_boxed_str()));
-        self.exempt = Arc::from(all);
+        Arc::make_mut(&mut self.config)
+            .exempt
+            .extend(paths.into_iter().map(|p| p.into().into_boxed_str()));
         self
     }
 }
@@ -81,8 +90,7 @@ impl<S> Layer<S> for ReadinessLayer {
     fn layer(&self, inner: S) -> Readiness<S> {
         Readiness {
             inner,
-            gate: self.gate.clone(),
-            exempt: self.exempt.clone(),
+            config: self.config.clone(),
         }
     }
 }
@@ -91,8 +99,7 @@ impl<S> Layer<S> for ReadinessLayer {
 #[derive(Debug, Clone)]
 pub struct Readiness<S> {
     inner: S,
-    gate: Gate,
-    exempt: Arc<[Box<str>]>,
+    config: Arc<Config>,
 }
 
 impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for Readiness<S>
@@ -110,10 +117,10 @@ where
 
     fn call(&mut self, mut req: Request<ReqBody>) -> Self::Future {
         let path = req.uri().path();
-        if self.exempt.iter().any(|p| **p == *path) {
+        if self.config.exempt.iter().any(|p| **p == *path) {
             return ResponseFuture::pass(self.inner.call(req), None);
         }
-        match self.gate.admit_owned() {
+        match self.config.gate.admit_owned() {
             Ok(guard) => {
                 req.extensions_mut().insert(Admitted::of(&guard));
                 ResponseFuture::pass(self.inner.call(req), Some(guard))
