@@ -4,14 +4,18 @@ use std::net::SocketAddr;
 
 use actix_web::http::StatusCode;
 use actix_web::http::header::{HeaderName, HeaderValue};
+use std::num::NonZeroU32;
+
 use actix_web::{FromRequest, Handler, HttpRequest, HttpResponse, Responder, web};
-use ate_readiness::SessionAdmission;
+use ate_ratelimit::actix::{Caller, Checked, RateLimit};
+use ate_readiness::actix::{Readiness, answer};
+use ate_readiness::{Admitted, SessionAdmission};
 use futures_util::StreamExt;
 
 use crate::config::{NOTIFICATIONS, PROMPT};
 use crate::service::{
     ApiResponse, AppState, MAX_BODY_BYTES, MAX_WS_MESSAGE_BYTES, Shared, WsRefusal, body_refused,
-    run_background,
+    caller_key, run_background,
 };
 use actix_ws::{AggregatedMessage, ProtocolError};
 
@@ -25,9 +29,6 @@ fn respond(r: ApiResponse) -> HttpResponse {
             HeaderName::from_bytes(name.as_bytes()),
             HeaderValue::from_str(&value),
         ) {
-            if n == actix_web::http::header::CONNECTION {
-                builder.force_close();
-            }
             builder.insert_header((n, v));
         }
     }
@@ -60,17 +61,36 @@ where
         .route(web::head().to(handler))
 }
 
-/// Registers every route (use with `App::new().app_data(web::Data::new(state)).configure(configure)`).
+/// The rate-limit middleware: `/notify` and `/prompt` against their limits
+/// and the shared bucket, keyed by [`caller_key`], every decision recorded.
+fn rate_limits(state: &Shared) -> RateLimit {
+    let client = Caller::client_ip(state.config.trusted_proxies.clone());
+    let caller = Caller::custom(move |req: &HttpRequest| {
+        caller_key(&header_values(req, "x-caller"), || client.key(req))
+    });
+    let recorder = state.clone();
+    let (limits, routes) = state.limits();
+    let mut layer = RateLimit::new(limits)
+        .caller(caller)
+        .on_decision(move |key, decision| recorder.record_decision(key, decision));
+    for (path, ids) in routes {
+        layer = layer.route(path, &ids, NonZeroU32::MIN);
+    }
+    layer
+}
+
+/// Registers every route (use with `App::new().app_data(web::Data::new(state)).configure(configure)`;
+/// [`run`] wraps them in the readiness and rate-limit middleware).
 ///
 /// Each path is one `web::resource`, so a method it does not serve gets
 /// 405 with `Allow` (as on the Axum service), not 404.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.app_data(web::PayloadConfig::new(MAX_BODY_BYTES))
         .service(get_and_head("/health", |s: web::Data<Shared>| async move {
-            respond(s.health())
+            answer(s.gate.health_answer())
         }))
         .service(get_and_head("/ready", |s: web::Data<Shared>| async move {
-            respond(s.ready())
+            answer(s.gate.ready_answer())
         }))
         .service(get_and_head(
             "/metrics",
@@ -78,7 +98,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         ))
         .service(web::resource("/__internal/drain").route(web::post().to(
             |s: web::Data<Shared>, req: HttpRequest| async move {
-                respond(s.drain(peer(&req), req.headers().keys().map(|k| k.as_str())))
+                answer(
+                    s.gate
+                        .drain_answer(peer(&req), req.headers().keys().map(|k| k.as_str())),
+                )
             },
         )))
         .service(get_and_head(
@@ -89,28 +112,26 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         ))
         .service(web::resource("/ws").route(web::get().to(ws)))
         .service(web::resource("/notify").route(web::post().to(
-            |s: web::Data<Shared>, req: HttpRequest| async move {
-                respond(
-                    s.limited(NOTIFICATIONS, &header_values(&req, "x-caller"), peer(&req))
-                        .await,
-                )
+            |s: web::Data<Shared>, checked: web::ReqData<Checked>| async move {
+                respond(s.limited(NOTIFICATIONS, checked.remaining()))
             },
         )))
         .service(web::resource("/prompt").route(web::post().to(
-            |s: web::Data<Shared>, req: HttpRequest| async move {
-                respond(
-                    s.limited(PROMPT, &header_values(&req, "x-caller"), peer(&req))
-                        .await,
-                )
+            |s: web::Data<Shared>, checked: web::ReqData<Checked>| async move {
+                respond(s.limited(PROMPT, checked.remaining()))
             },
         )))
         .service(get_and_head("/objects/{name}", get_object).route(web::put().to(put_object)))
         .service(web::resource("/objects/{name}/observed").route(web::post().to(observe)))
         .service(web::resource("/invoke").route(web::post().to(
-            |s: web::Data<Shared>, req: HttpRequest, body: Limited| async move {
+            |s: web::Data<Shared>,
+             admitted: Option<web::ReqData<Admitted>>,
+             req: HttpRequest,
+             body: Limited| async move {
                 let s: Shared = s.get_ref().clone();
                 respond(
                     s.invoke(
+                        admitted.map(web::ReqData::into_inner),
                         &header_values(&req, "idempotency-key"),
                         header(&req, "x-simulate"),
                         header(&req, "x-simulate-delay-ms"),
@@ -280,11 +301,18 @@ fn refusal(e: &ProtocolError) -> Option<actix_ws::CloseReason> {
 pub fn run(listen: SocketAddr, config: crate::Config) -> std::io::Result<()> {
     actix_web::rt::System::new().block_on(async move {
         let state = AppState::new(config.clone()).map_err(std::io::Error::other)?;
-        state.ready_after_checks().await;
         let data = web::Data::new(state.clone());
+        let limits = rate_limits(&state);
+        // Every request but the probes, /metrics and /ws (whose sessions
+        // the gate admits on their own); `wrap` runs the last one first.
+        let readiness = Readiness::new(state.gate.clone())
+            .exempt(ate_readiness::actix::PATHS)
+            .exempt(["/metrics", "/ws"]);
         let server = actix_web::HttpServer::new(move || {
             actix_web::App::new()
                 .app_data(data.clone())
+                .wrap(limits.clone())
+                .wrap(readiness.clone())
                 .configure(configure)
         })
         .disable_signals()
@@ -297,12 +325,18 @@ pub fn run(listen: SocketAddr, config: crate::Config) -> std::io::Result<()> {
             .first()
             .copied()
             .ok_or_else(|| std::io::Error::other("no address bound"))?;
-        crate::cli::banner(addr, &config);
         // Listening for SIGTERM from here, before the server accepts work.
         let (tx, rx) = tokio::sync::oneshot::channel();
         let shutdown = crate::service::shutdown_sequence(state.clone(), tx);
         let server = server.run();
         let handle = server.handle();
+        // Listening: /health answers 200 and /ready 503 (starting) until
+        // the checks pass; the banner says so once they have.
+        let checks = state.clone();
+        actix_web::rt::spawn(async move {
+            checks.ready_after_checks().await;
+            crate::cli::banner(addr, &config);
+        });
         actix_web::rt::spawn(run_background(state));
         actix_web::rt::spawn(shutdown);
         actix_web::rt::spawn(async move {

@@ -2,23 +2,28 @@
 //! SIGTERM → drain → bounded wait → exit sequence.
 
 use std::net::SocketAddr;
+use std::num::NonZeroU32;
 
-use ate_readiness::SessionAdmission;
+use ate_ratelimit::http::Checked;
+use ate_ratelimit::tower::{Caller, RateLimitLayer};
+use ate_readiness::tower::{Probe, ReadinessLayer};
+use ate_readiness::{Admitted, SessionAdmission};
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{
-    ConnectInfo, DefaultBodyLimit, FromRequest, FromRequestParts, Path, Query, Request, State,
+    ConnectInfo, DefaultBodyLimit, Extension, FromRequest, FromRequestParts, Path, Query, Request,
+    State,
 };
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
+use axum::routing::{get, get_service, post, post_service, put};
 
 use crate::config::{NOTIFICATIONS, PROMPT};
 use crate::service::{
     ApiResponse, AppState, CLOSE_HANDSHAKE, MAX_BODY_BYTES, MAX_WS_MESSAGE_BYTES, Shared,
-    WsRefusal, body_refused, run_background, shutdown_sequence, values,
+    WsRefusal, body_refused, caller_key, run_background, shutdown_sequence, values,
 };
 
 impl IntoResponse for ApiResponse {
@@ -40,8 +45,11 @@ impl IntoResponse for ApiResponse {
     }
 }
 
-fn peer(req: &Request) -> Option<std::net::IpAddr> {
-    req.extensions()
+/// The peer address axum records (serve with
+/// `into_make_service_with_connect_info::<SocketAddr>()`).
+fn connect_info_peer(parts: &Parts) -> Option<std::net::IpAddr> {
+    parts
+        .extensions
         .get::<ConnectInfo<SocketAddr>>()
         .map(|c| c.0.ip())
 }
@@ -55,27 +63,48 @@ fn header_values<'a>(h: &'a HeaderMap, name: &str) -> Vec<&'a [u8]> {
     h.get_all(name).iter().map(|v| v.as_bytes()).collect()
 }
 
+/// The rate-limit layer: `/notify` and `/prompt` against their limits and
+/// the shared bucket, keyed by [`caller_key`], every decision recorded.
+fn rate_limits(state: &Shared) -> RateLimitLayer {
+    let client =
+        Caller::client_ip(state.config.trusted_proxies.clone()).peer_from(connect_info_peer);
+    let caller = Caller::custom(move |parts: &Parts| {
+        caller_key(&header_values(&parts.headers, "x-caller"), || {
+            client.key(parts)
+        })
+    });
+    let recorder = state.clone();
+    let (limits, routes) = state.limits();
+    let mut layer = RateLimitLayer::new(limits)
+        .caller(caller)
+        .on_decision(move |key, decision| recorder.record_decision(key, decision));
+    for (path, ids) in routes {
+        layer = layer.route(path, &ids, NonZeroU32::MIN);
+    }
+    layer
+}
+
 /// The router. Serve it with `into_make_service_with_connect_info::<SocketAddr>()`
 /// (the drain endpoint and per-IP limits need the peer address).
+///
+/// Every request but the probes, `/metrics` and `/ws` (whose sessions the
+/// gate admits on their own) goes through the readiness layer, then the
+/// rate-limit layer.
 pub fn router(state: Shared) -> Router {
+    let gate = state.gate.clone();
+    let readiness = ReadinessLayer::new(gate.clone())
+        .exempt(Probe::PATHS)
+        .exempt(["/metrics", "/ws"]);
     Router::new()
-        .route(
-            "/health",
-            get(|State(s): State<Shared>| async move { s.health() }),
-        )
-        .route(
-            "/ready",
-            get(|State(s): State<Shared>| async move { s.ready() }),
-        )
+        .route("/health", get_service(Probe::health(gate.clone())))
+        .route("/ready", get_service(Probe::ready(gate.clone())))
         .route(
             "/metrics",
             get(|State(s): State<Shared>| async move { s.metrics() }),
         )
         .route(
             "/__internal/drain",
-            post(|State(s): State<Shared>, req: Request| async move {
-                s.drain(peer(&req), req.headers().keys().map(|k| k.as_str()))
-            }),
+            post_service(Probe::drain(gate).peer_from(connect_info_peer)),
         )
         .route(
             "/work",
@@ -88,25 +117,19 @@ pub fn router(state: Shared) -> Router {
         .route("/ws", get(ws))
         .route(
             "/notify",
-            post(|State(s): State<Shared>, req: Request| async move {
-                s.limited(
-                    NOTIFICATIONS,
-                    &header_values(req.headers(), "x-caller"),
-                    peer(&req),
-                )
-                .await
-            }),
+            post(
+                |State(s): State<Shared>, Extension(checked): Extension<Checked>| async move {
+                    s.limited(NOTIFICATIONS, checked.remaining())
+                },
+            ),
         )
         .route(
             "/prompt",
-            post(|State(s): State<Shared>, req: Request| async move {
-                s.limited(
-                    PROMPT,
-                    &header_values(req.headers(), "x-caller"),
-                    peer(&req),
-                )
-                .await
-            }),
+            post(
+                |State(s): State<Shared>, Extension(checked): Extension<Checked>| async move {
+                    s.limited(PROMPT, checked.remaining())
+                },
+            ),
         )
         .route(
             "/objects/{name}",
@@ -138,8 +161,12 @@ pub fn router(state: Shared) -> Router {
         .route(
             "/invoke",
             post(
-                |State(s): State<Shared>, headers: HeaderMap, Limited(body): Limited| async move {
+                |State(s): State<Shared>,
+                 admitted: Option<Extension<Admitted>>,
+                 headers: HeaderMap,
+                 Limited(body): Limited| async move {
                     s.invoke(
+                        admitted.map(|Extension(a)| a),
                         &header_values(&headers, "idempotency-key"),
                         header(&headers, "x-simulate"),
                         header(&headers, "x-simulate-delay-ms"),
@@ -150,6 +177,8 @@ pub fn router(state: Shared) -> Router {
             ),
         )
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(rate_limits(&state))
+        .layer(readiness)
         .with_state(state)
 }
 
@@ -297,11 +326,17 @@ pub fn run(listen: SocketAddr, config: crate::Config) -> std::io::Result<()> {
         .build()?;
     rt.block_on(async move {
         let state = AppState::new(config.clone()).map_err(std::io::Error::other)?;
-        state.ready_after_checks().await;
         let listener = tokio::net::TcpListener::bind(listen)
             .await
             .map_err(|e| crate::cli::listen_error(listen, e))?;
-        crate::cli::banner(listener.local_addr()?, &config);
+        // Listening: /health answers 200 and /ready 503 (starting) until
+        // the checks pass; the banner says so once they have.
+        let addr = listener.local_addr()?;
+        let checks = state.clone();
+        tokio::spawn(async move {
+            checks.ready_after_checks().await;
+            crate::cli::banner(addr, &config);
+        });
         serve(listener, state).await
     })
 }

@@ -5,6 +5,7 @@ use std::num::{NonZeroU32, NonZeroUsize};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use ate_ratelimit::http::TrustedProxies;
 use ate_ratelimit::{Fallback, LimitTable, parse_positive};
 use ate_readiness::AdmissionPolicy;
 
@@ -70,6 +71,12 @@ pub struct Config {
     /// this process's own windows; `refuse` answers 503 with
     /// `Retry-After`.
     pub ratelimit_redis_fallback: Fallback,
+    /// The load balancers and proxies in front of the service
+    /// (`ATE_TRUSTED_PROXIES`, comma-separated CIDRs; default none): a
+    /// caller without `X-Caller` is keyed by the rightmost `X-Forwarded-For`
+    /// entry they did not add; with none trusted, by the peer address and
+    /// the header is ignored.
+    pub trusted_proxies: TrustedProxies,
 }
 
 /// A startup error.
@@ -189,6 +196,16 @@ fn redis_fallback() -> Result<Fallback, ConfigError> {
     }
 }
 
+/// `ATE_TRUSTED_PROXIES`: comma-separated CIDRs or addresses (unset: none).
+fn trusted_proxies() -> Result<TrustedProxies, ConfigError> {
+    let var = "ATE_TRUSTED_PROXIES";
+    let Some(list) = env_text(var, "to trust no proxy")? else {
+        return Ok(TrustedProxies::none());
+    };
+    TrustedProxies::parse(&list)
+        .map_err(|e| ConfigError::Other(format!("invalid value {list:?} for {var}: {e}")))
+}
+
 /// The `Retry-After` of a request refused while draining under the strict
 /// policy: by then the load balancer has mostly moved on, so a retry lands
 /// on another pod.
@@ -225,6 +242,7 @@ impl Config {
             "to keep the rate limits in each process",
         )?;
         let ratelimit_redis_fallback = redis_fallback()?;
+        let trusted_proxies = trusted_proxies()?;
         // Pods all run as PID 1: the pod's name tells replicas apart.
         let worker_id = env_text("ATE_WORKER_ID", "for HOSTNAME/pid-PID")?.unwrap_or_else(|| {
             format!(
@@ -250,6 +268,7 @@ impl Config {
             data_dir,
             ratelimit_redis_url,
             ratelimit_redis_fallback,
+            trusted_proxies,
         })
     }
 }

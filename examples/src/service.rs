@@ -3,7 +3,6 @@
 //! only translate requests and responses.
 
 use std::collections::HashMap;
-use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -12,11 +11,11 @@ use ate_generation::{Decision, Latch, Observe, Writer};
 use ate_ledger::{
     Begin, Close, Fingerprint, Key, Lease, Ledger, PgStore, RedbStore, State, Store, SystemClock,
 };
+use ate_ratelimit::http::KeyError;
 use ate_ratelimit::{
-    Decision as RateDecision, KeyedLimiter, LimitId, LimitSet, Limits, MonotonicClock, Policy,
-    RedisConfig, Scope,
+    KeyedLimiter, LimitId, LimitSet, Limits, MonotonicClock, Policy, RedisConfig, Scope,
 };
-use ate_readiness::{Gate, OwnedGuard, is_local_caller, is_loopback_peer};
+use ate_readiness::{Admitted, Gate};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -55,16 +54,6 @@ impl ApiResponse {
     pub fn with_header(mut self, name: &'static str, value: impl Into<String>) -> Self {
         self.headers.push((name, value.into()));
         self
-    }
-
-    /// Adds `Connection: close` if the gate is draining (lame duck).
-    #[must_use]
-    pub fn lame_duck(self, guard: &OwnedGuard) -> Self {
-        if guard.should_close_connection() {
-            self.with_header("connection", "close")
-        } else {
-            self
-        }
     }
 }
 
@@ -108,7 +97,7 @@ pub struct AppState {
     pub gate: Gate,
     /// Service config.
     pub config: Config,
-    limits: Limits,
+    limits: Arc<Limits>,
     /// Whether the shared store was last found away (logged once a change).
     store_away: std::sync::atomic::AtomicBool,
     notify: LimitId,
@@ -306,7 +295,7 @@ impl AppState {
             // (`ready_after_checks`).
             gate: Gate::builder().policy(config.admission).starting().build(),
             config,
-            limits,
+            limits: Arc::new(limits),
             store_away: std::sync::atomic::AtomicBool::new(false),
             notify,
             prompt,
@@ -334,49 +323,6 @@ impl AppState {
         }
     }
 
-    /// `GET /health`: 200 while the process is alive.
-    pub fn health(&self) -> ApiResponse {
-        ApiResponse::json(self.gate.liveness_status(), json!({"status": "alive"}))
-    }
-
-    /// `GET /ready`: 200 serving, 503 draining.
-    pub fn ready(&self) -> ApiResponse {
-        let status = self.gate.readiness_status();
-        ApiResponse::json(status, json!({"ready": status == 200}))
-    }
-
-    /// `POST /__internal/drain`: loopback peers only, and not a proxy
-    /// forwarding someone else's request (a mesh sidecar connects from
-    /// loopback too): see [`is_local_caller`].
-    pub fn drain<'h>(
-        &self,
-        peer: Option<IpAddr>,
-        header_names: impl IntoIterator<Item = &'h str>,
-    ) -> ApiResponse {
-        let local = peer.is_some_and(|ip| is_local_caller(ip, header_names));
-        match peer {
-            Some(ip) if local => {
-                let d = self.gate.begin_drain();
-                tracing::info!(started = d.started(), "drain requested by {ip}");
-                ApiResponse::json(
-                    200,
-                    json!({"started": d.started(), "draining_since": d.since().to_rfc3339()}),
-                )
-            }
-            Some(ip) if is_loopback_peer(ip) => {
-                tracing::warn!(%ip, "drain refused: a request forwarded by a proxy");
-                ApiResponse::json(
-                    403,
-                    json!({"error": "drain is allowed from loopback only, not through a proxy (a forwarding header was present)"}),
-                )
-            }
-            other => {
-                tracing::warn!(peer = ?other, "drain refused: not a loopback peer");
-                ApiResponse::json(403, json!({"error": "drain is allowed from loopback only"}))
-            }
-        }
-    }
-
     /// `GET /metrics`.
     pub fn metrics(&self) -> ApiResponse {
         ApiResponse {
@@ -388,31 +334,6 @@ impl AppState {
                 self.limits.set().keys_held(),
                 matches!(self.limits.scope(), Scope::Process | Scope::Shared),
             ),
-        }
-    }
-
-    /// Admits a request through the gate: its guard, or (under the strict
-    /// policy, while draining) the 503 with `Retry-After` to answer.
-    /// (An owned guard, so that work can outlive its request: see
-    /// [`invoke`](Self::invoke).)
-    fn admit(&self) -> Result<OwnedGuard, ApiResponse> {
-        self.gate.admit_owned().map_err(|e| {
-            let response = ApiResponse::json(503, json!({"error": "draining"}));
-            match e {
-                ate_readiness::Error::Draining { retry_after_secs } => {
-                    response.with_header("retry-after", retry_after_secs.to_string())
-                }
-                _ => response,
-            }
-        })
-    }
-
-    /// `f`'s response under an admission guard (counted in flight, and
-    /// `Connection: close` while draining), or the refusal.
-    fn admitted(&self, f: impl FnOnce() -> ApiResponse) -> ApiResponse {
-        match self.admit() {
-            Ok(guard) => f().lame_duck(&guard),
-            Err(refused) => refused,
         }
     }
 
@@ -438,47 +359,33 @@ impl AppState {
             Ok(ms) => ms,
             Err(refused) => return refused,
         };
-        let guard = match self.admit() {
-            Ok(g) => g,
-            Err(refused) => return refused,
-        };
+        // Admitted by the readiness layer, which counts the request in
+        // flight until its response is sent.
         tokio::time::sleep(Duration::from_millis(ms)).await;
-        ApiResponse::json(200, json!({"worked_ms": ms})).lame_duck(&guard)
+        ApiResponse::json(200, json!({"worked_ms": ms}))
     }
 
-    /// `POST /notify` and `POST /prompt`: the route limit plus the shared
-    /// bucket, per caller: `x_caller` is every `X-Caller` value of the
-    /// request, as received, and `peer` the address it came from (see
-    /// [`caller`]).
-    pub async fn limited(
-        &self,
-        route: &str,
-        x_caller: &[&[u8]],
-        peer: Option<IpAddr>,
-    ) -> ApiResponse {
-        let guard = match self.admit() {
-            Ok(g) => g,
-            Err(refused) => return refused,
-        };
-        let caller = match caller(x_caller, peer) {
-            Ok(caller) => caller,
-            Err(error) => {
-                return ApiResponse::json(400, json!({ "error": error })).lame_duck(&guard);
-            }
-        };
-        let caller = caller.as_str();
-        let route_id = if route == config::PROMPT {
-            self.prompt
-        } else {
-            self.notify
-        };
-        // In process it answers at once; in Redis, one round trip.
-        let decision = self.limits.check(&[route_id, self.bucket], caller).await;
-        self.note_store(&decision);
-        // Allowed or denied, the attempt was recorded in both limits
-        // (CountDenied): the trail keeps it for the next run.
-        let set = self.limits.set();
-        let names = [set.name(route_id), set.name(self.bucket)];
+    /// `POST /notify` and `POST /prompt`, once the rate-limit layer let
+    /// the request through: the route limit plus the shared bucket, per
+    /// caller ([`caller_key`]); `remaining` is what the layer's check
+    /// left ([`Checked`](ate_ratelimit::http::Checked)). A denial never
+    /// gets here: the layer answers it (429, or 503 when the caller table
+    /// is full or the shared store refuses).
+    pub fn limited(&self, route: &str, remaining: u32) -> ApiResponse {
+        ApiResponse::json(
+            200,
+            json!({"ok": true, "route": route, "remaining": remaining}),
+        )
+    }
+
+    /// Every rate-limit check, allowed or denied (the layer's
+    /// `on_decision`): the attempt goes to the audit trail (CountDenied:
+    /// a denied one counts in the windows too, so the next run must
+    /// remember it), the decision to the metrics, and a change of the
+    /// shared store's health to the log.
+    pub fn record_decision(&self, caller: &str, decision: &ate_ratelimit::Combined<'_>) {
+        self.note_store(decision);
+        let names: Vec<&str> = decision.decisions().iter().map(|(n, _)| *n).collect();
         if let Err(e) = self.audit.record(caller, &names) {
             // The decision stands; only the next run's memory of it is lost.
             // Logged on the 1st, 2nd, 4th, 8th... failure, not every request.
@@ -490,39 +397,18 @@ impl AppState {
         for (name, d) in decision.decisions() {
             self.metrics.decision(name, d.is_allowed());
         }
-        let table_full = decision
-            .decisions()
-            .iter()
-            .any(|(_, d)| matches!(d, RateDecision::KeyTableFull { .. }));
-        let store_refused = decision.scope() == Scope::Unavailable;
-        let response = if decision.is_allowed() {
-            ApiResponse::json(
-                200,
-                json!({"ok": true, "route": route, "remaining": decision.remaining()}),
-            )
-        } else {
-            // A full caller table is not this caller's fault: too many
-            // callers are active at once.
-            let (status, error) = if store_refused {
-                // ATE_RATELIMIT_REDIS_FALLBACK=refuse while Redis is away.
-                (503, "rate_limit_store_unavailable")
-            } else if table_full {
-                (503, "too_many_callers")
-            } else {
-                (429, "rate_limited")
-            };
-            let secs = decision.retry_after_secs().unwrap_or(1);
-            ApiResponse::json(
-                status,
-                json!({
-                    "error": error,
-                    "denied_by": decision.denied_by(),
-                    "retry_after_secs": secs,
-                }),
-            )
-            .with_header("retry-after", secs.to_string())
-        };
-        response.lame_duck(&guard)
+    }
+
+    /// The limits the rate-limit layer checks, and the routes it checks
+    /// them on: `/notify` and `/prompt`, each with the shared bucket.
+    pub fn limits(&self) -> (Arc<Limits>, [(&'static str, [LimitId; 2]); 2]) {
+        (
+            self.limits.clone(),
+            [
+                ("/notify", [self.notify, self.bucket]),
+                ("/prompt", [self.prompt, self.bucket]),
+            ],
+        )
     }
 
     /// Logs once when the shared store stops answering (with what the
@@ -552,11 +438,31 @@ impl AppState {
         }
     }
 
-    /// The startup checks, then `/ready` answers 200: the ledger store was
-    /// opened (and recovered) when the state was built; the rate limits'
-    /// shared store, if any, is probed and logged (a Redis that does not
-    /// answer does not keep the pod out: its fallback decides meanwhile).
+    /// The startup checks, then `/ready` answers 200. The binaries run
+    /// them once they listen, so the pod is alive (`/health` 200) and not
+    /// ready (`/ready` 503, `starting`) meanwhile: the ledger store must
+    /// answer a read (retried every second until it does; a PostgreSQL
+    /// still coming up keeps the pod out of the load balancer, not
+    /// crashing); the rate limits' shared store, if any, is probed and
+    /// logged (a Redis that does not answer does not keep the pod out: its
+    /// fallback decides meanwhile).
     pub async fn ready_after_checks(&self) {
+        let probe = Key::new("ate-startup", "probe");
+        let mut failures = 0u32;
+        loop {
+            let probe = probe.clone();
+            match self.blocking(move |ledger| ledger.get(&probe)).await {
+                Ok(Ok(_)) => break,
+                Ok(Err(e)) => {
+                    failures += 1;
+                    if failures.is_power_of_two() {
+                        tracing::warn!(failures, "ledger store not answering at startup: {e}");
+                    }
+                }
+                Err(_) => failures += 1,
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
         self.probe_store().await;
         self.gate.mark_ready();
     }
@@ -618,15 +524,6 @@ impl AppState {
     /// write (control plane only). All or nothing: a refused write changes
     /// nothing.
     pub fn put_object(&self, name: &str, authorization: Option<&str>, body: &[u8]) -> ApiResponse {
-        self.admitted(|| self.put_object_admitted(name, authorization, body))
-    }
-
-    fn put_object_admitted(
-        &self,
-        name: &str,
-        authorization: Option<&str>,
-        body: &[u8],
-    ) -> ApiResponse {
         let write = match check_object_name(name).and_then(|()| parse_object_write(name, body)) {
             Ok(w) => w,
             Err(e) => return ApiResponse::json(400, json!({"error": e})),
@@ -690,10 +587,6 @@ impl AppState {
 
     /// `GET /objects/{name}`.
     pub fn get_object(&self, name: &str) -> ApiResponse {
-        self.admitted(|| self.get_object_admitted(name))
-    }
-
-    fn get_object_admitted(&self, name: &str) -> ApiResponse {
         if let Err(e) = check_object_name(name) {
             return ApiResponse::json(400, json!({"error": e}));
         }
@@ -705,15 +598,6 @@ impl AppState {
 
     /// `POST /objects/{name}/observed`: the control-plane write-back.
     pub fn observe(&self, name: &str, authorization: Option<&str>, body: &[u8]) -> ApiResponse {
-        self.admitted(|| self.observe_admitted(name, authorization, body))
-    }
-
-    fn observe_admitted(
-        &self,
-        name: &str,
-        authorization: Option<&str>,
-        body: &[u8],
-    ) -> ApiResponse {
         if let Err(e) = check_object_name(name) {
             return ApiResponse::json(400, json!({"error": e}));
         }
@@ -807,6 +691,7 @@ impl AppState {
     /// every `Idempotency-Key` value of the request, as received.
     pub async fn invoke(
         self: &Arc<Self>,
+        admitted: Option<Admitted>,
         idempotency_key: &[&[u8]],
         simulate: Option<&str>,
         delay_ms: Option<&str>,
@@ -833,10 +718,9 @@ impl AppState {
             Ok(ms) => ms,
             Err(refused) => return refused,
         };
-        let guard = match self.admit() {
-            Ok(g) => g,
-            Err(refused) => return refused,
-        };
+        // The readiness layer admitted the request; the call's task holds
+        // an admission of its own (below).
+        let guard = admitted.as_ref().map(Admitted::hold);
         // serde_json maps are sorted, so this is a canonical form.
         let fingerprint = Fingerprint(format!(
             "sha256:{:x}",
@@ -850,7 +734,8 @@ impl AppState {
         let this = Arc::clone(self);
         let call = tokio::spawn(async move {
             let response = this.invoke_inner(key, fingerprint, &behaviour, delay).await;
-            response.lame_duck(&guard)
+            drop(guard);
+            response
         });
         call.await
             .unwrap_or_else(|_| ApiResponse::json(500, json!({"error": "the call's task failed"})))
@@ -1389,20 +1274,23 @@ pub fn values<'a>(query: &'a [(String, String)], name: &str) -> Vec<&'a str> {
 const CONFLICT_RETRY_SECS: u64 = 2;
 
 /// The caller identity for rate limits, from every `X-Caller` value of the
-/// request: that header, else (when the request has none) the peer IP.
+/// request: `caller:` and that header, else (when the request has none)
+/// `ip:` and the client IP (`client_ip`: the rate-limit crate's
+/// [`Caller::client_ip`](ate_ratelimit::http::Caller::client_ip), the peer
+/// or, behind `ATE_TRUSTED_PROXIES`, the client they forwarded for).
 ///
 /// A header that is there but unusable (empty, longer than 128 bytes, not
 /// visible ASCII, or given twice) is an error for a 400, never a quiet
 /// fall back to the peer IP: behind a proxy that would put the caller in
 /// the window every other such caller shares.
-pub fn caller(x_caller: &[&[u8]], peer: Option<IpAddr>) -> Result<String, String> {
-    Ok(match one_header("X-Caller", x_caller, 128)? {
-        Some(c) => format!("caller:{c}"),
-        None => peer.map_or_else(
-            || "unknown".into(),
-            |ip| format!("ip:{}", ip.to_canonical()),
-        ),
-    })
+pub fn caller_key(
+    x_caller: &[&[u8]],
+    client_ip: impl FnOnce() -> Result<String, KeyError>,
+) -> Result<String, KeyError> {
+    match one_header("X-Caller", x_caller, 128).map_err(|message| KeyError::Refused { message })? {
+        Some(c) => Ok(format!("caller:{c}")),
+        None => client_ip().map(|ip| format!("ip:{ip}")),
+    }
 }
 
 /// The one `Idempotency-Key` of a request, from every value it carries.
@@ -1491,14 +1379,25 @@ mod tests {
 
     #[test]
     fn a_peer_is_one_caller_however_its_address_is_written() {
+        use ate_ratelimit::http::{TrustedProxies, client_ip};
+        use std::net::IpAddr;
         // A dual-stack listener sees an IPv4 client as ::ffff:a.b.c.d; it
         // must share the window it has when it connects over IPv4.
-        let v4: IpAddr = "10.0.0.7".parse().unwrap();
-        let mapped: IpAddr = "::ffff:10.0.0.7".parse().unwrap();
-        assert_eq!(caller(&[], Some(v4)).unwrap(), "ip:10.0.0.7");
-        assert_eq!(caller(&[], Some(mapped)).unwrap(), "ip:10.0.0.7");
-        assert_eq!(caller(&[], None).unwrap(), "unknown");
-        assert_eq!(caller(&[b"svc-a"], Some(v4)).unwrap(), "caller:svc-a");
+        let none = TrustedProxies::none();
+        let key = |peer: &str, x_caller: &[&[u8]]| {
+            let peer: IpAddr = peer.parse().unwrap();
+            caller_key(x_caller, || {
+                client_ip(peer, [], [], &none).map(|ip| ip.to_string())
+            })
+        };
+        assert_eq!(key("10.0.0.7", &[]).unwrap(), "ip:10.0.0.7");
+        assert_eq!(key("::ffff:10.0.0.7", &[]).unwrap(), "ip:10.0.0.7");
+        assert_eq!(key("10.0.0.7", &[b"svc-a"]).unwrap(), "caller:svc-a");
+        let twice = key("10.0.0.7", &[b"a", b"b"]).unwrap_err().to_string();
+        assert!(
+            twice.contains("X-Caller") && twice.contains("has 2"),
+            "{twice}"
+        );
     }
 
     #[test]
