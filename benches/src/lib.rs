@@ -98,44 +98,78 @@ impl Spread {
     }
 }
 
-/// The per-request work the example services add to a route: a readiness
-/// admission guard and a keyed rate-limit check that never denies.
-#[derive(Debug)]
+/// The middleware a service mounts, as both HTTP benches wire it: a
+/// serving gate and a limit no loopback run can reach, checked per peer
+/// address on `/hello`.
+#[derive(Debug, Clone)]
 pub struct Wiring {
-    gate: ate_readiness::Gate,
-    limiter: ate_ratelimit::KeyedLimiter<String>,
+    /// The readiness gate (serving).
+    pub gate: ate_readiness::Gate,
+    /// The limits, in process.
+    pub limits: Arc<ate_ratelimit::Limits>,
+    /// The one limit `/hello` checks.
+    pub hello: ate_ratelimit::LimitId,
 }
 
 impl Wiring {
     /// A serving gate and a limit no loopback run can reach.
-    pub fn new() -> Arc<Self> {
-        Arc::new(Self {
+    pub fn new() -> Self {
+        let mut set = ate_ratelimit::LimitSet::new(
+            ate_ratelimit::Policy::CountDenied,
+            ate_ratelimit::MonotonicClock::new(),
+        );
+        // The window stays small, so the ring does too.
+        let hello = set.add(
+            "hello",
+            ate_ratelimit::Quota::new(NonZeroU32::MAX, Duration::from_millis(100)).unwrap(),
+        );
+        Self {
             gate: ate_readiness::Gate::new(),
-            // The window stays small, so the ring does too.
-            limiter: ate_ratelimit::KeyedLimiter::new(
-                ate_ratelimit::Quota::new(NonZeroU32::MAX, Duration::from_millis(100)).unwrap(),
-            ),
-        })
-    }
-
-    /// What a wired handler does per request: admit, check the caller's
-    /// limit, and ask whether to close the connection.
-    #[inline]
-    pub fn check(&self, caller: &str) -> (bool, bool) {
-        match self.gate.admit() {
-            Ok(guard) => {
-                let allowed = self.limiter.check(caller).is_allowed();
-                (allowed, guard.should_close_connection())
-            }
-            Err(_) => (false, true),
+            limits: Arc::new(ate_ratelimit::Limits::local(set)),
+            hello,
         }
     }
 
-    /// The wired route's response body for a request from `caller` (its
-    /// `x-caller` header, if any), as both HTTP servers send it.
-    pub fn body(&self, caller: Option<&str>) -> &'static str {
-        let (allowed, _close) = self.check(caller.unwrap_or("anon"));
-        if allowed { "ok" } else { "no" }
+    /// The readiness and rate-limit layers on an axum router, keyed by the
+    /// peer from axum's `ConnectInfo`.
+    pub fn axum(&self, router: axum::Router) -> axum::Router {
+        use axum::extract::ConnectInfo;
+        let caller = ate_ratelimit::tower::Caller::peer().peer_from(|parts| {
+            parts
+                .extensions
+                .get::<ConnectInfo<std::net::SocketAddr>>()
+                .map(|c| c.0.ip())
+        });
+        router
+            .layer(
+                ate_ratelimit::tower::RateLimitLayer::new(self.limits.clone())
+                    .route("/hello", &[self.hello], NonZeroU32::MIN)
+                    .caller(caller),
+            )
+            .layer(ate_readiness::tower::ReadinessLayer::new(self.gate.clone()))
+    }
+
+    /// The same middleware for actix-web (wrap the rate limit first).
+    pub fn actix(
+        &self,
+    ) -> (
+        ate_ratelimit::actix::RateLimit,
+        ate_readiness::actix::Readiness,
+    ) {
+        (
+            ate_ratelimit::actix::RateLimit::new(self.limits.clone()).route(
+                "/hello",
+                &[self.hello],
+                NonZeroU32::MIN,
+            ),
+            ate_readiness::actix::Readiness::new(self.gate.clone()),
+        )
+    }
+}
+
+impl Default for Wiring {
+    fn default() -> Self {
+        Self::new()
     }
 }
 

@@ -1,7 +1,8 @@
-//! HTTP overhead of the ate wiring: the same trivial route served bare and
-//! with the wiring (readiness admission guard + a keyed rate-limit check
-//! that never denies), on axum and actix-web, driven over loopback
-//! keep-alive connections. Prints one JSON line per run.
+//! HTTP overhead of the ate middleware: the same trivial route served bare
+//! and with both layers (the readiness layer and the rate-limit layer, a
+//! per-peer check that never denies, with its RateLimit fields), on axum
+//! and actix-web, driven over loopback keep-alive connections. Prints one
+//! JSON line per run.
 //!
 //! `cargo run --release -p ate-benches --bin http_overhead -- [SECONDS] [CONNECTIONS]`
 
@@ -19,25 +20,16 @@ fn axum_server(wired: bool) -> SocketAddr {
             .build()
             .unwrap();
         rt.block_on(async move {
+            let bare = axum::Router::new().route("/hello", get(|| async { "ok" }));
             let app = if wired {
-                let w = Wiring::new();
-                axum::Router::new().route(
-                    "/hello",
-                    // The request itself, not a `HeaderMap` extractor: that
-                    // clones every header, a cost of the handler's choice,
-                    // not of the wiring (actix's `HttpRequest` clones none).
-                    get(move |req: axum::extract::Request| {
-                        let w = w.clone();
-                        async move {
-                            w.body(req.headers().get("x-caller").and_then(|v| v.to_str().ok()))
-                        }
-                    }),
-                )
+                Wiring::new().axum(bare)
             } else {
-                axum::Router::new().route("/hello", get(|| async { "ok" }))
+                bare
             };
             let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             tx.send(l.local_addr().unwrap()).unwrap();
+            // Both served with the peer address, as a limited service is.
+            let app = app.into_make_service_with_connect_info::<SocketAddr>();
             axum::serve(l, app).await.unwrap();
         });
     });
@@ -45,27 +37,17 @@ fn axum_server(wired: bool) -> SocketAddr {
 }
 
 fn actix_server(wired: bool) -> SocketAddr {
-    use actix_web::{App, HttpRequest, HttpServer, web};
+    use actix_web::middleware::Condition;
+    use actix_web::{App, HttpServer, web};
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         actix_web::rt::System::new().block_on(async move {
-            let w = Wiring::new();
+            let (limits, readiness) = Wiring::new().actix();
             let server = HttpServer::new(move || {
-                let w = w.clone();
-                let app = App::new();
-                if wired {
-                    app.route(
-                        "/hello",
-                        web::get().to(move |req: HttpRequest| {
-                            let w = w.clone();
-                            async move {
-                                w.body(req.headers().get("x-caller").and_then(|v| v.to_str().ok()))
-                            }
-                        }),
-                    )
-                } else {
-                    app.route("/hello", web::get().to(|| async { "ok" }))
-                }
+                App::new()
+                    .wrap(Condition::new(wired, limits.clone()))
+                    .wrap(Condition::new(wired, readiness.clone()))
+                    .route("/hello", web::get().to(|| async { "ok" }))
             })
             .workers(1)
             .disable_signals()
