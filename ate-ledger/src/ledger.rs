@@ -15,9 +15,18 @@ pub struct Config {
     /// `expires_at` is the last time chrono holds (year 262,142).
     pub lease_ttl: Duration,
     /// How long ended records are kept (and so replayed) before
-    /// [`Ledger::purge`] may delete them. Default 24 h. `Duration::MAX`
-    /// keeps them forever: `purge` then deletes nothing.
+    /// [`Ledger::purge`] may delete them: at least as long as a client may
+    /// retry a request, or a late retry executes again. Default 24 h; at
+    /// least [`MIN_RETENTION`](Self::MIN_RETENTION). `Duration::MAX` keeps
+    /// them forever: `purge` then deletes nothing.
     pub retention: Duration,
+}
+
+impl Config {
+    /// The shortest retention a ledger accepts: one hour. Clients retry
+    /// for minutes to hours (Stripe keeps keys 24 h); a shorter retention
+    /// is a configuration error, not a choice.
+    pub const MIN_RETENTION: Duration = Duration::from_secs(3600);
 }
 
 impl Default for Config {
@@ -95,6 +104,23 @@ fn later(at: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
         .unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
+/// A record incarnation: 64 bits from std's per-process random hash keys
+/// (seeded from the OS), mixed with the key, the time and a process-wide
+/// count, so two records of one key (one purged, one begun again) differ
+/// even when begun by two processes in the same nanosecond.
+fn new_incarnation(key: &Key, now: DateTime<Utc>) -> u64 {
+    use std::hash::{BuildHasher, Hash, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::hash::RandomState::new().build_hasher();
+    key.hash(&mut h);
+    now.timestamp_nanos_opt().hash(&mut h);
+    COUNT.fetch_add(1, Ordering::Relaxed).hash(&mut h);
+    std::process::id().hash(&mut h);
+    // 0 is what records from before incarnations read as.
+    h.finish().max(1)
+}
+
 /// The attempt ledger.
 #[derive(Debug)]
 pub struct Ledger<S, C = SystemClock> {
@@ -109,18 +135,33 @@ const CAS_RETRIES: usize = 8;
 impl<S: Store> Ledger<S, SystemClock> {
     /// A ledger over `store` with the default config and the system clock.
     pub fn new(store: S) -> Self {
-        Self::with_clock(store, Config::default(), SystemClock)
+        Self {
+            store,
+            clock: SystemClock,
+            config: Config::default(),
+        }
     }
 }
 
 impl<S: Store, C: Clock> Ledger<S, C> {
     /// A ledger with an explicit config and clock.
-    pub fn with_clock(store: S, config: Config, clock: C) -> Self {
-        Self {
+    ///
+    /// # Errors
+    ///
+    /// [`Error::RetentionTooShort`] for a retention under
+    /// [`Config::MIN_RETENTION`], naming it.
+    pub fn with_clock(store: S, config: Config, clock: C) -> Result<Self, Error> {
+        if config.retention < Config::MIN_RETENTION {
+            return Err(Error::RetentionTooShort {
+                retention: config.retention,
+                floor: Config::MIN_RETENTION,
+            });
+        }
+        Ok(Self {
             store,
             clock,
             config,
-        }
+        })
     }
 
     /// The store.
@@ -167,13 +208,14 @@ impl<S: Store, C: Clock> Ledger<S, C> {
         Ok(())
     }
 
-    fn lease(&self, key: &Key, owner: &str, token: u64, try_id: u32, now: DateTime<Utc>) -> Lease {
+    fn lease(&self, record: &Record, owner: &str, try_id: u32, now: DateTime<Utc>) -> Lease {
         Lease {
-            key: key.clone(),
+            key: record.key.clone(),
             owner: owner.to_owned(),
             expires_at: later(now, self.config.lease_ttl),
-            token,
+            token: record.version,
             try_id,
+            incarnation: record.incarnation,
         }
     }
 
@@ -203,13 +245,12 @@ impl<S: Store, C: Clock> Ledger<S, C> {
             let now = self.clock.now();
             match self.store.get(key)? {
                 None => {
-                    let lease = self.lease(key, owner, 1, 1, now);
-                    let record = Record {
+                    let mut record = Record {
                         key: key.clone(),
                         fingerprint: fingerprint.clone(),
                         state: State::InFlight,
                         version: 1,
-                        lease: Some(lease.clone()),
+                        lease: None,
                         tries: vec![Try {
                             id: 1,
                             started_at: now,
@@ -218,7 +259,10 @@ impl<S: Store, C: Clock> Ledger<S, C> {
                         }],
                         created_at: now,
                         ended_at: None,
+                        incarnation: new_incarnation(key, now),
                     };
+                    let lease = self.lease(&record, owner, 1, now);
+                    record.lease = Some(lease.clone());
                     match self.store.put(&record, None) {
                         Ok(()) => return Ok(Begin::Started(lease)),
                         Err(Error::VersionConflict { .. }) => continue,
@@ -261,8 +305,15 @@ impl<S: Store, C: Clock> Ledger<S, C> {
         let record = self.store.get(&lease.key)?.ok_or_else(|| Error::NotFound {
             key: lease.key.to_string(),
         })?;
-        let current = record.lease.as_ref().map(|l| (l.token, l.try_id));
-        if record.state.is_closed() || current != Some((lease.token, lease.try_id)) {
+        let current = record
+            .lease
+            .as_ref()
+            .map(|l| (l.incarnation, l.token, l.try_id));
+        let presented = (lease.incarnation, lease.token, lease.try_id);
+        if record.state.is_closed()
+            || record.incarnation != lease.incarnation
+            || current != Some(presented)
+        {
             return Err(Error::StaleLease {
                 key: lease.key.to_string(),
                 token: lease.token,
@@ -414,6 +465,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
                 // Ended by this very close (its answer lost)?
                 let record = self.store.get(&lease.key)?.filter(|r| {
                     r.state == state
+                        && r.incarnation == lease.incarnation
                         && r.tries.last().is_some_and(|t| {
                             t.id == lease.try_id && t.closed.is_some_and(|(_, o)| o == outcome)
                         })
@@ -463,7 +515,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
         let expected = record.version;
         let try_id = record.tries.len() as u32 + 1;
         record.version += 1;
-        let lease = self.lease(key, owner, record.version, try_id, now);
+        let lease = self.lease(&record, owner, try_id, now);
         record.tries.push(Try {
             id: try_id,
             started_at: now,
@@ -549,7 +601,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
             let try_id = open.id;
             let expected = record.version;
             record.version += 1;
-            let lease = self.lease(key, owner, record.version, try_id, now);
+            let lease = self.lease(&record, owner, try_id, now);
             record.lease = Some(lease.clone());
             match self.store.put(&record, Some(expected)) {
                 Ok(()) => return Ok(Some(lease)),

@@ -157,6 +157,18 @@ pub enum Error {
     /// A bad key or fingerprint.
     #[error("invalid key {0}")]
     InvalidKey(String),
+    /// A [`Config::retention`] under [`Config::MIN_RETENTION`]: a success
+    /// would be purged before its client stops retrying, and the retry
+    /// would execute again.
+    #[error(
+        "ledger retention {retention:?} is under the floor of {floor:?}: keep records at least as long as a client may retry (default 24 h)"
+    )]
+    RetentionTooShort {
+        /// The retention given.
+        retention: std::time::Duration,
+        /// [`Config::MIN_RETENTION`].
+        floor: std::time::Duration,
+    },
     /// A store compare-and-swap lost.
     #[error("version conflict on {key}: expected {expected:?}, found {found:?}")]
     VersionConflict {

@@ -143,6 +143,12 @@ pub struct Lease {
     pub token: u64,
     /// The try this lease drives.
     pub try_id: u32,
+    /// The record incarnation it was granted for ([`Record::incarnation`]):
+    /// a key purged and begun again is another incarnation, so a lease of
+    /// the old one (a worker that stalled past the retention) never matches
+    /// the new one, whatever its token and try.
+    #[serde(default)]
+    pub incarnation: u64,
 }
 
 /// One logical attempt, as stored.
@@ -164,6 +170,12 @@ pub struct Record {
     pub created_at: DateTime<Utc>,
     /// When it last ended (retention counts from here).
     pub ended_at: Option<DateTime<Utc>>,
+    /// Drawn at random when the record is created (a `begin` of a key with
+    /// no record): tells this record from an earlier one of the same key
+    /// that was purged. Every lease carries it. (0 in records written
+    /// before it existed.)
+    #[serde(default)]
+    pub incarnation: u64,
 }
 
 impl Record {
@@ -191,8 +203,8 @@ impl Record {
     }
 
     /// Checks the structural invariants: at most one open try; an open try
-    /// iff the logical attempt is in flight (with a lease); a pre-provider
-    /// close never on a dispatched try.
+    /// iff the logical attempt is in flight (with a lease of this
+    /// incarnation); a pre-provider close never on a dispatched try.
     ///
     /// # Errors
     ///
@@ -212,6 +224,14 @@ impl Record {
         }
         if self.tries.is_empty() {
             return Err("no tries".into());
+        }
+        if let Some(lease) = &self.lease
+            && lease.incarnation != self.incarnation
+        {
+            return Err(format!(
+                "a lease of incarnation {} on incarnation {}",
+                lease.incarnation, self.incarnation
+            ));
         }
         for t in &self.tries {
             if let Some((_, TryOutcome::PreProviderFailure)) = t.closed
@@ -249,6 +269,7 @@ mod tests {
                 expires_at: at(30),
                 token: 1,
                 try_id: 1,
+                incarnation: 7,
             }),
             tries: vec![Try {
                 id: 1,
@@ -258,6 +279,7 @@ mod tests {
             }],
             created_at: at(0),
             ended_at: None,
+            incarnation: 7,
         }
     }
 

@@ -416,7 +416,8 @@ mod durable {
             let store = Arc::new(RedbStore::open(dir.path().join("ledger.redb")).unwrap());
             let clock = ManualClock::default();
             let config = Config::default();
-            let ledger = Ledger::with_clock(store.clone(), config, clock.clone());
+            let ledger =
+                Ledger::with_clock(store.clone(), config, clock.clone()).expect("a valid config");
             let (key, fp) = (Key::new("t", "k"), Fingerprint("f".into()));
             let Begin::Started(lease) = ledger.begin(&key, &fp, "w1").unwrap() else {
                 panic!("a new key starts")

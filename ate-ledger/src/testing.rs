@@ -15,7 +15,7 @@
 //!
 //! proptest!(|(seq in ops(40))| {
 //!     let clock = ManualClock::default();
-//!     let ledger = Ledger::with_clock(MemoryStore::new(), Config::default(), clock.clone());
+//!     let ledger = Ledger::with_clock(MemoryStore::new(), Config::default(), clock.clone()).expect("a valid config");
 //!     let mut driver = Driver::new(clock);
 //!     let mut model = Model::new(Config::default());
 //!     for op in &seq {
@@ -519,4 +519,74 @@ pub fn is_final(state: &State) -> bool {
             | State::FailedAtProvider { .. }
             | State::ProviderUnavailable { .. }
     )
+}
+
+/// The fencing rule across a purge, on any store: a worker that stalled
+/// past the retention while its key was purged and begun again holds a
+/// lease whose token and try repeat the new attempt's; it must still be
+/// refused ([`Error::StaleLease`]) by every transition, and a retried
+/// close of it must not be taken for the new attempt's. Panics naming the
+/// first step that broke the rule.
+///
+/// ```
+/// ate_ledger::testing::purged_key_fences_old_leases(ate_ledger::MemoryStore::new());
+/// ```
+pub fn purged_key_fences_old_leases<S: Store>(store: S) {
+    let clock = ManualClock::default();
+    let ledger =
+        Ledger::with_clock(store, Config::default(), clock.clone()).expect("a valid config");
+    let key = Key::new("fencing", "reused");
+    let fp = Fingerprint("same-body".into());
+    let started = |owner: &str| match ledger.begin(&key, &fp, owner) {
+        Ok(Begin::Started(lease)) => lease,
+        other => panic!("begin by {owner}: expected a new attempt, got {other:?}"),
+    };
+    let old = started("stalled");
+    ledger.mark_dispatched(&old).expect("old: dispatch");
+    ledger
+        .close(&old, Close::Succeeded("answer".into()))
+        .expect("old: close");
+    clock.advance(Config::default().retention + Duration::from_secs(1));
+    assert_eq!(
+        ledger.purge().expect("purge"),
+        1,
+        "the ended record is purged"
+    );
+    let new = started("fresh");
+    assert_eq!(
+        (new.token, new.try_id),
+        (old.token, old.try_id),
+        "the scenario: the old lease's token and try repeat"
+    );
+    let stale = |what: &str, r: Result<(), Error>| {
+        assert!(
+            matches!(r, Err(Error::StaleLease { .. })),
+            "the old lease {what} the new attempt: {r:?}"
+        );
+    };
+    stale("dispatched", ledger.mark_dispatched(&old));
+    stale("renewed", ledger.renew(&old).map(|_| ()));
+    ledger.mark_dispatched(&new).expect("new: dispatch");
+    stale(
+        "closed",
+        ledger
+            .close(&old, Close::Succeeded("answer".into()))
+            .map(|_| ()),
+    );
+    let closed = ledger
+        .close(&new, Close::Succeeded("answer".into()))
+        .expect("new: close");
+    // The same outcome now stands on the new record: a retried close of the
+    // old lease must still not be taken for it.
+    stale(
+        "re-closed",
+        ledger
+            .close(&old, Close::Succeeded("answer".into()))
+            .map(|_| ()),
+    );
+    assert_eq!(
+        ledger.get(&key).expect("get"),
+        Some(closed),
+        "the new attempt is as its own worker left it"
+    );
 }

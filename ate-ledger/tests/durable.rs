@@ -212,7 +212,8 @@ fn purge_on_redb_deletes_exactly_the_ended_records_past_retention_in_batches() {
         RedbStore::open(dir.path().join("l.redb")).unwrap(),
         config,
         clock.clone(),
-    );
+    )
+    .expect("a valid config");
     let start = |key: &Key| match ledger.begin(key, &fp(), "w").unwrap() {
         Begin::Started(lease) => lease,
         Begin::Replay(r) => panic!("replayed {:?}", r.state),
@@ -264,7 +265,8 @@ fn a_lease_that_never_expires_is_stored_and_read_back_on_redb() {
             RedbStore::open(&path).unwrap(),
             config,
             ate_ledger::SystemClock,
-        );
+        )
+        .expect("a valid config");
         let Begin::Started(lease) = ledger.begin(&key, &fp(), "w").unwrap() else {
             panic!("new key")
         };
@@ -292,4 +294,12 @@ fn a_redb_store_debugs_as_itself_without_its_records() {
     };
     let shown = format!("{:?}", ledger.store());
     assert_eq!(shown, "RedbStore { .. }");
+}
+
+#[test]
+fn a_lease_from_before_a_purge_never_drives_the_key_begun_again() {
+    let dir = tempfile::tempdir().unwrap();
+    ate_ledger::testing::purged_key_fences_old_leases(
+        RedbStore::open(dir.path().join("l.redb")).unwrap(),
+    );
 }

@@ -7,7 +7,8 @@ use proptest::prelude::*;
 
 fn check<S: Store>(store: S, seq: &[ate_ledger::testing::Op]) -> Result<(), TestCaseError> {
     let clock = ManualClock::default();
-    let ledger = Ledger::with_clock(store, Config::default(), clock.clone());
+    let ledger =
+        Ledger::with_clock(store, Config::default(), clock.clone()).expect("a valid config");
     let mut driver = Driver::new(clock);
     let mut model = Model::new(Config::default());
     let mut was_final = [false; 3];

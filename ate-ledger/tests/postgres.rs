@@ -125,7 +125,8 @@ fn open_lists_in_flight_attempts_and_purge_never_deletes_them() {
         PgStore::connect(&url).unwrap(),
         Config::default(),
         clock.clone(),
-    );
+    )
+    .expect("a valid config");
     let (open, done) = (Key::new("t", "open"), Key::new("t", "done"));
     let _ = ledger.begin(&open, &fp(), "w").unwrap();
     let Begin::Started(lease) = ledger.begin(&done, &fp(), "w").unwrap() else {
@@ -186,7 +187,8 @@ fn a_retention_reaching_back_before_postgres_time_purges_nothing_and_fails_nothi
         retention: Duration::from_secs(10_000 * 365 * 24 * 3600),
         ..Config::default()
     };
-    let ledger = Ledger::with_clock(PgStore::connect(&url).unwrap(), config, clock.clone());
+    let ledger = Ledger::with_clock(PgStore::connect(&url).unwrap(), config, clock.clone())
+        .expect("a valid config");
     let key = Key::new("t", "done");
     let Begin::Started(lease) = ledger.begin(&key, &fp(), "w").unwrap() else {
         panic!("new key")
@@ -352,12 +354,14 @@ fn a_replica_whose_lease_expired_cannot_close_after_another_took_over() {
         PgStore::connect(&url).unwrap(),
         Config::default(),
         clock.clone(),
-    );
+    )
+    .expect("a valid config");
     let b = Ledger::with_clock(
         PgStore::connect(&url).unwrap(),
         Config::default(),
         clock.clone(),
-    );
+    )
+    .expect("a valid config");
     let key = Key::new("t", "lease");
     let Begin::Started(old) = a.begin(&key, &fp(), "a").unwrap() else {
         panic!("new key")
@@ -1084,4 +1088,10 @@ fn a_stores_debug_names_its_database_and_user_but_never_the_password() {
         "{shown}"
     );
     assert!(!shown.contains("CANARY"), "{shown}");
+}
+
+#[test]
+fn a_lease_from_before_a_purge_never_drives_the_key_begun_again() {
+    let db = TestDatabase::new();
+    ate_ledger::testing::purged_key_fences_old_leases(PgStore::connect(db.url()).unwrap());
 }

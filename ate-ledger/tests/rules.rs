@@ -9,7 +9,8 @@ use ate_ledger::{
 
 fn setup() -> (Ledger<MemoryStore, ManualClock>, ManualClock) {
     let clock = ManualClock::default();
-    let ledger = Ledger::with_clock(MemoryStore::new(), Config::default(), clock.clone());
+    let ledger = Ledger::with_clock(MemoryStore::new(), Config::default(), clock.clone())
+        .expect("a valid config");
     (ledger, clock)
 }
 
@@ -542,7 +543,8 @@ fn renew_before_next_write(
             renewer.store().clone(),
             Config::default(),
             renewer.clock().clone(),
-        ),
+        )
+        .expect("a valid config"),
         lease.clone(),
     );
     *worker.store().before_put.lock() = Some(Box::new(move || {
@@ -603,7 +605,8 @@ fn a_takeover_between_a_transitions_read_and_write_is_a_stale_lease() {
     // (not dispatched: a pre-provider failure), just before w1's write.
     let clock = renewer.clock().clone();
     clock.advance(Config::default().lease_ttl + Duration::from_secs(1));
-    let other = Ledger::with_clock(renewer.store().clone(), Config::default(), clock);
+    let other = Ledger::with_clock(renewer.store().clone(), Config::default(), clock)
+        .expect("a valid config");
     *worker.store().before_put.lock() = Some(Box::new(move || {
         assert!(matches!(
             other.begin(&k(), &fp(), "w2").unwrap(),
@@ -735,7 +738,8 @@ fn a_lease_or_retention_past_the_end_of_time_saturates_instead_of_panicking() {
         lease_ttl: Duration::MAX,
         retention: Duration::MAX,
     };
-    let ledger = Ledger::with_clock(MemoryStore::new(), config, clock.clone());
+    let ledger =
+        Ledger::with_clock(MemoryStore::new(), config, clock.clone()).expect("a valid config");
     let lease = start(&ledger);
     assert_eq!(lease.expires_at, chrono::DateTime::<chrono::Utc>::MAX_UTC);
     let lease = ledger.renew(&lease).unwrap();
@@ -763,7 +767,8 @@ fn two_workers() -> (
 ) {
     let clock = ManualClock::default();
     let shared = std::sync::Arc::new(MemoryStore::new());
-    let other = Ledger::with_clock(shared.clone(), Config::default(), clock.clone());
+    let other = Ledger::with_clock(shared.clone(), Config::default(), clock.clone())
+        .expect("a valid config");
     let worker = Ledger::with_clock(
         Interleave {
             inner: shared,
@@ -771,7 +776,8 @@ fn two_workers() -> (
         },
         Config::default(),
         clock,
-    );
+    )
+    .expect("a valid config");
     (worker, other)
 }
 
@@ -886,9 +892,10 @@ fn every_written_transition_bumps_the_version_by_one() {
 fn a_ledger_reports_the_config_it_was_built_with() {
     let config = Config {
         lease_ttl: Duration::from_secs(7),
-        retention: Duration::from_secs(60),
+        retention: Duration::from_secs(2 * 3600),
     };
-    let ledger = Ledger::with_clock(MemoryStore::new(), config, ManualClock::default());
+    let ledger = Ledger::with_clock(MemoryStore::new(), config, ManualClock::default())
+        .expect("a valid config");
     assert_eq!(ledger.config(), config);
     assert_eq!(Ledger::new(MemoryStore::new()).config(), Config::default());
 }
@@ -915,7 +922,8 @@ fn the_open_try_is_the_one_in_flight_and_none_once_closed() {
 fn a_shared_store_purges_through_its_arc() {
     let clock = ManualClock::default();
     let store = std::sync::Arc::new(MemoryStore::new());
-    let ledger = Ledger::with_clock(store.clone(), Config::default(), clock.clone());
+    let ledger = Ledger::with_clock(store.clone(), Config::default(), clock.clone())
+        .expect("a valid config");
     for id in ["a", "b"] {
         let Begin::Started(lease) = ledger.begin(&Key::new("t", id), &fp(), "w").unwrap() else {
             panic!("a new key starts")
@@ -928,4 +936,35 @@ fn a_shared_store_purges_through_its_arc() {
     assert_eq!(ledger.purge().unwrap(), 2, "both ended past the retention");
     assert_eq!(ledger.purge().unwrap(), 0, "nothing left to purge");
     assert!(store.open().unwrap().is_empty());
+}
+
+#[test]
+fn a_lease_from_before_a_purge_never_drives_the_key_begun_again() {
+    ate_ledger::testing::purged_key_fences_old_leases(MemoryStore::new());
+}
+
+#[test]
+fn a_retention_under_an_hour_is_a_configuration_error_naming_it() {
+    for retention in [
+        Duration::ZERO,
+        Duration::from_secs(1),
+        Config::MIN_RETENTION - Duration::from_nanos(1),
+    ] {
+        let config = Config {
+            retention,
+            ..Config::default()
+        };
+        let err = Ledger::with_clock(MemoryStore::new(), config, ManualClock::default())
+            .expect_err("a success purged at once would execute again");
+        assert!(
+            matches!(err, Error::RetentionTooShort { retention: r, .. } if r == retention),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains(&format!("{retention:?}")), "{err}");
+    }
+    let at_floor = Config {
+        retention: Config::MIN_RETENTION,
+        ..Config::default()
+    };
+    assert!(Ledger::with_clock(MemoryStore::new(), at_floor, ManualClock::default()).is_ok());
 }
