@@ -104,43 +104,48 @@ fn acknowledged_transitions_survive_sigkill_and_recovery_follows_the_dispatch_ru
         let mut reader = BufReader::new(stdout);
         let mut line = String::new();
         let mut seen = 0;
-        while seen < lines_before_kill {
+        // One acknowledgement line into `acked`; false at EOF.
+        let mut read_ack = |reader: &mut BufReader<_>, seen: &mut usize| {
             line.clear();
             if reader.read_line(&mut line).unwrap() == 0 {
-                break;
+                return false;
             }
             let mut parts = line.split_whitespace();
             let (Some(what), Some(i)) = (
                 parts.next(),
                 parts.next().and_then(|i| i.parse::<u64>().ok()),
             ) else {
-                continue; // libtest chatter
+                return true; // libtest chatter
             };
             let entry = acked.entry(i).or_default();
             match what {
                 "begun" => entry.begun = true,
                 "dispatched" => entry.dispatched = true,
                 "closed" => entry.closed = parts.next().map(str::to_owned),
-                _ => continue,
+                _ => return true,
             }
             next = next.max(i + 1);
-            seen += 1;
-        }
+            *seen += 1;
+            true
+        };
+        while seen < lines_before_kill && read_ack(&mut reader, &mut seen) {}
         // Let it run a moment past the last line we read, then SIGKILL.
         std::thread::sleep(Duration::from_micros(seed % 3000));
         child.kill().unwrap();
-        // Keep reading whatever it acknowledged before dying.
-        drop(reader);
+        // Read to EOF: the acknowledgements closest to the kill, written
+        // before it and still in the pipe, are the ones most worth checking.
+        while read_ack(&mut reader, &mut seen) {}
         let _ = child.wait().unwrap();
-        // The child may have acked lines we did not read: they are simply
-        // not checked. Start the next child past anything it could have used.
+        // Start the next child past anything this one could have begun
+        // without acknowledging it.
         next += 200;
     }
 
     // Reopen: every acknowledged transition is there, nothing half-applied.
     let clock = ManualClock::default();
     let store = RedbStore::open(&path).unwrap();
-    let ledger = Ledger::with_clock(store, Config::default(), clock.clone());
+    let ledger =
+        Ledger::with_clock(store, Config::default(), clock.clone()).expect("a valid config");
     assert!(
         acked.len() > 40,
         "the children made progress: {}",
