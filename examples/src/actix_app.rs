@@ -129,9 +129,16 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
              req: HttpRequest,
              body: Limited| async move {
                 let s: Shared = s.get_ref().clone();
+                let caller = s.caller_of(
+                    &header_values(&req, "x-caller"),
+                    peer(&req),
+                    &header_values(&req, "x-forwarded-for"),
+                    &header_values(&req, "forwarded"),
+                );
                 respond(
                     s.invoke(
                         admitted.map(web::ReqData::into_inner),
+                        caller,
                         &header_values(&req, "idempotency-key"),
                         header(&req, "x-simulate"),
                         header(&req, "x-simulate-delay-ms"),

@@ -163,10 +163,18 @@ pub fn router(state: Shared) -> Router {
             post(
                 |State(s): State<Shared>,
                  admitted: Option<Extension<Admitted>>,
+                 peer: Option<Extension<ConnectInfo<SocketAddr>>>,
                  headers: HeaderMap,
                  Limited(body): Limited| async move {
+                    let caller = s.caller_of(
+                        &header_values(&headers, "x-caller"),
+                        peer.map(|Extension(ConnectInfo(a))| a.ip()),
+                        &header_values(&headers, "x-forwarded-for"),
+                        &header_values(&headers, "forwarded"),
+                    );
                     s.invoke(
                         admitted.map(|Extension(a)| a),
+                        caller,
                         &header_values(&headers, "idempotency-key"),
                         header(&headers, "x-simulate"),
                         header(&headers, "x-simulate-delay-ms"),

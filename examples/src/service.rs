@@ -227,7 +227,8 @@ impl AppState {
                         ))
                     })?;
                 let ledger =
-                    Ledger::with_clock(Arc::new(store) as LedgerStore, ledger_config, SystemClock);
+                    Ledger::with_clock(Arc::new(store) as LedgerStore, ledger_config, SystemClock)
+                        .map_err(|e| ConfigError::Other(format!("ledger: {e}")))?;
                 recovered(ledger.recover_owner(&config.worker_id))?;
                 tracing::info!(worker = %config.worker_id, "ledger: PostgreSQL, shared by every replica");
                 ledger
@@ -247,7 +248,8 @@ impl AppState {
                     e => ConfigError::Other(format!("cannot open ledger {}: {e}", path.display())),
                 })?;
                 let ledger =
-                    Ledger::with_clock(Arc::new(store) as LedgerStore, ledger_config, SystemClock);
+                    Ledger::with_clock(Arc::new(store) as LedgerStore, ledger_config, SystemClock)
+                        .map_err(|e| ConfigError::Other(format!("ledger: {e}")))?;
                 recovered(ledger.recover_all())?;
                 ledger
             }
@@ -397,6 +399,34 @@ impl AppState {
         for (name, d) in decision.decisions() {
             self.metrics.decision(name, d.is_allowed());
         }
+    }
+
+    /// Who a request is ([`caller_key`]) from its `X-Caller` values, its
+    /// peer and its forwarding headers (read only from the
+    /// `ATE_TRUSTED_PROXIES`): the rate limits' caller, and the scope of
+    /// its idempotency keys.
+    ///
+    /// # Errors
+    ///
+    /// A [`KeyError`] for the 400: an unusable `X-Caller`, a malformed
+    /// forwarding header from a trusted proxy, an unknown peer.
+    pub fn caller_of(
+        &self,
+        x_caller: &[&[u8]],
+        peer: Option<std::net::IpAddr>,
+        x_forwarded_for: &[&[u8]],
+        forwarded: &[&[u8]],
+    ) -> Result<String, KeyError> {
+        caller_key(x_caller, || {
+            let peer = peer.ok_or(KeyError::NoPeer)?;
+            ate_ratelimit::http::client_ip(
+                peer,
+                x_forwarded_for.iter().copied(),
+                forwarded.iter().copied(),
+                &self.config.trusted_proxies,
+            )
+            .map(|ip| ip.to_string())
+        })
     }
 
     /// The limits the rate-limit layer checks, and the routes it checks
@@ -692,6 +722,7 @@ impl AppState {
     pub async fn invoke(
         self: &Arc<Self>,
         admitted: Option<Admitted>,
+        caller: Result<String, KeyError>,
         idempotency_key: &[&[u8]],
         simulate: Option<&str>,
         delay_ms: Option<&str>,
@@ -700,6 +731,13 @@ impl AppState {
         let key = match idempotency_key_of(idempotency_key) {
             Ok(key) => key,
             Err(error) => return ApiResponse::json(400, json!({ "error": error })),
+        };
+        // Keys are the caller's own (as Stripe scopes them per account): the
+        // same key and body from another caller is another request, never
+        // a replay of someone else's receipt.
+        let caller = match caller {
+            Ok(caller) => caller,
+            Err(error) => return ApiResponse::json(400, json!({ "error": error.to_string() })),
         };
         let request = match crate::json::parse(body) {
             Ok(request) => request,
@@ -726,7 +764,7 @@ impl AppState {
             "sha256:{:x}",
             Sha256::digest(request.to_string().as_bytes())
         ));
-        let key = Key::new("default", key);
+        let key = Key::new(caller, key);
         // The call runs in a task of its own: a client that hangs up (which
         // drops this request's future) must not stop it between the
         // dispatch and the close, or the provider's answer is never

@@ -320,7 +320,8 @@ async fn ended_records_past_the_retention_are_purged_at_start() {
             // A call that ended two days ago (the retention is 24 h).
             let two_days_ago = chrono::Utc::now() - chrono::Duration::hours(48);
             let store = RedbStore::open(dir.path().join("ledger.redb")).unwrap();
-            let ledger = Ledger::with_clock(store, Config::default(), Past(two_days_ago));
+            let ledger = Ledger::with_clock(store, Config::default(), Past(two_days_ago))
+                .expect("a valid config");
             let key = Key::new("default", "old-1");
             let fp = Fingerprint("sha256:another-request".into());
             let Begin::Started(lease) = ledger.begin(&key, &fp, "old-run").unwrap() else {
@@ -468,5 +469,51 @@ async fn a_client_that_hangs_up_mid_call_does_not_lose_the_providers_answer() {
         let r = invoke(&c, &s, "hangup", json!({"a": 1}), "success").await;
         assert_eq!(r.status(), 200, "{bin}");
         assert_eq!(r.headers()["idempotent-replayed"], "true");
+    }
+}
+
+#[tokio::test]
+async fn idempotency_keys_are_scoped_per_caller() {
+    for bin in SERVICES {
+        let s = Service::start(bin, &[]);
+        let c = client();
+        let send = |caller: &'static str, amount: u32| {
+            c.post(s.url("/invoke"))
+                .header("idempotency-key", "shared-key")
+                .header("x-caller", caller)
+                .json(&json!({ "amount": amount }))
+                .send()
+        };
+        let alice = send("alice", 5).await.unwrap();
+        assert_eq!(alice.status(), 200, "{bin}");
+        assert!(alice.headers().get("idempotent-replayed").is_none());
+        // The same key and body from another caller is its own request: it
+        // executes, and is never handed alice's receipt.
+        let bob = send("bob", 5).await.unwrap();
+        assert_eq!(bob.status(), 200, "{bin}");
+        assert!(
+            bob.headers().get("idempotent-replayed").is_none(),
+            "{bin}: bob got alice's receipt"
+        );
+        // Nor does another body from bob collide with alice's request.
+        assert_eq!(
+            send("bob", 6).await.unwrap().status(),
+            422,
+            "{bin}: bob's own key, other body"
+        );
+        // Each caller's repeat replays its own.
+        let again = send("alice", 5).await.unwrap();
+        assert_eq!(again.headers()["idempotent-replayed"], "true", "{bin}");
+        // An unusable caller is a 400, not a shared scope.
+        let twice = c
+            .post(s.url("/invoke"))
+            .header("idempotency-key", "shared-key")
+            .header("x-caller", "a")
+            .header("x-caller", "b")
+            .json(&json!({ "amount": 5 }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(twice.status(), 400, "{bin}");
     }
 }
