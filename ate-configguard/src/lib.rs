@@ -117,6 +117,7 @@ mod check;
 mod drift;
 mod load;
 mod model;
+mod operator;
 mod parse;
 #[cfg(feature = "test-util")]
 pub mod testing;

@@ -16,6 +16,7 @@ use crate::model::{
     ConfigKind, ConfigObject, Finding, Hook, HookPhase, Manifests, ObjectId, PULL_SECRET_TYPES,
     Reference, ServiceAccount, Severity, Workload, WorkloadId,
 };
+use crate::operator;
 use crate::parse::{DATA_LIST, NOT_A_STRING, Node, VALUE_BYTES, documents, without_bom};
 
 /// How to read manifests.
@@ -1138,6 +1139,35 @@ fn load_doc(
                 outside_pod_spec(out, &kind, &ns, &name, path, object);
             }
         }
+        _ if group == operator::MONITORING_GROUP
+            && operator::MONITORING_KINDS.contains(&kind.as_str()) =>
+        {
+            let (ns, name) = workload_names(&doc, at, options)?;
+            let mut refs = operator::references(&doc);
+            if kind == "Alertmanager" {
+                // The operator loads its configuration from this Secret
+                // (`alertmanager.yaml`), and without it runs one that sends
+                // alerts nowhere: a required read.
+                let config = doc
+                    .get("spec")
+                    .and_then(|s| s.get("configSecret"))
+                    .and_then(Node::as_str)
+                    .filter(|n| !n.is_empty())
+                    .map_or_else(|| format!("alertmanager-{name}"), str::to_owned);
+                refs.require_secret_key("spec.configSecret", &config, "alertmanager.yaml");
+            }
+            if let Some(spec) = refs.into_pod_spec() {
+                push_workload(
+                    out,
+                    &format!("{kind}.{group}"),
+                    ns,
+                    name,
+                    typed::<PodSpec>(spec, at, "spec")?,
+                    None,
+                    at,
+                )?;
+            }
+        }
         _ if options.allow_kinds.contains(&kind)
             || (!group.is_empty() && options.allow_kinds.contains(&format!("{kind}.{group}"))) =>
         {
@@ -1177,20 +1207,30 @@ fn load_doc(
                 let mut volumes = Vec::new();
                 find_containers(&doc, &mut containers, &mut volumes);
                 if containers.is_empty() {
-                    return Err(bad(
-                        at,
-                        format!(
-                            "allow-listed kind {kind} {name} has no template.spec with containers, \
-                             and no container (a map with an image) anywhere"
-                        ),
-                    ));
+                    // No container either: the Secrets and ConfigMaps it
+                    // names (`volumes`, `secrets`, key selectors...), read
+                    // as one pod's.
+                    match operator::references(&doc).into_pod_spec() {
+                        Some(spec) => specs.push(spec),
+                        None => {
+                            return Err(bad(
+                                at,
+                                format!(
+                                    "allow-listed kind {kind} {name} has no template.spec with \
+                                     containers, no container (a map with an image) and names \
+                                     no Secret or ConfigMap anywhere"
+                                ),
+                            ));
+                        }
+                    }
+                } else {
+                    let mut spec = Vec::new();
+                    spec.push(("containers".to_owned(), Node::Seq(containers)));
+                    if !volumes.is_empty() {
+                        spec.push(("volumes".to_owned(), Node::Seq(volumes)));
+                    }
+                    specs.push(Node::Map(spec));
                 }
-                let mut spec = Vec::new();
-                spec.push(("containers".to_owned(), Node::Seq(containers)));
-                if !volumes.is_empty() {
-                    spec.push(("volumes".to_owned(), Node::Seq(volumes)));
-                }
-                specs.push(Node::Map(spec));
             }
             for spec in specs {
                 push_workload(
@@ -1213,6 +1253,30 @@ fn load_doc(
                 .get("spec")
                 .and_then(|s| s.get("workloadRef"))
                 .is_some_and(|r| !matches!(r, Node::Null));
+            // Fail closed: a kind this guard cannot read that names a
+            // Secret or ConfigMap anywhere (`volumes`, `secrets`,
+            // `configSecret`, `*SecretRef`, a key selector) may break when
+            // one goes.
+            let names_config = operator::references(&doc).first;
+            if let (Some(path), false, None, false) = (
+                &names_config,
+                doc.has_pod_template(),
+                &reads_config,
+                runs_template,
+            ) {
+                let allow = if group.is_empty() {
+                    kind.clone()
+                } else {
+                    format!("{kind}.{group} (or {kind}, of any group)")
+                };
+                return Err(bad(
+                    at,
+                    format!(
+                        "unknown kind {kind} ({api}) names a Secret or ConfigMap (at {path}); \
+                         pass --allow-kind {allow} to read its references"
+                    ),
+                ));
+            }
             if doc.has_pod_template() || reads_config.is_some() || runs_template {
                 let allow = if group.is_empty() {
                     kind.clone()

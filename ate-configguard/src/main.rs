@@ -68,8 +68,9 @@ enum Command {
         /// are unusable input: name the namespace they are applied to.
         #[arg(long)]
         namespace: Option<String>,
-        /// An unknown kind whose pod templates should be read: of any group
-        /// (Rollout) or of one (Rollout.argoproj.io).
+        /// An unknown kind whose pod templates, containers or Secret and
+        /// ConfigMap references should be read: of any group (Rollout) or
+        /// of one (Rollout.argoproj.io).
         #[arg(long = "allow-kind", num_args = 1..)]
         allow_kind: Vec<String>,
         /// Output format.

@@ -963,3 +963,42 @@ fn a_report_that_cannot_be_written_is_exit_2_not_a_pass() {
         assert!(stderr.contains("No space left on device"), "{stderr}");
     }
 }
+
+#[test]
+fn real_kube_prometheus_passes_itself_and_fails_when_alertmanagers_config_goes() {
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/realworld/kube-prometheus"
+    );
+    let same = check(dir, dir);
+    assert_eq!(same.status.code(), Some(0), "{}", all_output(&same));
+    assert!(
+        all_output(&same).contains("SAFE: 0 failure(s), 0 warning(s)"),
+        "{}",
+        all_output(&same)
+    );
+    // The proposed state: the same files without the Secret, deleted.
+    let tmp = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path
+            .file_name()
+            .is_some_and(|n| n != "alertmanager-secret.yaml")
+        {
+            std::fs::copy(&path, tmp.path().join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    let proposed = tmp.path().display().to_string();
+    let gone = check_with(
+        dir,
+        &proposed,
+        &["--delete", "Secret/monitoring/alertmanager-main"],
+    );
+    assert_eq!(gone.status.code(), Some(1), "{}", all_output(&gone));
+    let out = all_output(&gone);
+    assert!(
+        out.contains("Alertmanager.monitoring.coreos.com/monitoring/main")
+            && out.contains("alertmanager.yaml"),
+        "{out}"
+    );
+}

@@ -1707,6 +1707,27 @@ fn a_kind_named_like_a_secret_makers_of_another_group_makes_no_secret() {
             .to_owned(),
     ];
     for maker in makers {
+        // One that names a Secret (`secretName`, `secretObjects[].secretName`,
+        // `externalSecretName`) is a kind the guard cannot read: refused,
+        // fail closed, unless allow-listed.
+        if let Err(e) = load_str(&maker, "test.yaml", &LoadOptions::default()) {
+            let e = e.to_string();
+            assert!(
+                e.contains("names a Secret or ConfigMap") && e.contains("--allow-kind"),
+                "{maker}: {e}"
+            );
+            assert!(
+                [
+                    "kind: Certificate",
+                    "kind: SecretProviderClass",
+                    "kind: ClusterExternalSecret"
+                ]
+                .iter()
+                .any(|k| maker.contains(k)),
+                "{maker}: refused, yet it names no Secret: {e}"
+            );
+            continue;
+        }
         assert!(load(&maker).objects.is_empty(), "{maker}");
         let report = run(NOTHING, &docs(&[&maker, &web]));
         assert_eq!(

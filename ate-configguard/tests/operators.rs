@@ -1,0 +1,182 @@
+//! Operator resources fail closed: the prometheus-operator kinds are read
+//! natively (the Secrets and ConfigMaps they mount or read are checked as
+//! a pod's), an unknown kind that names a Secret or ConfigMap anywhere is
+//! refused naming where, and an allow-listed one has its references read.
+
+mod common;
+
+use ate_configguard::{Deletion, LoadOptions, load_str};
+use common::*;
+
+fn refused(yaml: &str, options: &LoadOptions) -> String {
+    match load_str(yaml, "test.yaml", options) {
+        Err(e) => e.to_string(),
+        Ok(m) => panic!("read, not refused: {} workloads", m.workloads.len()),
+    }
+}
+
+const ALERTMANAGER: &str = "apiVersion: monitoring.coreos.com/v1\nkind: Alertmanager\n\
+    metadata:\n  name: main\nspec:\n  replicas: 3\n";
+
+#[test]
+fn deleting_the_secret_an_alertmanager_loads_its_configuration_from_fails() {
+    // No configSecret: the operator reads alertmanager-<name>, key
+    // alertmanager.yaml, and without it runs a configuration that sends
+    // alerts nowhere.
+    let config = secret("alertmanager-main", &["alertmanager.yaml"]);
+    let current = docs(&[ALERTMANAGER, &config]);
+    let report = run_with(
+        &current,
+        ALERTMANAGER,
+        Deletion::Listed,
+        &["Secret/default/alertmanager-main"],
+    );
+    assert_eq!(
+        codes(&report),
+        vec![("missing-object".into(), Some("alertmanager.yaml".into())); 2],
+        "{report:?}"
+    );
+    // Keeping it, or naming another that holds the key, is safe.
+    assert!(run(&current, &current).failures.is_empty());
+    let named = ALERTMANAGER.replace("replicas: 3", "configSecret: am-config");
+    let other = secret("am-config", &["alertmanager.yaml"]);
+    assert!(
+        run(&docs(&[&named, &other]), &docs(&[&named, &other]))
+            .failures
+            .is_empty()
+    );
+    // A configuration Secret that lost the key fails too.
+    let emptied = secret("am-config", &["other.yaml"]);
+    let report = run(&docs(&[&named, &other]), &docs(&[&named, &emptied]));
+    // Read by name (required) and mounted whole: both say so, for the
+    // current and the proposed workload.
+    let mut got = codes(&report);
+    got.sort();
+    got.dedup();
+    assert_eq!(
+        got,
+        vec![
+            ("bulk-key-removed".into(), Some("alertmanager.yaml".into())),
+            ("missing-key".into(), Some("alertmanager.yaml".into()))
+        ],
+        "{report:?}"
+    );
+}
+
+#[test]
+fn a_prometheus_that_starts_mounting_a_secret_nobody_creates_fails() {
+    let prometheus = |secrets: &str| {
+        format!(
+            "apiVersion: monitoring.coreos.com/v1\nkind: Prometheus\nmetadata:\n  name: k8s\n\
+             spec:\n  replicas: 2\n  secrets: [{secrets}]\n  configMaps: []\n"
+        )
+    };
+    let etcd = secret("etcd-certs", &["ca.crt"]);
+    let current = docs(&[&prometheus("etcd-certs"), &etcd]);
+    assert!(run(&current, &current).failures.is_empty());
+    let report = run(
+        &current,
+        &docs(&[&prometheus("etcd-certs, kube-etcd-client"), &etcd]),
+    );
+    assert_eq!(
+        codes(&report),
+        vec![("missing-object".into(), None)],
+        "{report:?}"
+    );
+    assert!(
+        report.failures[0].to_string().contains("kube-etcd-client"),
+        "{}",
+        report.failures[0]
+    );
+}
+
+#[test]
+fn a_monitor_that_reads_a_password_key_that_goes_fails() {
+    let monitor = "apiVersion: monitoring.coreos.com/v1\nkind: ServiceMonitor\nmetadata:\n  \
+        name: api\nspec:\n  selector: {matchLabels: {app: api}}\n  endpoints:\n    - port: web\n      \
+        basicAuth:\n        username: {name: api-scrape, key: user}\n        \
+        password: {name: api-scrape, key: pass}\n      tlsConfig:\n        \
+        ca: {configMap: {name: api-ca, key: ca.crt}}\n";
+    let ca = cm("api-ca", &["ca.crt"]);
+    let current = docs(&[monitor, &secret("api-scrape", &["user", "pass"]), &ca]);
+    assert!(run(&current, &current).failures.is_empty());
+    let proposed = docs(&[monitor, &secret("api-scrape", &["user"]), &ca]);
+    // Once for the current workload, once for the proposed.
+    assert_eq!(
+        codes(&run(&current, &proposed)),
+        vec![("missing-key".into(), Some("pass".into())); 2]
+    );
+    let proposed = docs(&[
+        monitor,
+        &secret("api-scrape", &["user", "pass"]),
+        &cm("api-ca", &["other"]),
+    ]);
+    assert_eq!(
+        codes(&run(&current, &proposed)),
+        vec![("missing-key".into(), Some("ca.crt".into())); 2]
+    );
+}
+
+const JAEGER: &str = "apiVersion: jaegertracing.io/v1\nkind: Jaeger\nmetadata:\n  name: tracing\n\
+    spec:\n  strategy: production\n  volumes:\n    - name: certs\n      \
+    secret: {secretName: jaeger-es-certs}\n";
+
+#[test]
+fn an_unknown_kind_that_names_a_secret_is_refused_naming_where() {
+    let e = refused(JAEGER, &LoadOptions::default());
+    assert!(
+        e.contains("Jaeger") && e.contains("spec.volumes[0]") && e.contains("--allow-kind"),
+        "{e}"
+    );
+    for (field, at) in [
+        ("configSecret: app-config", "spec.configSecret"),
+        (
+            "credentialsSecretRef: {name: creds}",
+            "spec.credentialsSecretRef",
+        ),
+        ("auth:\n    existingSecret: db", "spec.auth.existingSecret"),
+        ("tls:\n    ca: {name: ca, key: ca.crt}", "spec.tls.ca"),
+        ("configMaps: [dashboards]", "spec.configMaps[0]"),
+    ] {
+        let doc = format!(
+            "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\nspec:\n  {field}\n"
+        );
+        let e = refused(&doc, &LoadOptions::default());
+        assert!(e.contains(at), "{field}: {e}");
+    }
+    // One that names none is read as before: nothing to check.
+    let plain =
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\nspec:\n  size: 3\n";
+    assert!(load(plain).workloads.is_empty());
+}
+
+#[test]
+fn an_allow_listed_kind_has_its_volumes_and_key_references_read_like_a_pods() {
+    let options = LoadOptions {
+        allow_kinds: ["Jaeger".to_owned()].into(),
+        ..LoadOptions::default()
+    };
+    let m = load_str(JAEGER, "test.yaml", &options).unwrap();
+    assert_eq!(m.workloads.len(), 1);
+    let current = load_str(
+        &docs(&[JAEGER, &secret("jaeger-es-certs", &["ca.crt"])]),
+        "c.yaml",
+        &options,
+    )
+    .unwrap();
+    let proposed = load_str(JAEGER, "p.yaml", &options).unwrap();
+    let report = ate_configguard::check(&ate_configguard::CheckInput {
+        current,
+        proposed,
+        inventory: None,
+        deletion: Deletion::Listed,
+        delete: vec![ate_configguard::parse_object_id("Secret/default/jaeger-es-certs").unwrap()],
+        retired: Vec::new(),
+    })
+    .unwrap();
+    assert_eq!(
+        codes(&report),
+        vec![("missing-object".into(), None); 2],
+        "{report:?}"
+    );
+}
