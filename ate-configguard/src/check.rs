@@ -37,27 +37,37 @@ pub enum Deletion {
     Prune,
 }
 
-/// ConfigMaps and Secrets that Kubernetes itself keeps in every namespace
-/// (re-created at once if deleted): `--prune` never counts them as deleted.
-/// `kube-root-ca.crt` is mounted by every pod's service-account token
-/// volume (`kube-api-access-*`).
-pub const CONTROL_PLANE_OBJECTS: [(ConfigKind, &str); 1] =
-    [(ConfigKind::ConfigMap, "kube-root-ca.crt")];
+/// ConfigMaps that the platform itself keeps in every namespace (re-created
+/// at once if deleted), with the one key each holds: `--prune` never
+/// counts them as deleted, and a reference to that key resolves even when
+/// the input lists no ConfigMaps (`kubectl get pods -o yaml`).
+/// `kube-root-ca.crt` (`ca.crt`) is mounted by every pod's service-account
+/// token volume (`kube-api-access-*`); OpenShift adds
+/// `openshift-service-ca.crt` (`service-ca.crt`) to that projection in
+/// every namespace.
+pub const CONTROL_PLANE_OBJECTS: [(ConfigKind, &str, &str); 2] = [
+    (ConfigKind::ConfigMap, "kube-root-ca.crt", "ca.crt"),
+    (
+        ConfigKind::ConfigMap,
+        "openshift-service-ca.crt",
+        "service-ca.crt",
+    ),
+];
 
 /// Whether `id` is one of the [`CONTROL_PLANE_OBJECTS`].
 fn is_control_plane_object(id: &ObjectId) -> bool {
     CONTROL_PLANE_OBJECTS
         .iter()
-        .any(|(kind, name)| id.kind == *kind && id.name == *name)
+        .any(|(kind, name, _)| id.kind == *kind && id.name == *name)
 }
 
-/// Whether Kubernetes itself keeps `target` (and `key` in it) in every
-/// namespace: `kube-root-ca.crt` holds `ca.crt`, which every live pod's
-/// service-account volume reads. Such a reference resolves even when the
-/// input lists no ConfigMaps (`kubectl get pods -o yaml`); another key of it
-/// does not.
+/// Whether the platform itself keeps `target` (and `key` in it) in every
+/// namespace ([`CONTROL_PLANE_OBJECTS`]); another key of it does not
+/// resolve.
 fn kept_by_control_plane(target: &ObjectId, key: Option<&str>) -> bool {
-    is_control_plane_object(target) && key.is_none_or(|k| k == "ca.crt")
+    CONTROL_PLANE_OBJECTS.iter().any(|(kind, name, held)| {
+        target.kind == *kind && target.name == *name && key.is_none_or(|k| k == *held)
+    })
 }
 
 /// What to check.

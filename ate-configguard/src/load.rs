@@ -1180,7 +1180,12 @@ fn load_doc(
                 kind.clone()
             };
             let mut specs = Vec::new();
-            find_templates(&doc, &mut specs);
+            find_templates_at(&doc, "", &mut specs);
+            let outside = if specs.is_empty() {
+                None
+            } else {
+                operator::references_outside_templates(&doc).into_pod_spec_if_any()
+            };
             if specs.is_empty()
                 && let Some(from) = workload_ref(&doc, &ns, at)?
             {
@@ -1211,7 +1216,7 @@ fn load_doc(
                     // names (`volumes`, `secrets`, key selectors...), read
                     // as one pod's.
                     match operator::references(&doc).into_pod_spec() {
-                        Some(spec) => specs.push(spec),
+                        Some(spec) => specs.push((String::new(), spec)),
                         None => {
                             return Err(bad(
                                 at,
@@ -1229,15 +1234,26 @@ fn load_doc(
                     if !volumes.is_empty() {
                         spec.push(("volumes".to_owned(), Node::Seq(volumes)));
                     }
-                    specs.push(Node::Map(spec));
+                    specs.push((String::new(), Node::Map(spec)));
                 }
             }
-            for spec in specs {
+            specs.extend(outside.map(|spec| ("spec".to_owned(), spec)));
+            // One template: the object's own name. Several (a Volcano Job's
+            // tasks, a PyTorchJob's Master and Worker, references beside a
+            // template): each a pod of its own, named by where it sits
+            // (`train@spec.tasks[1].template`).
+            let several = specs.len() > 1;
+            for (path, spec) in specs {
+                let pod = if several {
+                    format!("{name}@{path}")
+                } else {
+                    name.clone()
+                };
                 push_workload(
                     out,
                     &label,
                     ns.clone(),
-                    name.clone(),
+                    pod,
                     typed::<PodSpec>(spec, at, "template.spec")?,
                     None,
                     at,
@@ -1858,21 +1874,26 @@ fn kustomize_source(at: &str, kind: &str) -> InputError {
     )
 }
 
-fn find_templates(node: &Node, out: &mut Vec<Node>) {
+fn find_templates_at(node: &Node, path: &str, out: &mut Vec<(String, Node)>) {
     if let Node::Map(entries) = node {
         for (k, v) in entries {
+            let here = if path.is_empty() {
+                k.clone()
+            } else {
+                format!("{path}.{k}")
+            };
             if k == "template"
                 && let Some(spec) = v.get("spec")
                 && matches!(spec.get("containers"), Some(Node::Seq(_)))
             {
-                out.push(spec.clone());
+                out.push((here, spec.clone()));
             } else {
-                find_templates(v, out);
+                find_templates_at(v, &here, out);
             }
         }
     } else if let Node::Seq(items) = node {
-        for i in items {
-            find_templates(i, out);
+        for (i, item) in items.iter().enumerate() {
+            find_templates_at(item, &format!("{path}[{i}]"), out);
         }
     }
 }

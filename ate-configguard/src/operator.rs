@@ -114,6 +114,15 @@ impl References {
         self.key(path, false, name, key, false);
     }
 
+    /// [`into_pod_spec`](Self::into_pod_spec) where anything names a
+    /// Secret or ConfigMap.
+    pub(crate) fn into_pod_spec_if_any(self) -> Option<Node> {
+        if self.is_empty() {
+            return None;
+        }
+        self.into_pod_spec()
+    }
+
     /// The pod spec these references make: the pod's own containers and
     /// volumes, and one container `references` reading every key.
     /// `None` when there is nothing to read.
@@ -305,5 +314,37 @@ fn walk(key: &str, node: &Node, path: &str, out: &mut References) {
             }
         }
         _ => {}
+    }
+}
+
+/// The references under `doc`'s `spec` outside its pod templates (a
+/// `template` holding `spec.containers`, which is read as a pod of its
+/// own): an Argo AnalysisTemplate's `args[].valueFrom.secretKeyRef`
+/// beside its metric jobs' templates.
+pub(crate) fn references_outside_templates(doc: &Node) -> References {
+    let mut out = References::default();
+    if let Some(spec) = doc.get("spec") {
+        walk("spec", &without_templates(spec), "spec", &mut out);
+    }
+    out
+}
+
+fn without_templates(node: &Node) -> Node {
+    match node {
+        Node::Map(entries) => Node::Map(
+            entries
+                .iter()
+                .filter(|(k, v)| {
+                    !(k == "template"
+                        && matches!(
+                            v.get("spec").and_then(|s| s.get("containers")),
+                            Some(Node::Seq(_))
+                        ))
+                })
+                .map(|(k, v)| (k.clone(), without_templates(v)))
+                .collect(),
+        ),
+        Node::Seq(items) => Node::Seq(items.iter().map(without_templates).collect()),
+        other => other.clone(),
     }
 }

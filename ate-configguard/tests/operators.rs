@@ -180,3 +180,100 @@ fn an_allow_listed_kind_has_its_volumes_and_key_references_read_like_a_pods() {
         "{report:?}"
     );
 }
+
+fn allowing(kinds: &[&str]) -> LoadOptions {
+    LoadOptions {
+        allow_kinds: kinds.iter().map(|k| (*k).to_owned()).collect(),
+        ..LoadOptions::default()
+    }
+}
+
+fn check_allowing(kinds: &[&str], current: &str, proposed: &str) -> ate_configguard::Report {
+    let options = allowing(kinds);
+    ate_configguard::check(&ate_configguard::CheckInput {
+        current: load_str(current, "current.yaml", &options).unwrap(),
+        proposed: load_str(proposed, "proposed.yaml", &options).unwrap(),
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+const VOLCANO: &str = "apiVersion: batch.volcano.sh/v1alpha1\nkind: Job\nmetadata:\n  name: train\n\
+    spec:\n  tasks:\n    - name: ps\n      template:\n        spec:\n          containers:\n            \
+    - name: ps\n              image: img\n              env:\n                - name: TOKEN\n                  \
+    valueFrom: {secretKeyRef: {name: creds, key: token}}\n    - name: worker\n      template:\n        \
+    spec:\n          containers:\n            - name: worker\n              image: img\n              \
+    envFrom: [{configMapRef: {name: settings}}]\n";
+
+#[test]
+fn a_custom_resource_with_several_pod_templates_is_read_as_one_pod_each() {
+    let m = load_str(VOLCANO, "test.yaml", &allowing(&["Job.batch.volcano.sh"])).unwrap();
+    let names: Vec<&str> = m.workloads.iter().map(|w| w.id.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "train@spec.tasks[0].template",
+            "train@spec.tasks[1].template"
+        ]
+    );
+    let current = docs(&[
+        VOLCANO,
+        &secret("creds", &["token"]),
+        &cm("settings", &["a"]),
+    ]);
+    let report = check_allowing(&["Job.batch.volcano.sh"], &current, &current);
+    assert!(report.failures.is_empty(), "{report:?}");
+    let proposed = docs(&[
+        VOLCANO,
+        &secret("creds", &["other"]),
+        &cm("settings", &["a"]),
+    ]);
+    let report = check_allowing(&["Job.batch.volcano.sh"], &current, &proposed);
+    assert_eq!(
+        codes(&report),
+        vec![("missing-key".into(), Some("token".into())); 2]
+    );
+    assert!(
+        report
+            .failures
+            .iter()
+            .all(|f| f.workload.as_ref().unwrap().name == "train@spec.tasks[0].template")
+    );
+    // A PyTorchJob's Master and Worker replica specs, likewise.
+    let pytorch = "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata:\n  name: mnist\nspec:\n  \
+        pytorchReplicaSpecs:\n    Master:\n      template:\n        spec:\n          containers:\n            \
+        - {name: pytorch, image: img}\n    Worker:\n      template:\n        spec:\n          containers:\n            \
+        - {name: pytorch, image: img}\n";
+    let m = load_str(pytorch, "test.yaml", &allowing(&["PyTorchJob"])).unwrap();
+    assert_eq!(m.workloads.len(), 2);
+}
+
+#[test]
+fn an_analysis_template_has_its_args_and_its_metric_jobs_read() {
+    let template = "apiVersion: argoproj.io/v1alpha1\nkind: AnalysisTemplate\nmetadata:\n  \
+        name: success-rate\nspec:\n  args:\n    - name: api-token\n      valueFrom:\n        \
+        secretKeyRef: {name: datadog, key: api-key}\n  metrics:\n    - name: job\n      provider:\n        \
+        job:\n          spec:\n            template:\n              spec:\n                containers:\n                  \
+        - name: check\n                    image: img\n                    envFrom: [{secretRef: {name: checker}}]\n                \
+        restartPolicy: Never\n";
+    let e = refused(template, &LoadOptions::default());
+    assert!(e.contains("--allow-kind AnalysisTemplate"), "{e}");
+    let current = docs(&[
+        template,
+        &secret("datadog", &["api-key"]),
+        &secret("checker", &["x"]),
+    ]);
+    let report = check_allowing(&["AnalysisTemplate"], &current, &current);
+    assert!(report.failures.is_empty(), "{report:?}");
+    let proposed = docs(&[
+        template,
+        &secret("datadog", &["app-key"]),
+        &secret("checker", &["x"]),
+    ]);
+    let report = check_allowing(&["AnalysisTemplate"], &current, &proposed);
+    assert_eq!(
+        codes(&report),
+        vec![("missing-key".into(), Some("api-key".into())); 2],
+        "{report:?}"
+    );
+}
