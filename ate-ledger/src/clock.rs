@@ -6,6 +6,14 @@ use chrono::{DateTime, Utc};
 pub trait Clock: Send + Sync + std::fmt::Debug {
     /// The current time.
     fn now(&self) -> DateTime<Utc>;
+
+    /// Whether a store's own time ([`Store::read`](crate::Store::read):
+    /// PostgreSQL's `now()`) decides leases instead of this clock: yes by
+    /// default, so replicas with skewed clocks agree; a [`ManualClock`]
+    /// says no, so tests step time themselves.
+    fn defers_to_store(&self) -> bool {
+        true
+    }
 }
 
 /// `Utc::now()`; the default.
@@ -51,6 +59,10 @@ impl Default for ManualClock {
 impl Clock for ManualClock {
     fn now(&self) -> DateTime<Utc> {
         *self.0.lock()
+    }
+
+    fn defers_to_store(&self) -> bool {
+        false
     }
 }
 

@@ -2,10 +2,9 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, TimeDelta, Utc};
-
 use crate::clock::{Clock, SystemClock};
-use crate::{Error, Fingerprint, Key, Lease, Record, State, Store, Try, TryOutcome};
+use crate::core::{self, Core, Now};
+use crate::{Error, Fingerprint, Key, Lease, Record, State, Store, TryOutcome};
 
 /// Ledger settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,7 +64,7 @@ pub enum Close {
 
 impl Close {
     /// How the try and the attempt end with it.
-    fn ended(&self) -> (TryOutcome, State) {
+    pub(crate) fn ended(&self) -> (TryOutcome, State) {
         match self.clone() {
             Self::Succeeded(outcome) => (TryOutcome::Succeeded, State::Succeeded { outcome }),
             Self::FailedAtProvider(outcome) => (
@@ -84,43 +83,6 @@ impl Close {
     }
 }
 
-/// The error for the record of `key` that is in flight and lacks what
-/// every in-flight record has (`detail`).
-fn corrupt(key: &Key, detail: &str) -> Error {
-    Error::Corrupt {
-        what: format!("record {key}"),
-        detail: detail.into(),
-    }
-}
-
-fn delta(d: Duration) -> TimeDelta {
-    TimeDelta::from_std(d).unwrap_or(TimeDelta::MAX)
-}
-
-/// `at + d`, saturating at the last time chrono can hold (a `lease_ttl` of
-/// `Duration::MAX`, "never expire", must not panic).
-fn later(at: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
-    at.checked_add_signed(delta(d))
-        .unwrap_or(DateTime::<Utc>::MAX_UTC)
-}
-
-/// A record incarnation: 64 bits from std's per-process random hash keys
-/// (seeded from the OS), mixed with the key, the time and a process-wide
-/// count, so two records of one key (one purged, one begun again) differ
-/// even when begun by two processes in the same nanosecond.
-fn new_incarnation(key: &Key, now: DateTime<Utc>) -> u64 {
-    use std::hash::{BuildHasher, Hash, Hasher};
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNT: AtomicU64 = AtomicU64::new(0);
-    let mut h = std::hash::RandomState::new().build_hasher();
-    key.hash(&mut h);
-    now.timestamp_nanos_opt().hash(&mut h);
-    COUNT.fetch_add(1, Ordering::Relaxed).hash(&mut h);
-    std::process::id().hash(&mut h);
-    // 0 is what records from before incarnations read as.
-    h.finish().max(1)
-}
-
 /// The attempt ledger.
 #[derive(Debug)]
 pub struct Ledger<S, C = SystemClock> {
@@ -128,9 +90,6 @@ pub struct Ledger<S, C = SystemClock> {
     clock: C,
     config: Config,
 }
-
-/// How many times a transition re-reads after losing a version race.
-const CAS_RETRIES: usize = 8;
 
 impl<S: Store> Ledger<S, SystemClock> {
     /// A ledger over `store` with the default config and the system clock.
@@ -179,6 +138,14 @@ impl<S: Store, C: Clock> Ledger<S, C> {
         &self.clock
     }
 
+    fn core(&self) -> Core<'_, Now<'_, S>, C> {
+        Core {
+            store: Now(&self.store),
+            clock: &self.clock,
+            config: &self.config,
+        }
+    }
+
     /// The record for `key`.
     ///
     /// # Errors
@@ -186,37 +153,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     /// [`Error::Storage`] if the store cannot be reached, [`Error::Corrupt`]
     /// if it holds a record it cannot read.
     pub fn get(&self, key: &Key) -> Result<Option<Record>, Error> {
-        self.store.get(key)
-    }
-
-    fn validate(key: &Key, fingerprint: &Fingerprint) -> Result<(), Error> {
-        let bytes = key.scope.len() + key.id.len();
-        if bytes > Key::MAX_BYTES {
-            let shown: String = key.id.chars().take(32).collect();
-            return Err(Error::InvalidKey(format!(
-                "{:?}/{shown:?}...: scope and id hold {bytes} bytes; at most {} (Key::MAX_BYTES)",
-                key.scope.chars().take(32).collect::<String>(),
-                Key::MAX_BYTES
-            )));
-        }
-        if key.scope.contains('\0') || key.id.is_empty() || key.id.contains('\0') {
-            return Err(Error::InvalidKey(format!("{:?}/{:?}", key.scope, key.id)));
-        }
-        if fingerprint.0.is_empty() {
-            return Err(Error::InvalidKey(format!("{key}: empty fingerprint")));
-        }
-        Ok(())
-    }
-
-    fn lease(&self, record: &Record, owner: &str, try_id: u32, now: DateTime<Utc>) -> Lease {
-        Lease {
-            key: record.key.clone(),
-            owner: owner.to_owned(),
-            expires_at: later(now, self.config.lease_ttl),
-            token: record.version,
-            try_id,
-            incarnation: record.incarnation,
-        }
+        core::finish(self.core().get(key))
     }
 
     /// Begins a logical attempt for `key`.
@@ -240,132 +177,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     /// - [`Error::Storage`] if the store cannot be reached, [`Error::Corrupt`]
     ///   if it holds a record it cannot read.
     pub fn begin(&self, key: &Key, fingerprint: &Fingerprint, owner: &str) -> Result<Begin, Error> {
-        Self::validate(key, fingerprint)?;
-        for _ in 0..CAS_RETRIES {
-            let now = self.clock.now();
-            match self.store.get(key)? {
-                None => {
-                    let mut record = Record {
-                        key: key.clone(),
-                        fingerprint: fingerprint.clone(),
-                        state: State::InFlight,
-                        version: 1,
-                        lease: None,
-                        tries: vec![Try {
-                            id: 1,
-                            started_at: now,
-                            dispatched_at: None,
-                            closed: None,
-                        }],
-                        created_at: now,
-                        ended_at: None,
-                        incarnation: new_incarnation(key, now),
-                    };
-                    let lease = self.lease(&record, owner, 1, now);
-                    record.lease = Some(lease.clone());
-                    match self.store.put(&record, None) {
-                        Ok(()) => return Ok(Begin::Started(lease)),
-                        Err(Error::VersionConflict { .. }) => continue,
-                        Err(e) => return Err(e),
-                    }
-                }
-                Some(record) => {
-                    if record.fingerprint != *fingerprint {
-                        return Err(Error::FingerprintMismatch {
-                            key: key.to_string(),
-                        });
-                    }
-                    if record.state.is_closed() {
-                        return Ok(Begin::Replay(record));
-                    }
-                    let lease = record
-                        .lease
-                        .as_ref()
-                        .ok_or_else(|| corrupt(key, "in flight with no lease"))?;
-                    if lease.expires_at > now {
-                        return Err(Error::Conflict {
-                            key: key.to_string(),
-                            retry_after: (lease.expires_at - now).to_std().unwrap_or_default(),
-                        });
-                    }
-                    match self.recover_record(record, now, "lease expired") {
-                        Ok(_) | Err(Error::VersionConflict { .. }) => continue,
-                        Err(e) => return Err(e),
-                    }
-                }
-            }
-        }
-        Err(Error::Contended {
-            key: key.to_string(),
-        })
-    }
-
-    /// Reads the record and checks the caller's lease still owns it.
-    fn owned(&self, lease: &Lease) -> Result<Record, Error> {
-        let record = self.store.get(&lease.key)?.ok_or_else(|| Error::NotFound {
-            key: lease.key.to_string(),
-        })?;
-        let current = record
-            .lease
-            .as_ref()
-            .map(|l| (l.incarnation, l.token, l.try_id));
-        let presented = (lease.incarnation, lease.token, lease.try_id);
-        if record.state.is_closed()
-            || record.incarnation != lease.incarnation
-            || current != Some(presented)
-        {
-            return Err(Error::StaleLease {
-                key: lease.key.to_string(),
-                token: lease.token,
-            });
-        }
-        Ok(record)
-    }
-
-    fn open_try_mut<'r>(record: &'r mut Record, lease: &Lease) -> Result<&'r mut Try, Error> {
-        record
-            .tries
-            .iter_mut()
-            .find(|t| t.id == lease.try_id && t.is_open())
-            .ok_or_else(|| Error::StaleLease {
-                key: lease.key.to_string(),
-                token: lease.token,
-            })
-    }
-
-    /// Applies `change` to the record the lease owns and writes it back.
-    /// `change` says whether there is anything to write, and what the
-    /// transition answers.
-    ///
-    /// A lost version race is read again rather than taken as a lost lease:
-    /// the write that won may have kept the lease (the same owner renewing
-    /// it from another task while this one dispatches or closes), and
-    /// failing then would lose a provider's answer. `change` runs again on
-    /// the record as it now is; only once the lease no longer owns it is
-    /// the answer [`Error::StaleLease`].
-    fn update_owned<T>(
-        &self,
-        lease: &Lease,
-        mut change: impl FnMut(&mut Record, DateTime<Utc>) -> Result<(bool, T), Error>,
-    ) -> Result<(Record, T), Error> {
-        for _ in 0..CAS_RETRIES {
-            let now = self.clock.now();
-            let mut record = self.owned(lease)?;
-            let expected = record.version;
-            let (write, answer) = change(&mut record, now)?;
-            if !write {
-                return Ok((record, answer));
-            }
-            record.version += 1;
-            match self.store.put(&record, Some(expected)) {
-                Ok(()) => return Ok((record, answer)),
-                Err(Error::VersionConflict { .. }) => continue,
-                Err(e) => return Err(e),
-            }
-        }
-        Err(Error::Contended {
-            key: lease.key.to_string(),
-        })
+        core::finish(self.core().begin(key, fingerprint, owner))
     }
 
     /// Durably marks the lease's try dispatched. Call it BEFORE sending
@@ -382,15 +194,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     /// - [`Error::Contended`], and the store's errors as for
     ///   [`get`](Self::get); nothing was written, so nothing may be sent.
     pub fn mark_dispatched(&self, lease: &Lease) -> Result<(), Error> {
-        self.update_owned(lease, |record, now| {
-            let t = Self::open_try_mut(record, lease)?;
-            if t.dispatched_at.is_some() {
-                return Ok((false, ()));
-            }
-            t.dispatched_at = Some(now);
-            Ok((true, ()))
-        })
-        .map(|_| ())
+        core::finish(self.core().mark_dispatched(lease))
     }
 
     /// Extends the lease (long provider calls): it now expires the lease
@@ -404,15 +208,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     /// [`Error::StaleLease`] means another worker has taken the attempt
     /// over.
     pub fn renew(&self, lease: &Lease) -> Result<Lease, Error> {
-        self.update_owned(lease, |record, now| {
-            let renewed = Lease {
-                expires_at: later(now, self.config.lease_ttl),
-                ..lease.clone()
-            };
-            record.lease = Some(renewed.clone());
-            Ok((true, renewed))
-        })
-        .map(|(_, renewed)| renewed)
+        core::finish(self.core().renew(lease))
     }
 
     /// Closes the lease's try AND the logical attempt, in one store write.
@@ -435,45 +231,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     /// - [`Error::NotFound`], [`Error::Contended`], and the store's errors
     ///   as for [`get`](Self::get).
     pub fn close(&self, lease: &Lease, close: Close) -> Result<Record, Error> {
-        let (outcome, state) = close.ended();
-        let closed = self.update_owned(lease, |record, now| {
-            let key = lease.key.to_string();
-            let t = Self::open_try_mut(record, lease)?;
-            let dispatched = t.dispatched_at.is_some();
-            let pre_provider = matches!(close, Close::PreProvider(_));
-            if pre_provider && dispatched {
-                return Err(Error::IllegalTransition {
-                    key,
-                    detail: "a dispatched try cannot fail before the provider".into(),
-                });
-            }
-            if !pre_provider && !dispatched {
-                return Err(Error::IllegalTransition {
-                    key,
-                    detail: "a provider outcome needs the try marked dispatched first".into(),
-                });
-            }
-            t.closed = Some((now, outcome));
-            record.state = state.clone();
-            record.lease = None;
-            record.ended_at = Some(now);
-            Ok((true, ()))
-        });
-        match closed {
-            Ok((record, ())) => Ok(record),
-            Err(stale @ Error::StaleLease { .. }) => {
-                // Ended by this very close (its answer lost)?
-                let record = self.store.get(&lease.key)?.filter(|r| {
-                    r.state == state
-                        && r.incarnation == lease.incarnation
-                        && r.tries.last().is_some_and(|t| {
-                            t.id == lease.try_id && t.closed.is_some_and(|(_, o)| o == outcome)
-                        })
-                });
-                record.ok_or(stale)
-            }
-            Err(e) => Err(e),
-        }
+        core::finish(self.core().close(lease, close))
     }
 
     /// Opens a new try under the same logical attempt and key, iff it
@@ -497,42 +255,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
         fingerprint: &Fingerprint,
         owner: &str,
     ) -> Result<Lease, Error> {
-        Self::validate(key, fingerprint)?;
-        let now = self.clock.now();
-        let mut record = self.record_of(key, fingerprint)?;
-        if !matches!(record.state, State::FailedPreProvider { .. }) {
-            return Err(Error::NotRevivable {
-                key: key.to_string(),
-                reason: format!("its state is {}", record.state.name()),
-            });
-        }
-        if record.ever_dispatched() {
-            return Err(Error::NotRevivable {
-                key: key.to_string(),
-                reason: "a try was dispatched, so the provider may have seen it".into(),
-            });
-        }
-        let expected = record.version;
-        let try_id = record.tries.len() as u32 + 1;
-        record.version += 1;
-        let lease = self.lease(&record, owner, try_id, now);
-        record.tries.push(Try {
-            id: try_id,
-            started_at: now,
-            dispatched_at: None,
-            closed: None,
-        });
-        record.state = State::InFlight;
-        record.lease = Some(lease.clone());
-        record.ended_at = None;
-        match self.store.put(&record, Some(expected)) {
-            Ok(()) => Ok(lease),
-            Err(Error::VersionConflict { .. }) => Err(Error::Conflict {
-                key: key.to_string(),
-                retry_after: self.config.lease_ttl,
-            }),
-            Err(e) => Err(e),
-        }
+        core::finish(self.core().revive(key, fingerprint, owner))
     }
 
     /// Takes over the open try of `key` that `owner` began and lost track
@@ -579,89 +302,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
         fingerprint: &Fingerprint,
         owner: &str,
     ) -> Result<Option<Lease>, Error> {
-        Self::validate(key, fingerprint)?;
-        for _ in 0..CAS_RETRIES {
-            let now = self.clock.now();
-            let mut record = self.record_of(key, fingerprint)?;
-            if record.state.is_closed() {
-                return Ok(None);
-            }
-            let held_by = record.lease.as_ref().map(|l| l.owner.as_str());
-            if held_by.ok_or_else(|| corrupt(key, "in flight with no lease"))? != owner {
-                return Ok(None);
-            }
-            let open = record
-                .tries
-                .iter()
-                .find(|t| t.is_open())
-                .ok_or_else(|| corrupt(key, "in flight with no open try"))?;
-            if open.dispatched_at.is_some() {
-                return Ok(None);
-            }
-            let try_id = open.id;
-            let expected = record.version;
-            record.version += 1;
-            let lease = self.lease(&record, owner, try_id, now);
-            record.lease = Some(lease.clone());
-            match self.store.put(&record, Some(expected)) {
-                Ok(()) => return Ok(Some(lease)),
-                Err(Error::VersionConflict { .. }) => continue,
-                Err(e) => return Err(e),
-            }
-        }
-        Err(Error::Contended {
-            key: key.to_string(),
-        })
-    }
-
-    /// The record of `key`, made for the request `fingerprint`.
-    fn record_of(&self, key: &Key, fingerprint: &Fingerprint) -> Result<Record, Error> {
-        let record = self.store.get(key)?.ok_or_else(|| Error::NotFound {
-            key: key.to_string(),
-        })?;
-        if record.fingerprint != *fingerprint {
-            return Err(Error::FingerprintMismatch {
-                key: key.to_string(),
-            });
-        }
-        Ok(record)
-    }
-
-    /// Closes `record`'s open try by the dispatch rule; `lost` says how the
-    /// worker was lost, for the recorded reason.
-    fn recover_record(
-        &self,
-        mut record: Record,
-        now: DateTime<Utc>,
-        lost: &str,
-    ) -> Result<Record, Error> {
-        let expected = record.version;
-        let key = record.key.clone();
-        let Some(t) = record.tries.iter_mut().find(|t| t.is_open()) else {
-            return Err(corrupt(&key, "in flight with no open try"));
-        };
-        let (outcome, state) = if t.dispatched_at.is_some() {
-            (
-                TryOutcome::ProviderUnavailable,
-                State::ProviderUnavailable {
-                    reason: format!("{lost} after dispatch (worker lost)"),
-                },
-            )
-        } else {
-            (
-                TryOutcome::PreProviderFailure,
-                State::FailedPreProvider {
-                    reason: format!("{lost} before dispatch (worker lost)"),
-                },
-            )
-        };
-        t.closed = Some((now, outcome));
-        record.state = state;
-        record.lease = None;
-        record.ended_at = Some(now);
-        record.version += 1;
-        self.store.put(&record, Some(expected))?;
-        Ok(record)
+        core::finish(self.core().adopt(key, fingerprint, owner))
     }
 
     /// Resolves every in-flight attempt whose lease has expired (a crashed
@@ -674,7 +315,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     /// The store's errors as for [`get`](Self::get); the attempts resolved
     /// before the error stay resolved.
     pub fn recover(&self) -> Result<Vec<Record>, Error> {
-        self.recover_where(|_| false)
+        core::finish(self.core().recover_where(|_| false))
     }
 
     /// Resolves, by the same rule as [`recover`](Self::recover), every
@@ -695,7 +336,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     ///
     /// As for [`recover`](Self::recover).
     pub fn recover_owner(&self, owner: &str) -> Result<Vec<Record>, Error> {
-        self.recover_where(|lease| lease.owner == owner)
+        core::finish(self.core().recover_where(|lease| lease.owner == owner))
     }
 
     /// Resolves every in-flight attempt by the same rule as
@@ -715,32 +356,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     ///
     /// As for [`recover`](Self::recover).
     pub fn recover_all(&self) -> Result<Vec<Record>, Error> {
-        self.recover_where(|_| true)
-    }
-
-    /// Resolves the in-flight attempts whose lease has expired, and those
-    /// whose live lease `also` accepts.
-    fn recover_where(&self, also: impl Fn(&Lease) -> bool) -> Result<Vec<Record>, Error> {
-        let now = self.clock.now();
-        let mut out = Vec::new();
-        for record in self.store.open()? {
-            let expired = record.lease.as_ref().is_none_or(|l| l.expires_at <= now);
-            if !expired && !record.lease.as_ref().is_some_and(&also) {
-                continue;
-            }
-            let lost = if expired {
-                "lease expired"
-            } else {
-                "left open by an ended run"
-            };
-            match self.recover_record(record, now, lost) {
-                Ok(r) => out.push(r),
-                // Someone else moved it meanwhile: theirs wins.
-                Err(Error::VersionConflict { .. }) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(out)
+        core::finish(self.core().recover_where(|_| true))
     }
 
     /// Deletes ended records older than the retention; never open ones.
@@ -749,15 +365,6 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     ///
     /// [`Error::Storage`] if the store cannot be reached.
     pub fn purge(&self) -> Result<usize, Error> {
-        // A retention reaching back before the first time chrono can hold
-        // ("keep forever"): nothing ended that long ago.
-        match self
-            .clock
-            .now()
-            .checked_sub_signed(delta(self.config.retention))
-        {
-            Some(cutoff) => self.store.purge(cutoff),
-            None => Ok(0),
-        }
+        core::finish(self.core().purge())
     }
 }

@@ -86,6 +86,7 @@
 #![warn(missing_docs)]
 
 mod clock;
+mod core;
 mod ledger;
 mod model;
 #[cfg(feature = "postgres")]
@@ -103,7 +104,7 @@ pub use model::{Fingerprint, Key, Lease, Record, State, Try, TryOutcome};
 pub use pg::PgStore;
 #[cfg(feature = "redb")]
 pub use store::RedbStore;
-pub use store::{MemoryStore, Store};
+pub use store::{AsyncStore, MemoryStore, Read, Store, StoreFuture};
 
 /// Errors of this crate.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 use postgres::tls::{MakeTlsConnect, TlsConnect};
 use postgres::{Client, Config, NoTls, Socket};
 
-use crate::store::{Store, decode_stored};
+use crate::store::{Read, Store, decode_stored};
 use crate::{Error, Key, Record};
 
 /// Serializes the schema setup of replicas starting at once (`CREATE TABLE
@@ -423,7 +423,7 @@ impl PgStore {
 
     /// The record in a row, which must agree with the row's `version` and
     /// `open` columns (the queries select on those).
-    fn decode(key: &Key, version: i64, open: bool, text: &str) -> Result<Record, Error> {
+    pub(crate) fn decode(key: &Key, version: i64, open: bool, text: &str) -> Result<Record, Error> {
         let record = decode_stored(key, text.as_bytes())?;
         if i64::try_from(record.version) != Ok(version) || record.state.is_closed() == open {
             return Err(Error::Corrupt {
@@ -435,7 +435,66 @@ impl PgStore {
     }
 }
 
+/// The record of a key and the server's time, in one statement (one row,
+/// the record's columns NULL when there is none).
+pub(crate) const READ_AT: &str = "SELECT now(), r.version, r.open, r.record
+     FROM (SELECT 1) AS one
+     LEFT JOIN ate_ledger_records r ON r.scope = $1 AND r.id = $2";
+
+/// Every open record and the server's time, in one statement (one row of
+/// NULLs beside the time when none is open).
+pub(crate) const OPEN_AT: &str = "SELECT now(), r.scope, r.id, r.version, r.open, r.record
+     FROM (SELECT 1) AS one
+     LEFT JOIN ate_ledger_records r ON r.open
+     ORDER BY r.scope, r.id";
+
+/// A [`READ_AT`] row as a [`Read`].
+pub(crate) fn read_row(key: &Key, row: &postgres::Row) -> Result<Read, Error> {
+    let now: DateTime<Utc> = row.get(0);
+    let version: Option<i64> = row.get(1);
+    let record = match version {
+        None => None,
+        Some(v) => Some(PgStore::decode(key, v, row.get(2), row.get(3))?),
+    };
+    Ok(Read {
+        record,
+        now: Some(now),
+    })
+}
+
+/// [`OPEN_AT`] rows as the open records and the server's time.
+pub(crate) fn open_rows(
+    rows: &[postgres::Row],
+) -> Result<(Vec<Record>, Option<DateTime<Utc>>), Error> {
+    let now = rows.first().map(|r| r.get::<_, DateTime<Utc>>(0));
+    let mut records = Vec::new();
+    for r in rows {
+        let (Some(scope), Some(id)) =
+            (r.get::<_, Option<String>>(1), r.get::<_, Option<String>>(2))
+        else {
+            continue;
+        };
+        let key = Key::new(scope, id);
+        records.push(PgStore::decode(&key, r.get(3), r.get(4), r.get(5))?);
+    }
+    Ok((records, now))
+}
+
 impl Store for PgStore {
+    fn read(&self, key: &Key) -> Result<Read, Error> {
+        let key = key.clone();
+        self.with(move |c| {
+            let row = c
+                .query_one(READ_AT, &[&key.scope, &key.id])
+                .map_err(storage)?;
+            read_row(&key, &row)
+        })
+    }
+
+    fn open_at(&self) -> Result<(Vec<Record>, Option<DateTime<Utc>>), Error> {
+        self.with(|c| open_rows(&c.query(OPEN_AT, &[]).map_err(storage)?))
+    }
+
     fn get(&self, key: &Key) -> Result<Option<Record>, Error> {
         let key = key.clone();
         self.with(move |c| {

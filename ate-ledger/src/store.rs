@@ -53,6 +53,111 @@ pub trait Store: std::fmt::Debug + Send + Sync {
     ///
     /// [`Error::Storage`] if the store cannot be written.
     fn purge(&self, cutoff: DateTime<Utc>) -> Result<usize, Error>;
+
+    /// [`get`](Self::get), with the store's own time where it keeps one
+    /// every replica shares (PostgreSQL's `now()`, read in the same
+    /// statement): leases are granted, checked and taken over at that time,
+    /// so replicas whose clocks disagree still agree on every lease. The
+    /// default has none: the ledger's clock decides.
+    ///
+    /// # Errors
+    ///
+    /// As for [`get`](Self::get).
+    fn read(&self, key: &Key) -> Result<Read, Error> {
+        Ok(Read {
+            record: self.get(key)?,
+            now: None,
+        })
+    }
+
+    /// [`open`](Self::open), with the store's own time as for
+    /// [`read`](Self::read).
+    ///
+    /// # Errors
+    ///
+    /// As for [`get`](Self::get).
+    fn open_at(&self) -> Result<(Vec<Record>, Option<DateTime<Utc>>), Error> {
+        Ok((self.open()?, None))
+    }
+}
+
+/// A record as read, with the store's time if it tells it ([`Store::read`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Read {
+    /// The record, if there is one.
+    pub record: Option<Record>,
+    /// The store's time at the read, where it keeps one for every replica.
+    pub now: Option<DateTime<Utc>>,
+}
+
+/// The future of an [`AsyncStore`] call.
+pub type StoreFuture<'a, T> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, Error>> + Send + 'a>>;
+
+/// A record store for async services: [`Store`]'s contract, each call a
+/// future, so a tokio worker never blocks on it (`AsyncPgStore` on a
+/// `deadpool-postgres` pool, `MemoryStore`, or a blocking store behind
+/// `Blocking`, feature `tokio`). Boxed futures keep it usable as
+/// `Arc<dyn AsyncStore>` (a store chosen at startup).
+pub trait AsyncStore: std::fmt::Debug + Send + Sync {
+    /// [`Store::read`]: the record of `key` and the store's time.
+    fn get<'a>(&'a self, key: &'a Key) -> StoreFuture<'a, Read>;
+
+    /// [`Store::put`]: writes `record` iff the stored version is
+    /// `expected`, durably; a mismatch is [`Error::VersionConflict`].
+    fn put<'a>(&'a self, record: &'a Record, expected: Option<u64>) -> StoreFuture<'a, ()>;
+
+    /// [`Store::open_at`]: every in-flight record, and the store's time.
+    fn open(&self) -> StoreFuture<'_, (Vec<Record>, Option<DateTime<Utc>>)>;
+
+    /// [`Store::purge`].
+    fn purge(&self, cutoff: DateTime<Utc>) -> StoreFuture<'_, usize>;
+}
+
+impl<T: AsyncStore + ?Sized> AsyncStore for &T {
+    fn get<'a>(&'a self, key: &'a Key) -> StoreFuture<'a, Read> {
+        (**self).get(key)
+    }
+    fn put<'a>(&'a self, record: &'a Record, expected: Option<u64>) -> StoreFuture<'a, ()> {
+        (**self).put(record, expected)
+    }
+    fn open(&self) -> StoreFuture<'_, (Vec<Record>, Option<DateTime<Utc>>)> {
+        (**self).open()
+    }
+    fn purge(&self, cutoff: DateTime<Utc>) -> StoreFuture<'_, usize> {
+        (**self).purge(cutoff)
+    }
+}
+
+impl<T: AsyncStore + ?Sized> AsyncStore for std::sync::Arc<T> {
+    fn get<'a>(&'a self, key: &'a Key) -> StoreFuture<'a, Read> {
+        (**self).get(key)
+    }
+    fn put<'a>(&'a self, record: &'a Record, expected: Option<u64>) -> StoreFuture<'a, ()> {
+        (**self).put(record, expected)
+    }
+    fn open(&self) -> StoreFuture<'_, (Vec<Record>, Option<DateTime<Utc>>)> {
+        (**self).open()
+    }
+    fn purge(&self, cutoff: DateTime<Utc>) -> StoreFuture<'_, usize> {
+        (**self).purge(cutoff)
+    }
+}
+
+/// In memory, nothing waits: the async front uses it as is.
+impl AsyncStore for MemoryStore {
+    fn get<'a>(&'a self, key: &'a Key) -> StoreFuture<'a, Read> {
+        Box::pin(std::future::ready(Store::read(self, key)))
+    }
+    fn put<'a>(&'a self, record: &'a Record, expected: Option<u64>) -> StoreFuture<'a, ()> {
+        Box::pin(std::future::ready(Store::put(self, record, expected)))
+    }
+    fn open(&self) -> StoreFuture<'_, (Vec<Record>, Option<DateTime<Utc>>)> {
+        Box::pin(std::future::ready(Store::open_at(self)))
+    }
+    fn purge(&self, cutoff: DateTime<Utc>) -> StoreFuture<'_, usize> {
+        Box::pin(std::future::ready(Store::purge(self, cutoff)))
+    }
 }
 
 fn check_version(key: &Key, stored: Option<u64>, expected: Option<u64>) -> Result<(), Error> {
@@ -147,6 +252,12 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     }
     fn purge(&self, cutoff: DateTime<Utc>) -> Result<usize, Error> {
         (**self).purge(cutoff)
+    }
+    fn read(&self, key: &Key) -> Result<Read, Error> {
+        (**self).read(key)
+    }
+    fn open_at(&self) -> Result<(Vec<Record>, Option<DateTime<Utc>>), Error> {
+        (**self).open_at()
     }
 }
 

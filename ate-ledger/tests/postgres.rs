@@ -1095,3 +1095,42 @@ fn a_lease_from_before_a_purge_never_drives_the_key_begun_again() {
     let db = TestDatabase::new();
     ate_ledger::testing::purged_key_fences_old_leases(PgStore::connect(db.url()).unwrap());
 }
+
+/// A replica whose clock runs `ahead` of the others.
+#[derive(Debug)]
+struct Skewed(chrono::TimeDelta);
+
+impl ate_ledger::Clock for Skewed {
+    fn now(&self) -> chrono::DateTime<Utc> {
+        Utc::now() + self.0
+    }
+}
+
+#[test]
+fn a_replica_whose_clock_runs_ahead_does_not_take_over_a_live_lease() {
+    let db = TestDatabase::new();
+    let a = Ledger::new(PgStore::connect(db.url()).unwrap());
+    let ahead = Ledger::with_clock(
+        PgStore::connect(db.url()).unwrap(),
+        Config::default(),
+        Skewed(chrono::TimeDelta::seconds(45)),
+    )
+    .expect("a valid config");
+    let key = Key::new("t", "skew");
+    let Begin::Started(lease) = a.begin(&key, &fp(), "replica-a").unwrap() else {
+        panic!("new key")
+    };
+    a.mark_dispatched(&lease).unwrap();
+    // By its own clock the 30 s lease expired 15 s ago; by the server's it
+    // has 30 s to run: the call is in flight, not lost.
+    match ahead.begin(&key, &fp(), "replica-b") {
+        Err(Error::Conflict { retry_after, .. }) => {
+            assert!(retry_after > Duration::from_secs(25), "{retry_after:?}")
+        }
+        other => panic!("the skewed replica took over a live attempt: {other:?}"),
+    }
+    assert!(ahead.recover().unwrap().is_empty(), "nor does its recovery");
+    // The owner still closes with the real answer.
+    let r = a.close(&lease, Close::Succeeded("answer".into())).unwrap();
+    assert!(matches!(r.state, ate_ledger::State::Succeeded { .. }));
+}

@@ -1,0 +1,536 @@
+//! The state machine, written once over [`AsyncStore`]: the synchronous
+//! [`Ledger`](crate::Ledger) drives it over a [`Store`] (whose calls
+//! answer at once, so one poll finishes it), the asynchronous
+//! `AsyncLedger` (feature `tokio`) awaits it. The two fronts cannot drift.
+
+use std::future::Future;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+
+use crate::clock::Clock;
+use crate::ledger::{Begin, Close, Config};
+use crate::store::{AsyncStore, Read, Store, StoreFuture};
+use crate::{Error, Fingerprint, Key, Lease, Record, State, Try, TryOutcome};
+
+/// How many times a transition re-reads after losing a version race.
+const CAS_RETRIES: usize = 8;
+
+/// Runs a future whose every await is ready at once (the state machine
+/// over a [`Store`]): it finishes on its first poll.
+pub(crate) fn finish<F: Future>(fut: F) -> F::Output {
+    let mut fut = std::pin::pin!(fut);
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    loop {
+        if let Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
+            return out;
+        }
+        // Not reached over a `Store`; a store that does pend is polled
+        // again rather than lost.
+        std::thread::yield_now();
+    }
+}
+
+/// A [`Store`] seen as an [`AsyncStore`] whose futures are ready at once.
+#[derive(Debug)]
+pub(crate) struct Now<'a, S: ?Sized>(pub(crate) &'a S);
+
+impl<S: Store + ?Sized> AsyncStore for Now<'_, S> {
+    fn get<'a>(&'a self, key: &'a Key) -> StoreFuture<'a, Read> {
+        Box::pin(std::future::ready(self.0.read(key)))
+    }
+
+    fn put<'a>(&'a self, record: &'a Record, expected: Option<u64>) -> StoreFuture<'a, ()> {
+        Box::pin(std::future::ready(self.0.put(record, expected)))
+    }
+
+    fn open(&self) -> StoreFuture<'_, (Vec<Record>, Option<DateTime<Utc>>)> {
+        Box::pin(std::future::ready(self.0.open_at()))
+    }
+
+    fn purge(&self, cutoff: DateTime<Utc>) -> StoreFuture<'_, usize> {
+        Box::pin(std::future::ready(self.0.purge(cutoff)))
+    }
+}
+
+/// The error for the record of `key` that is in flight and lacks what
+/// every in-flight record has (`detail`).
+fn corrupt(key: &Key, detail: &str) -> Error {
+    Error::Corrupt {
+        what: format!("record {key}"),
+        detail: detail.into(),
+    }
+}
+
+pub(crate) fn delta(d: Duration) -> TimeDelta {
+    TimeDelta::from_std(d).unwrap_or(TimeDelta::MAX)
+}
+
+/// `at + d`, saturating at the last time chrono can hold (a `lease_ttl` of
+/// `Duration::MAX`, "never expire", must not panic).
+fn later(at: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
+    at.checked_add_signed(delta(d))
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
+
+/// A record incarnation: 64 bits from std's per-process random hash keys
+/// (seeded from the OS), mixed with the key, the time and a process-wide
+/// count, so two records of one key (one purged, one begun again) differ
+/// even when begun by two processes in the same nanosecond.
+fn new_incarnation(key: &Key, now: DateTime<Utc>) -> u64 {
+    use std::hash::{BuildHasher, Hash, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::hash::RandomState::new().build_hasher();
+    key.hash(&mut h);
+    now.timestamp_nanos_opt().hash(&mut h);
+    COUNT.fetch_add(1, Ordering::Relaxed).hash(&mut h);
+    std::process::id().hash(&mut h);
+    // 0 is what records from before incarnations read as.
+    h.finish().max(1)
+}
+
+/// Checks a key and a fingerprint before anything is stored.
+pub(crate) fn validate(key: &Key, fingerprint: &Fingerprint) -> Result<(), Error> {
+    let bytes = key.scope.len() + key.id.len();
+    if bytes > Key::MAX_BYTES {
+        let shown: String = key.id.chars().take(32).collect();
+        return Err(Error::InvalidKey(format!(
+            "{:?}/{shown:?}...: scope and id hold {bytes} bytes; at most {} (Key::MAX_BYTES)",
+            key.scope.chars().take(32).collect::<String>(),
+            Key::MAX_BYTES
+        )));
+    }
+    if key.scope.contains('\0') || key.id.is_empty() || key.id.contains('\0') {
+        return Err(Error::InvalidKey(format!("{:?}/{:?}", key.scope, key.id)));
+    }
+    if fingerprint.0.is_empty() {
+        return Err(Error::InvalidKey(format!("{key}: empty fingerprint")));
+    }
+    Ok(())
+}
+
+fn open_try_mut<'r>(record: &'r mut Record, lease: &Lease) -> Result<&'r mut Try, Error> {
+    record
+        .tries
+        .iter_mut()
+        .find(|t| t.id == lease.try_id && t.is_open())
+        .ok_or_else(|| Error::StaleLease {
+            key: lease.key.to_string(),
+            token: lease.token,
+        })
+}
+
+/// The state machine over one store, clock and config.
+pub(crate) struct Core<'a, S, C> {
+    pub(crate) store: S,
+    pub(crate) clock: &'a C,
+    pub(crate) config: &'a Config,
+}
+
+impl<S: AsyncStore, C: Clock> Core<'_, S, C> {
+    /// The time leases are granted, checked and taken over at: the
+    /// store's own (PostgreSQL's `now()`, one clock for every replica)
+    /// where it tells it and the clock defers to it, else the clock's.
+    fn time(&self, store_now: Option<DateTime<Utc>>) -> DateTime<Utc> {
+        match store_now {
+            Some(t) if self.clock.defers_to_store() => t,
+            _ => self.clock.now(),
+        }
+    }
+
+    async fn read(&self, key: &Key) -> Result<(Option<Record>, DateTime<Utc>), Error> {
+        let read = self.store.get(key).await?;
+        Ok((read.record, self.time(read.now)))
+    }
+
+    pub(crate) async fn get(&self, key: &Key) -> Result<Option<Record>, Error> {
+        Ok(self.store.get(key).await?.record)
+    }
+
+    fn lease(&self, record: &Record, owner: &str, try_id: u32, now: DateTime<Utc>) -> Lease {
+        Lease {
+            key: record.key.clone(),
+            owner: owner.to_owned(),
+            expires_at: later(now, self.config.lease_ttl),
+            token: record.version,
+            try_id,
+            incarnation: record.incarnation,
+        }
+    }
+
+    pub(crate) async fn begin(
+        &self,
+        key: &Key,
+        fingerprint: &Fingerprint,
+        owner: &str,
+    ) -> Result<Begin, Error> {
+        validate(key, fingerprint)?;
+        for _ in 0..CAS_RETRIES {
+            let (found, now) = self.read(key).await?;
+            match found {
+                None => {
+                    let mut record = Record {
+                        key: key.clone(),
+                        fingerprint: fingerprint.clone(),
+                        state: State::InFlight,
+                        version: 1,
+                        lease: None,
+                        tries: vec![Try {
+                            id: 1,
+                            started_at: now,
+                            dispatched_at: None,
+                            closed: None,
+                        }],
+                        created_at: now,
+                        ended_at: None,
+                        incarnation: new_incarnation(key, now),
+                    };
+                    let lease = self.lease(&record, owner, 1, now);
+                    record.lease = Some(lease.clone());
+                    match self.store.put(&record, None).await {
+                        Ok(()) => return Ok(Begin::Started(lease)),
+                        Err(Error::VersionConflict { .. }) => continue,
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some(record) => {
+                    if record.fingerprint != *fingerprint {
+                        return Err(Error::FingerprintMismatch {
+                            key: key.to_string(),
+                        });
+                    }
+                    if record.state.is_closed() {
+                        return Ok(Begin::Replay(record));
+                    }
+                    let lease = record
+                        .lease
+                        .as_ref()
+                        .ok_or_else(|| corrupt(key, "in flight with no lease"))?;
+                    if lease.expires_at > now {
+                        return Err(Error::Conflict {
+                            key: key.to_string(),
+                            retry_after: (lease.expires_at - now).to_std().unwrap_or_default(),
+                        });
+                    }
+                    match self.recover_record(record, now, "lease expired").await {
+                        Ok(_) | Err(Error::VersionConflict { .. }) => continue,
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+        }
+        Err(Error::Contended {
+            key: key.to_string(),
+        })
+    }
+
+    /// Reads the record and checks the caller's lease still owns it.
+    async fn owned(&self, lease: &Lease) -> Result<(Record, DateTime<Utc>), Error> {
+        let (record, now) = self.read(&lease.key).await?;
+        let record = record.ok_or_else(|| Error::NotFound {
+            key: lease.key.to_string(),
+        })?;
+        let current = record
+            .lease
+            .as_ref()
+            .map(|l| (l.incarnation, l.token, l.try_id));
+        let presented = (lease.incarnation, lease.token, lease.try_id);
+        if record.state.is_closed()
+            || record.incarnation != lease.incarnation
+            || current != Some(presented)
+        {
+            return Err(Error::StaleLease {
+                key: lease.key.to_string(),
+                token: lease.token,
+            });
+        }
+        Ok((record, now))
+    }
+
+    /// Applies `change` to the record the lease owns and writes it back.
+    /// `change` says whether there is anything to write, and what the
+    /// transition answers.
+    ///
+    /// A lost version race is read again rather than taken as a lost lease:
+    /// the write that won may have kept the lease (the same owner renewing
+    /// it from another task while this one dispatches or closes), and
+    /// failing then would lose a provider's answer. `change` runs again on
+    /// the record as it now is; only once the lease no longer owns it is
+    /// the answer [`Error::StaleLease`].
+    async fn update_owned<T>(
+        &self,
+        lease: &Lease,
+        mut change: impl FnMut(&mut Record, DateTime<Utc>) -> Result<(bool, T), Error>,
+    ) -> Result<(Record, T), Error> {
+        for _ in 0..CAS_RETRIES {
+            let (mut record, now) = self.owned(lease).await?;
+            let expected = record.version;
+            let (write, answer) = change(&mut record, now)?;
+            if !write {
+                return Ok((record, answer));
+            }
+            record.version += 1;
+            match self.store.put(&record, Some(expected)).await {
+                Ok(()) => return Ok((record, answer)),
+                Err(Error::VersionConflict { .. }) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::Contended {
+            key: lease.key.to_string(),
+        })
+    }
+
+    pub(crate) async fn mark_dispatched(&self, lease: &Lease) -> Result<(), Error> {
+        self.update_owned(lease, |record, now| {
+            let t = open_try_mut(record, lease)?;
+            if t.dispatched_at.is_some() {
+                return Ok((false, ()));
+            }
+            t.dispatched_at = Some(now);
+            Ok((true, ()))
+        })
+        .await
+        .map(|_| ())
+    }
+
+    pub(crate) async fn renew(&self, lease: &Lease) -> Result<Lease, Error> {
+        let ttl = self.config.lease_ttl;
+        self.update_owned(lease, |record, now| {
+            let renewed = Lease {
+                expires_at: later(now, ttl),
+                ..lease.clone()
+            };
+            record.lease = Some(renewed.clone());
+            Ok((true, renewed))
+        })
+        .await
+        .map(|(_, renewed)| renewed)
+    }
+
+    pub(crate) async fn close(&self, lease: &Lease, close: Close) -> Result<Record, Error> {
+        let (outcome, state) = close.ended();
+        let closed = self
+            .update_owned(lease, |record, now| {
+                let key = lease.key.to_string();
+                let t = open_try_mut(record, lease)?;
+                let dispatched = t.dispatched_at.is_some();
+                let pre_provider = matches!(close, Close::PreProvider(_));
+                if pre_provider && dispatched {
+                    return Err(Error::IllegalTransition {
+                        key,
+                        detail: "a dispatched try cannot fail before the provider".into(),
+                    });
+                }
+                if !pre_provider && !dispatched {
+                    return Err(Error::IllegalTransition {
+                        key,
+                        detail: "a provider outcome needs the try marked dispatched first".into(),
+                    });
+                }
+                t.closed = Some((now, outcome));
+                record.state = state.clone();
+                record.lease = None;
+                record.ended_at = Some(now);
+                Ok((true, ()))
+            })
+            .await;
+        match closed {
+            Ok((record, ())) => Ok(record),
+            Err(stale @ Error::StaleLease { .. }) => {
+                // Ended by this very close (its answer lost)?
+                let record = self.get(&lease.key).await?.filter(|r| {
+                    r.state == state
+                        && r.incarnation == lease.incarnation
+                        && r.tries.last().is_some_and(|t| {
+                            t.id == lease.try_id && t.closed.is_some_and(|(_, o)| o == outcome)
+                        })
+                });
+                record.ok_or(stale)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    pub(crate) async fn revive(
+        &self,
+        key: &Key,
+        fingerprint: &Fingerprint,
+        owner: &str,
+    ) -> Result<Lease, Error> {
+        validate(key, fingerprint)?;
+        let (mut record, now) = self.record_of(key, fingerprint).await?;
+        if !matches!(record.state, State::FailedPreProvider { .. }) {
+            return Err(Error::NotRevivable {
+                key: key.to_string(),
+                reason: format!("its state is {}", record.state.name()),
+            });
+        }
+        if record.ever_dispatched() {
+            return Err(Error::NotRevivable {
+                key: key.to_string(),
+                reason: "a try was dispatched, so the provider may have seen it".into(),
+            });
+        }
+        let expected = record.version;
+        let try_id = record.tries.len() as u32 + 1;
+        record.version += 1;
+        let lease = self.lease(&record, owner, try_id, now);
+        record.tries.push(Try {
+            id: try_id,
+            started_at: now,
+            dispatched_at: None,
+            closed: None,
+        });
+        record.state = State::InFlight;
+        record.lease = Some(lease.clone());
+        record.ended_at = None;
+        match self.store.put(&record, Some(expected)).await {
+            Ok(()) => Ok(lease),
+            Err(Error::VersionConflict { .. }) => Err(Error::Conflict {
+                key: key.to_string(),
+                retry_after: self.config.lease_ttl,
+            }),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub(crate) async fn adopt(
+        &self,
+        key: &Key,
+        fingerprint: &Fingerprint,
+        owner: &str,
+    ) -> Result<Option<Lease>, Error> {
+        validate(key, fingerprint)?;
+        for _ in 0..CAS_RETRIES {
+            let (mut record, now) = self.record_of(key, fingerprint).await?;
+            if record.state.is_closed() {
+                return Ok(None);
+            }
+            let held_by = record.lease.as_ref().map(|l| l.owner.as_str());
+            if held_by.ok_or_else(|| corrupt(key, "in flight with no lease"))? != owner {
+                return Ok(None);
+            }
+            let open = record
+                .tries
+                .iter()
+                .find(|t| t.is_open())
+                .ok_or_else(|| corrupt(key, "in flight with no open try"))?;
+            if open.dispatched_at.is_some() {
+                return Ok(None);
+            }
+            let try_id = open.id;
+            let expected = record.version;
+            record.version += 1;
+            let lease = self.lease(&record, owner, try_id, now);
+            record.lease = Some(lease.clone());
+            match self.store.put(&record, Some(expected)).await {
+                Ok(()) => return Ok(Some(lease)),
+                Err(Error::VersionConflict { .. }) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::Contended {
+            key: key.to_string(),
+        })
+    }
+
+    /// The record of `key`, made for the request `fingerprint`.
+    async fn record_of(
+        &self,
+        key: &Key,
+        fingerprint: &Fingerprint,
+    ) -> Result<(Record, DateTime<Utc>), Error> {
+        let (record, now) = self.read(key).await?;
+        let record = record.ok_or_else(|| Error::NotFound {
+            key: key.to_string(),
+        })?;
+        if record.fingerprint != *fingerprint {
+            return Err(Error::FingerprintMismatch {
+                key: key.to_string(),
+            });
+        }
+        Ok((record, now))
+    }
+
+    /// Closes `record`'s open try by the dispatch rule; `lost` says how the
+    /// worker was lost, for the recorded reason.
+    async fn recover_record(
+        &self,
+        mut record: Record,
+        now: DateTime<Utc>,
+        lost: &str,
+    ) -> Result<Record, Error> {
+        let expected = record.version;
+        let key = record.key.clone();
+        let Some(t) = record.tries.iter_mut().find(|t| t.is_open()) else {
+            return Err(corrupt(&key, "in flight with no open try"));
+        };
+        let (outcome, state) = if t.dispatched_at.is_some() {
+            (
+                TryOutcome::ProviderUnavailable,
+                State::ProviderUnavailable {
+                    reason: format!("{lost} after dispatch (worker lost)"),
+                },
+            )
+        } else {
+            (
+                TryOutcome::PreProviderFailure,
+                State::FailedPreProvider {
+                    reason: format!("{lost} before dispatch (worker lost)"),
+                },
+            )
+        };
+        t.closed = Some((now, outcome));
+        record.state = state;
+        record.lease = None;
+        record.ended_at = Some(now);
+        record.version += 1;
+        self.store.put(&record, Some(expected)).await?;
+        Ok(record)
+    }
+
+    /// Resolves the in-flight attempts whose lease has expired, and those
+    /// whose live lease `also` accepts.
+    pub(crate) async fn recover_where(
+        &self,
+        also: impl Fn(&Lease) -> bool,
+    ) -> Result<Vec<Record>, Error> {
+        let (open, store_now) = self.store.open().await?;
+        let now = self.time(store_now);
+        let mut out = Vec::new();
+        for record in open {
+            let expired = record.lease.as_ref().is_none_or(|l| l.expires_at <= now);
+            if !expired && !record.lease.as_ref().is_some_and(&also) {
+                continue;
+            }
+            let lost = if expired {
+                "lease expired"
+            } else {
+                "left open by an ended run"
+            };
+            match self.recover_record(record, now, lost).await {
+                Ok(r) => out.push(r),
+                // Someone else moved it meanwhile: theirs wins.
+                Err(Error::VersionConflict { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+
+    pub(crate) async fn purge(&self) -> Result<usize, Error> {
+        // A retention reaching back before the first time chrono can hold
+        // ("keep forever"): nothing ended that long ago.
+        match self
+            .clock
+            .now()
+            .checked_sub_signed(delta(self.config.retention))
+        {
+            Some(cutoff) => self.store.purge(cutoff).await,
+            None => Ok(0),
+        }
+    }
+}
