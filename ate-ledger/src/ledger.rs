@@ -83,6 +83,17 @@ impl Close {
     }
 }
 
+/// [`Error::RetentionTooShort`] for a retention under the floor.
+pub(crate) fn check_config(config: &Config) -> Result<(), Error> {
+    if config.retention < Config::MIN_RETENTION {
+        return Err(Error::RetentionTooShort {
+            retention: config.retention,
+            floor: Config::MIN_RETENTION,
+        });
+    }
+    Ok(())
+}
+
 /// The attempt ledger.
 #[derive(Debug)]
 pub struct Ledger<S, C = SystemClock> {
@@ -110,12 +121,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     /// [`Error::RetentionTooShort`] for a retention under
     /// [`Config::MIN_RETENTION`], naming it.
     pub fn with_clock(store: S, config: Config, clock: C) -> Result<Self, Error> {
-        if config.retention < Config::MIN_RETENTION {
-            return Err(Error::RetentionTooShort {
-                retention: config.retention,
-                floor: Config::MIN_RETENTION,
-            });
-        }
+        check_config(&config)?;
         Ok(Self {
             store,
             clock,

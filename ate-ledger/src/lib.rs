@@ -85,23 +85,37 @@
 //! (a restarted worker's own attempts too), never [`Ledger::recover_all`].
 #![warn(missing_docs)]
 
+#[cfg(feature = "tokio")]
+mod async_ledger;
 mod clock;
 mod core;
 mod ledger;
 mod model;
+#[cfg(feature = "tokio")]
+mod outcome;
 #[cfg(feature = "postgres")]
 mod pg;
+#[cfg(feature = "postgres-async")]
+mod pg_async;
+#[cfg(any(feature = "postgres", feature = "postgres-async"))]
+mod pg_sql;
 mod store;
 #[cfg(feature = "test-util")]
 pub mod testing;
 
+#[cfg(feature = "tokio")]
+pub use async_ledger::{AsyncLedger, Blocking, Dispatch};
 #[cfg(feature = "test-util")]
 pub use clock::ManualClock;
 pub use clock::{Clock, SystemClock};
 pub use ledger::{Begin, Close, Config, Ledger};
 pub use model::{Fingerprint, Key, Lease, Record, State, Try, TryOutcome};
+#[cfg(feature = "tokio")]
+pub use outcome::{Call, Executed, Response};
 #[cfg(feature = "postgres")]
 pub use pg::PgStore;
+#[cfg(feature = "postgres-async")]
+pub use pg_async::AsyncPgStore;
 #[cfg(feature = "redb")]
 pub use store::RedbStore;
 pub use store::{AsyncStore, MemoryStore, Read, Store, StoreFuture};

@@ -10,32 +10,12 @@ use parking_lot::Mutex;
 use postgres::tls::{MakeTlsConnect, TlsConnect};
 use postgres::{Client, Config, NoTls, Socket};
 
-use crate::store::{Read, Store, decode_stored};
+use crate::pg_sql::{
+    INSERT, OPEN_AT, PURGE, PURGE_BATCH, READ_AT, SCHEMA_CHECK, SCHEMA_VERSION, SETUP, SETUP_LOCK,
+    UPDATE, VERSION_OF, decode, open_rows, read_row, to_i64,
+};
+use crate::store::{Read, Store};
 use crate::{Error, Key, Record};
-
-/// Serializes the schema setup of replicas starting at once (`CREATE TABLE
-/// IF NOT EXISTS` is not safe against itself); an arbitrary constant.
-const SETUP_LOCK: i64 = 0x6174_655f_6c65_6467; // "ate_ledg"
-
-const SETUP: &str = "
-CREATE TABLE IF NOT EXISTS ate_ledger_meta (
-    name  TEXT PRIMARY KEY,
-    value BIGINT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS ate_ledger_records (
-    scope    TEXT NOT NULL,
-    id       TEXT NOT NULL,
-    version  BIGINT NOT NULL,
-    open     BOOLEAN NOT NULL,
-    ended_at TIMESTAMPTZ,
-    record   TEXT NOT NULL,
-    PRIMARY KEY (scope, id)
-);
-CREATE INDEX IF NOT EXISTS ate_ledger_records_open
-    ON ate_ledger_records (scope, id) WHERE open;
-CREATE INDEX IF NOT EXISTS ate_ledger_records_ended
-    ON ate_ledger_records (ended_at) WHERE NOT open;
-";
 
 /// The error with its causes: `postgres::Error` displays only its kind
 /// ("db error", "error connecting to server") and keeps what went wrong
@@ -53,11 +33,6 @@ fn with_causes(e: &dyn std::error::Error) -> String {
         cause = c.source();
     }
     text
-}
-
-fn to_i64(key: &Key, version: u64) -> Result<i64, Error> {
-    i64::try_from(version)
-        .map_err(|_| Error::Storage(format!("{key}: version {version} does not fit a BIGINT")))
 }
 
 /// A durable store on PostgreSQL, for a ledger that several replicas (or
@@ -175,10 +150,7 @@ impl std::fmt::Debug for PgStore {
 
 impl PgStore {
     /// The record schema this build writes and reads.
-    pub const SCHEMA_VERSION: u64 = 1;
-
-    /// Rows a purge deletes per statement.
-    const PURGE_BATCH: i64 = 1_000;
+    pub const SCHEMA_VERSION: u64 = SCHEMA_VERSION;
 
     /// The most connections one store opens, a thread each (PostgreSQL
     /// serves 100 by default, for every client together). More is an
@@ -385,13 +357,7 @@ impl PgStore {
             &[&supported],
         )
         .map_err(storage)?;
-        let found: i64 = tx
-            .query_one(
-                "SELECT value FROM ate_ledger_meta WHERE name = 'schema_version'",
-                &[],
-            )
-            .map_err(storage)?
-            .get(0);
+        let found: i64 = tx.query_one(SCHEMA_CHECK, &[]).map_err(storage)?.get(0);
         if found != supported {
             return Err(Error::UnknownSchema {
                 found: found as u64,
@@ -420,64 +386,6 @@ impl PgStore {
         self.jobs.send(job).map_err(|_| gone())?;
         answer.recv().map_err(|_| gone())?
     }
-
-    /// The record in a row, which must agree with the row's `version` and
-    /// `open` columns (the queries select on those).
-    pub(crate) fn decode(key: &Key, version: i64, open: bool, text: &str) -> Result<Record, Error> {
-        let record = decode_stored(key, text.as_bytes())?;
-        if i64::try_from(record.version) != Ok(version) || record.state.is_closed() == open {
-            return Err(Error::Corrupt {
-                what: format!("record {key}"),
-                detail: "its version or open columns disagree with the record".into(),
-            });
-        }
-        Ok(record)
-    }
-}
-
-/// The record of a key and the server's time, in one statement (one row,
-/// the record's columns NULL when there is none).
-pub(crate) const READ_AT: &str = "SELECT now(), r.version, r.open, r.record
-     FROM (SELECT 1) AS one
-     LEFT JOIN ate_ledger_records r ON r.scope = $1 AND r.id = $2";
-
-/// Every open record and the server's time, in one statement (one row of
-/// NULLs beside the time when none is open).
-pub(crate) const OPEN_AT: &str = "SELECT now(), r.scope, r.id, r.version, r.open, r.record
-     FROM (SELECT 1) AS one
-     LEFT JOIN ate_ledger_records r ON r.open
-     ORDER BY r.scope, r.id";
-
-/// A [`READ_AT`] row as a [`Read`].
-pub(crate) fn read_row(key: &Key, row: &postgres::Row) -> Result<Read, Error> {
-    let now: DateTime<Utc> = row.get(0);
-    let version: Option<i64> = row.get(1);
-    let record = match version {
-        None => None,
-        Some(v) => Some(PgStore::decode(key, v, row.get(2), row.get(3))?),
-    };
-    Ok(Read {
-        record,
-        now: Some(now),
-    })
-}
-
-/// [`OPEN_AT`] rows as the open records and the server's time.
-pub(crate) fn open_rows(
-    rows: &[postgres::Row],
-) -> Result<(Vec<Record>, Option<DateTime<Utc>>), Error> {
-    let now = rows.first().map(|r| r.get::<_, DateTime<Utc>>(0));
-    let mut records = Vec::new();
-    for r in rows {
-        let (Some(scope), Some(id)) =
-            (r.get::<_, Option<String>>(1), r.get::<_, Option<String>>(2))
-        else {
-            continue;
-        };
-        let key = Key::new(scope, id);
-        records.push(PgStore::decode(&key, r.get(3), r.get(4), r.get(5))?);
-    }
-    Ok((records, now))
 }
 
 impl Store for PgStore {
@@ -505,7 +413,7 @@ impl Store for PgStore {
                     &[&key.scope, &key.id],
                 )
                 .map_err(storage)?;
-            row.map(|r| Self::decode(&key, r.get(0), r.get(1), r.get(2)))
+            row.map(|r| decode(&key, r.get(0), r.get(1), r.get(2)))
                 .transpose()
         })
     }
@@ -520,14 +428,11 @@ impl Store for PgStore {
         self.with(move |c| {
             let written = match expected_i64 {
                 None => c.execute(
-                    "INSERT INTO ate_ledger_records (scope, id, version, open, ended_at, record)
-                     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (scope, id) DO NOTHING",
+                    INSERT,
                     &[&key.scope, &key.id, &version, &open, &ended_at, &text],
                 ),
                 Some(expected) => c.execute(
-                    "UPDATE ate_ledger_records
-                     SET version = $3, open = $4, ended_at = $5, record = $6
-                     WHERE scope = $1 AND id = $2 AND version = $7",
+                    UPDATE,
                     &[
                         &key.scope, &key.id, &version, &open, &ended_at, &text, &expected,
                     ],
@@ -540,10 +445,7 @@ impl Store for PgStore {
             // Lost the race (or the caller's view was stale): say what is
             // stored now.
             let found: Option<i64> = c
-                .query_opt(
-                    "SELECT version FROM ate_ledger_records WHERE scope = $1 AND id = $2",
-                    &[&key.scope, &key.id],
-                )
+                .query_opt(VERSION_OF, &[&key.scope, &key.id])
                 .map_err(storage)?
                 .map(|r| r.get(0));
             Err(Error::VersionConflict {
@@ -566,7 +468,7 @@ impl Store for PgStore {
             rows.iter()
                 .map(|r| {
                     let key = Key::new(r.get::<_, String>(0), r.get::<_, String>(1));
-                    Self::decode(&key, r.get(2), r.get(3), r.get(4))
+                    decode(&key, r.get(2), r.get(3), r.get(4))
                 })
                 .collect()
         })
@@ -591,18 +493,10 @@ impl Store for PgStore {
         }
         let mut purged = 0;
         loop {
-            let n = self.with(move |c| {
-                c.execute(
-                    "DELETE FROM ate_ledger_records
-                     WHERE NOT open AND ended_at < $1 AND (scope, id) IN (
-                         SELECT scope, id FROM ate_ledger_records
-                         WHERE NOT open AND ended_at < $1 LIMIT $2)",
-                    &[&cutoff, &Self::PURGE_BATCH],
-                )
-                .map_err(storage)
-            })?;
+            let n =
+                self.with(move |c| c.execute(PURGE, &[&cutoff, &PURGE_BATCH]).map_err(storage))?;
             purged += n as usize;
-            if n < Self::PURGE_BATCH as u64 {
+            if n < PURGE_BATCH as u64 {
                 return Ok(purged);
             }
         }

@@ -175,7 +175,7 @@ fn check_version(key: &Key, stored: Option<u64>, expected: Option<u64>) -> Resul
 /// A record as a durable store keeps it (JSON), read back for `key`: one
 /// that does not decode, is stored under another key, or breaks the
 /// record invariants is [`Error::Corrupt`], never reinterpreted.
-#[cfg(any(feature = "redb", feature = "postgres"))]
+#[cfg(any(feature = "redb", feature = "postgres", feature = "postgres-async"))]
 pub(crate) fn decode_stored(key: &Key, bytes: &[u8]) -> Result<Record, Error> {
     let corrupt = |detail: String| Error::Corrupt {
         what: format!("record {key}"),

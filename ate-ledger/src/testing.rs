@@ -478,6 +478,142 @@ impl Driver {
         };
         result.unwrap_or_else(|e| classify(&e))
     }
+
+    /// [`apply`](Self::apply) on the async front (feature `tokio`): the
+    /// same operations and outcomes, awaited.
+    #[cfg(feature = "tokio")]
+    pub async fn apply_async<S: crate::AsyncStore, C: Clock>(
+        &mut self,
+        ledger: &crate::AsyncLedger<S, C>,
+        op: &Op,
+    ) -> Outcome {
+        let ttl = ledger.config().lease_ttl;
+        async fn state_of<S: crate::AsyncStore, C: Clock>(
+            ledger: &crate::AsyncLedger<S, C>,
+            k: u8,
+        ) -> &'static str {
+            ledger
+                .get(&key(k))
+                .await
+                .ok()
+                .flatten()
+                .map_or("none", |r| r.state.name())
+        }
+        let result = match *op {
+            Op::Begin { key: k, fp } => {
+                match ledger.begin(&key(k), &fingerprint(fp), OWNER).await {
+                    Ok(Begin::Started(lease)) => {
+                        self.leases.insert(k, lease);
+                        Ok(Outcome::Started)
+                    }
+                    Ok(Begin::Replay(r)) => Ok(Outcome::Replay(r.state.name())),
+                    Err(e) => Err(e),
+                }
+            }
+            Op::BeginLost { key: k, fp } => {
+                match ledger.begin(&key(k), &fingerprint(fp), OWNER).await {
+                    // The driver never learns the try's lease: what it holds
+                    // for the key is one the store never gave (token 0), which
+                    // moves nothing, as the model's lost holder.
+                    Ok(Begin::Started(lost)) => {
+                        self.leases.insert(k, Lease { token: 0, ..lost });
+                        Ok(Outcome::Started)
+                    }
+                    Ok(Begin::Replay(r)) => Ok(Outcome::Replay(r.state.name())),
+                    Err(e) => Err(e),
+                }
+            }
+            Op::Adopt { key: k, mine } => {
+                let fp = ledger
+                    .get(&key(k))
+                    .await
+                    .ok()
+                    .flatten()
+                    .map(|r| r.fingerprint);
+                let owner = if mine { OWNER } else { "another-worker" };
+                match fp {
+                    None => Ok(Outcome::NotFound),
+                    Some(fp) => ledger
+                        .adopt(&key(k), &fp, owner)
+                        .await
+                        .map(|lease| match lease {
+                            Some(lease) => {
+                                self.leases.insert(k, lease);
+                                Outcome::Ok("in_flight")
+                            }
+                            None => Outcome::NotAdoptable,
+                        }),
+                }
+            }
+            Op::Dispatch { key: k } => match self.leases.get(&k) {
+                None => Ok(Outcome::Skipped),
+                Some(l) => match ledger.mark_dispatched(l).await {
+                    Ok(()) => Ok(Outcome::Ok(state_of(ledger, k).await)),
+                    Err(e) => Err(e),
+                },
+            },
+            Op::Close { key: k, kind } => match self.leases.get(&k) {
+                None => Ok(Outcome::Skipped),
+                Some(l) => {
+                    let close = match kind {
+                        CloseKind::Succeeded => Close::Succeeded("ok".into()),
+                        CloseKind::FailedAtProvider => Close::FailedAtProvider("rejected".into()),
+                        CloseKind::PreProvider => Close::PreProvider("no credentials".into()),
+                        CloseKind::ProviderUnavailable => {
+                            Close::ProviderUnavailable("timeout".into())
+                        }
+                    };
+                    ledger
+                        .close(l, close)
+                        .await
+                        .map(|r| Outcome::Ok(r.state.name()))
+                }
+            },
+            Op::Renew { key: k } => match self.leases.get(&k) {
+                None => Ok(Outcome::Skipped),
+                Some(l) => match ledger.renew(l).await {
+                    Ok(renewed) => {
+                        self.leases.insert(k, renewed);
+                        Ok(Outcome::Ok(state_of(ledger, k).await))
+                    }
+                    Err(e) => Err(e),
+                },
+            },
+            Op::Revive { key: k } => {
+                let fp = ledger
+                    .get(&key(k))
+                    .await
+                    .ok()
+                    .flatten()
+                    .map(|r| r.fingerprint);
+                match fp {
+                    None => Ok(Outcome::NotFound),
+                    Some(fp) => ledger.revive(&key(k), &fp, OWNER).await.map(|lease| {
+                        self.leases.insert(k, lease);
+                        Outcome::Ok("in_flight")
+                    }),
+                }
+            }
+            Op::CrashWorker => {
+                self.clock.advance(ttl);
+                Ok(Outcome::Skipped)
+            }
+            Op::Recover => ledger.recover().await.map(|r| Outcome::Recovered(r.len())),
+            Op::RecoverAll => ledger
+                .recover_all()
+                .await
+                .map(|r| Outcome::Recovered(r.len())),
+            Op::RecoverOwner { mine } => ledger
+                .recover_owner(if mine { OWNER } else { "another-worker" })
+                .await
+                .map(|r| Outcome::Recovered(r.len())),
+            Op::Advance(s) => {
+                self.clock.advance(Duration::from_secs(u64::from(s)));
+                Ok(Outcome::Skipped)
+            }
+        };
+        result.unwrap_or_else(|e| classify(&e))
+    }
 }
 
 /// One operation over `keys` keys and two request bodies, weighted toward

@@ -1,0 +1,495 @@
+//! The ledger for async services (feature `tokio`): the same state machine
+//! as [`Ledger`](crate::Ledger), awaited over an [`AsyncStore`], and the
+//! whole idempotency protocol as one call, [`AsyncLedger::execute`].
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::oneshot;
+
+use crate::clock::{Clock, SystemClock};
+use crate::core::Core;
+use crate::ledger::{Begin, Close, Config, check_config};
+use crate::outcome::{Call, Executed, Response};
+use crate::store::{AsyncStore, Read, Store, StoreFuture};
+use crate::{Error, Fingerprint, Key, Lease, Record, State};
+
+/// The attempt ledger, async: every call awaits the store, none blocks a
+/// runtime worker. The rules are [`Ledger`](crate::Ledger)'s, from the
+/// same code.
+#[derive(Debug)]
+pub struct AsyncLedger<S, C = SystemClock> {
+    store: S,
+    clock: C,
+    config: Config,
+    /// The keys calls of this ledger are working on (from begin to close),
+    /// with how many: a begin of this owner whose answer was lost is taken
+    /// over only when none is.
+    working: Mutex<HashMap<Key, usize>>,
+}
+
+impl<S: AsyncStore> AsyncLedger<S, SystemClock> {
+    /// A ledger over `store` with the default config and the system clock.
+    pub fn new(store: S) -> Self {
+        Self {
+            store,
+            clock: SystemClock,
+            config: Config::default(),
+            working: Mutex::default(),
+        }
+    }
+}
+
+/// A claim on a key in [`AsyncLedger::working`], given back when dropped.
+struct Working<'a> {
+    working: &'a Mutex<HashMap<Key, usize>>,
+    key: Key,
+}
+
+impl<'a> Working<'a> {
+    fn on(working: &'a Mutex<HashMap<Key, usize>>, key: &Key) -> Self {
+        *working.lock().entry(key.clone()).or_default() += 1;
+        Self {
+            working,
+            key: key.clone(),
+        }
+    }
+
+    fn alone(&self) -> bool {
+        self.working.lock().get(&self.key) == Some(&1)
+    }
+}
+
+impl Drop for Working<'_> {
+    fn drop(&mut self) {
+        let mut working = self.working.lock();
+        if let Some(n) = working.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                working.remove(&self.key);
+            }
+        }
+    }
+}
+
+/// Handed to the call [`AsyncLedger::execute`] runs: [`send`](Self::send)
+/// marks the try dispatched, durably, right before the request goes to
+/// the provider. Until then a failure is the caller's (pre-provider,
+/// revivable); from then on a missing answer is ambiguous and the key is
+/// never executed again.
+#[derive(Debug)]
+pub struct Dispatch {
+    request: Option<oneshot::Sender<oneshot::Sender<Result<(), Error>>>>,
+}
+
+impl Dispatch {
+    /// Marks the try dispatched. Call it right before sending; send only
+    /// if it succeeds.
+    ///
+    /// # Errors
+    ///
+    /// The ledger's: [`Error::StaleLease`] (another worker took the
+    /// attempt over), a storage error. Then nothing may be sent.
+    pub async fn send(&mut self) -> Result<(), Error> {
+        let Some(request) = self.request.take() else {
+            // Already dispatched: marking again changes nothing.
+            return Ok(());
+        };
+        let (answer, reply) = oneshot::channel();
+        let gone = || Error::Storage("the execute call ended".into());
+        request.send(answer).map_err(|_| gone())?;
+        reply.await.map_err(|_| gone())?
+    }
+
+    /// Whether [`send`](Self::send) has succeeded.
+    pub fn is_sent(&self) -> bool {
+        self.request.is_none()
+    }
+}
+
+impl<S: AsyncStore, C: Clock> AsyncLedger<S, C> {
+    /// A ledger with an explicit config and clock.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::RetentionTooShort`] for a retention under
+    /// [`Config::MIN_RETENTION`], naming it.
+    pub fn with_clock(store: S, config: Config, clock: C) -> Result<Self, Error> {
+        check_config(&config)?;
+        Ok(Self {
+            store,
+            clock,
+            config,
+            working: Mutex::default(),
+        })
+    }
+
+    /// The store.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// The config.
+    pub fn config(&self) -> Config {
+        self.config
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    fn core(&self) -> Core<'_, &S, C> {
+        Core {
+            store: &self.store,
+            clock: &self.clock,
+            config: &self.config,
+        }
+    }
+
+    /// [`Ledger::get`](crate::Ledger::get).
+    ///
+    /// # Errors
+    ///
+    /// As for [`Ledger::get`](crate::Ledger::get).
+    pub async fn get(&self, key: &Key) -> Result<Option<Record>, Error> {
+        self.core().get(key).await
+    }
+
+    /// [`Ledger::begin`](crate::Ledger::begin).
+    ///
+    /// # Errors
+    ///
+    /// As for [`Ledger::begin`](crate::Ledger::begin).
+    pub async fn begin(
+        &self,
+        key: &Key,
+        fingerprint: &Fingerprint,
+        owner: &str,
+    ) -> Result<Begin, Error> {
+        self.core().begin(key, fingerprint, owner).await
+    }
+
+    /// [`Ledger::mark_dispatched`](crate::Ledger::mark_dispatched).
+    ///
+    /// # Errors
+    ///
+    /// As for [`Ledger::mark_dispatched`](crate::Ledger::mark_dispatched).
+    pub async fn mark_dispatched(&self, lease: &Lease) -> Result<(), Error> {
+        self.core().mark_dispatched(lease).await
+    }
+
+    /// [`Ledger::renew`](crate::Ledger::renew).
+    ///
+    /// # Errors
+    ///
+    /// As for [`Ledger::renew`](crate::Ledger::renew).
+    pub async fn renew(&self, lease: &Lease) -> Result<Lease, Error> {
+        self.core().renew(lease).await
+    }
+
+    /// [`Ledger::close`](crate::Ledger::close).
+    ///
+    /// # Errors
+    ///
+    /// As for [`Ledger::close`](crate::Ledger::close).
+    pub async fn close(&self, lease: &Lease, close: Close) -> Result<Record, Error> {
+        self.core().close(lease, close).await
+    }
+
+    /// [`Ledger::revive`](crate::Ledger::revive).
+    ///
+    /// # Errors
+    ///
+    /// As for [`Ledger::revive`](crate::Ledger::revive).
+    pub async fn revive(
+        &self,
+        key: &Key,
+        fingerprint: &Fingerprint,
+        owner: &str,
+    ) -> Result<Lease, Error> {
+        self.core().revive(key, fingerprint, owner).await
+    }
+
+    /// [`Ledger::adopt`](crate::Ledger::adopt).
+    ///
+    /// # Errors
+    ///
+    /// As for [`Ledger::adopt`](crate::Ledger::adopt).
+    pub async fn adopt(
+        &self,
+        key: &Key,
+        fingerprint: &Fingerprint,
+        owner: &str,
+    ) -> Result<Option<Lease>, Error> {
+        self.core().adopt(key, fingerprint, owner).await
+    }
+
+    /// [`Ledger::recover`](crate::Ledger::recover).
+    ///
+    /// # Errors
+    ///
+    /// As for [`Ledger::recover`](crate::Ledger::recover).
+    pub async fn recover(&self) -> Result<Vec<Record>, Error> {
+        self.core().recover_where(|_| false).await
+    }
+
+    /// [`Ledger::recover_owner`](crate::Ledger::recover_owner).
+    ///
+    /// # Errors
+    ///
+    /// As for [`Ledger::recover`](crate::Ledger::recover).
+    pub async fn recover_owner(&self, owner: &str) -> Result<Vec<Record>, Error> {
+        self.core()
+            .recover_where(|lease| lease.owner == owner)
+            .await
+    }
+
+    /// [`Ledger::recover_all`](crate::Ledger::recover_all).
+    ///
+    /// # Errors
+    ///
+    /// As for [`Ledger::recover`](crate::Ledger::recover).
+    pub async fn recover_all(&self) -> Result<Vec<Record>, Error> {
+        self.core().recover_where(|_| true).await
+    }
+
+    /// [`Ledger::purge`](crate::Ledger::purge).
+    ///
+    /// # Errors
+    ///
+    /// As for [`Ledger::purge`](crate::Ledger::purge).
+    pub async fn purge(&self) -> Result<usize, Error> {
+        self.core().purge().await
+    }
+
+    /// Runs `call` at most once for `key` and answers every repeat with
+    /// its recorded answer: the whole idempotency protocol.
+    ///
+    /// It begins the attempt, or: replays a recorded answer
+    /// ([`Executed::Replayed`]); revives one that failed before the
+    /// provider and runs `call` again; takes over this owner's own begin
+    /// whose answer was lost (no call of this ledger works on the key);
+    /// reports one dispatched without an answer
+    /// ([`Executed::ProviderUnavailable`], never run again). While `call`
+    /// runs, the lease is renewed every third of its TTL. `call` gets a
+    /// [`Dispatch`] and must `send()` it right before contacting the
+    /// provider; what it returns ([`Call`]) closes the attempt: a provider
+    /// answer is recorded for replays, a failure before dispatch is
+    /// revivable, one after it is ambiguous and final.
+    ///
+    /// ```
+    /// use ate_ledger::{AsyncLedger, Call, Executed, Fingerprint, Key, MemoryStore, Response};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let ledger = AsyncLedger::new(MemoryStore::new());
+    /// let key = Key::new("caller-7", "order-42");
+    /// let fp = Fingerprint::of_json(&serde_json::json!({"amount": 5}));
+    /// let run = || ledger.execute(&key, &fp, "pod-a", |mut dispatch| async move {
+    ///     if dispatch.send().await.is_err() {
+    ///         return Call::PreProvider("could not mark the try dispatched".into());
+    ///     }
+    ///     // ... the provider request ...
+    ///     Call::Succeeded(Response::new(200, br#"{"receipt":"r-1"}"#.to_vec()))
+    /// });
+    /// let first = run().await?;
+    /// assert!(matches!(first, Executed::Answered { recorded: true, .. }));
+    /// // A repeat gets the same bytes, and the provider is not called.
+    /// let again = run().await?;
+    /// assert!(matches!(again, Executed::Replayed(ref r) if r.body == br#"{"receipt":"r-1"}"#));
+    /// # Ok::<(), ate_ledger::Error>(())
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::Conflict`] (with `retry_after`): another call works on
+    ///   the key now (answer 409 with [`Error::retry_after_secs`]).
+    /// - [`Error::FingerprintMismatch`]: the key was used with another
+    ///   request (422).
+    /// - [`Error::InvalidKey`], and the store's errors (503): nothing was
+    ///   sent.
+    pub async fn execute<F, Fut>(
+        &self,
+        key: &Key,
+        fingerprint: &Fingerprint,
+        owner: &str,
+        call: F,
+    ) -> Result<Executed, Error>
+    where
+        F: FnOnce(Dispatch) -> Fut,
+        Fut: Future<Output = Call>,
+    {
+        let working = Working::on(&self.working, key);
+        let lease = match self.begin(key, fingerprint, owner).await {
+            Ok(Begin::Started(lease)) => lease,
+            Ok(Begin::Replay(record)) => match record.state {
+                State::Succeeded { outcome } | State::FailedAtProvider { outcome } => {
+                    return Response::decode(&record.key, &outcome).map(Executed::Replayed);
+                }
+                State::ProviderUnavailable { reason } => {
+                    return Ok(Executed::ProviderUnavailable { reason });
+                }
+                State::FailedPreProvider { reason } if !record.is_revivable() => {
+                    return Ok(Executed::ProviderUnavailable { reason });
+                }
+                State::FailedPreProvider { .. } => self.revive(key, fingerprint, owner).await?,
+                State::InFlight => {
+                    return Err(Error::Corrupt {
+                        what: format!("record {key}"),
+                        detail: "replayed while in flight".into(),
+                    });
+                }
+            },
+            Err(conflict @ Error::Conflict { .. }) => {
+                // This owner's own begin whose answer was lost, and no
+                // call here works on it: take it over.
+                if !working.alone() {
+                    return Err(conflict);
+                }
+                match self.adopt(key, fingerprint, owner).await? {
+                    Some(lease) => lease,
+                    None => return Err(conflict),
+                }
+            }
+            Err(e) => return Err(e),
+        };
+        self.drive(lease, call).await
+    }
+
+    /// Runs `call` under `lease`: answers its dispatch requests, renews the
+    /// lease, and closes with what it returns.
+    async fn drive<F, Fut>(&self, lease: Lease, call: F) -> Result<Executed, Error>
+    where
+        F: FnOnce(Dispatch) -> Fut,
+        Fut: Future<Output = Call>,
+    {
+        let (request, mut requests) = oneshot::channel();
+        let call = call(Dispatch {
+            request: Some(request),
+        });
+        tokio::pin!(call);
+        let every = (self.config.lease_ttl / 3).max(Duration::from_millis(10));
+        let mut renew = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        let mut lease = lease;
+        let mut dispatched = false;
+        let mut requests_open = true;
+        let answer = loop {
+            tokio::select! {
+                answer = &mut call => break answer,
+                asked = &mut requests, if requests_open => {
+                    requests_open = false;
+                    if let Ok(reply) = asked {
+                        let marked = self.mark_dispatched(&lease).await;
+                        dispatched = marked.is_ok();
+                        let _ = reply.send(marked);
+                    }
+                }
+                _ = renew.tick() => {
+                    // A lease lost here (taken over) shows at the close.
+                    if let Ok(renewed) = self.renew(&lease).await {
+                        lease = renewed;
+                    }
+                }
+            }
+        };
+        self.finish(&lease, dispatched, answer).await
+    }
+
+    /// Closes the attempt with the call's answer.
+    async fn finish(
+        &self,
+        lease: &Lease,
+        dispatched: bool,
+        answer: Call,
+    ) -> Result<Executed, Error> {
+        let (close, executed) = match answer {
+            Call::Succeeded(response) => (
+                Close::Succeeded(response.encode()),
+                Executed::Answered {
+                    response,
+                    recorded: true,
+                },
+            ),
+            Call::Rejected(response) => (
+                Close::FailedAtProvider(response.encode()),
+                Executed::Answered {
+                    response,
+                    recorded: true,
+                },
+            ),
+            Call::PreProvider(reason) if !dispatched => (
+                Close::PreProvider(reason.clone()),
+                Executed::FailedPreProvider { reason },
+            ),
+            // Failing "before the provider" after the dispatch mark is not
+            // knowable: the request may have gone.
+            Call::PreProvider(reason) | Call::Ambiguous(reason) => (
+                Close::ProviderUnavailable(reason.clone()),
+                Executed::ProviderUnavailable { reason },
+            ),
+        };
+        if !dispatched && !matches!(close, Close::PreProvider(_)) {
+            // An answer without the dispatch mark (the call never sent it):
+            // the answer is real, so record it, marking it first.
+            let _ = self.mark_dispatched(lease).await;
+        }
+        match self.close(lease, close).await {
+            Ok(_) => Ok(executed),
+            // The answer stands; only its record is lost (the lease was
+            // taken over, or the store failed): the caller still gets it.
+            Err(_) => Ok(match executed {
+                Executed::Answered { response, .. } => Executed::Answered {
+                    response,
+                    recorded: false,
+                },
+                other => other,
+            }),
+        }
+    }
+}
+
+/// A blocking [`Store`] (a `RedbStore`, which fsyncs) as an
+/// [`AsyncStore`]: each call runs on tokio's blocking pool, so it never
+/// holds a runtime worker.
+#[derive(Debug)]
+pub struct Blocking<S: ?Sized>(pub Arc<S>);
+
+impl<S: ?Sized> Clone for Blocking<S> {
+    fn clone(&self) -> Self {
+        Self(self.0.clone())
+    }
+}
+
+fn joined<T>(r: Result<Result<T, Error>, tokio::task::JoinError>) -> Result<T, Error> {
+    r.map_err(|e| Error::Storage(format!("a blocking store call failed: {e}")))?
+}
+
+impl<S: Store + ?Sized + 'static> AsyncStore for Blocking<S> {
+    fn get<'a>(&'a self, key: &'a Key) -> StoreFuture<'a, Read> {
+        let (store, key) = (self.0.clone(), key.clone());
+        Box::pin(async move { joined(tokio::task::spawn_blocking(move || store.read(&key)).await) })
+    }
+
+    fn put<'a>(&'a self, record: &'a Record, expected: Option<u64>) -> StoreFuture<'a, ()> {
+        let (store, record) = (self.0.clone(), record.clone());
+        Box::pin(async move {
+            joined(tokio::task::spawn_blocking(move || store.put(&record, expected)).await)
+        })
+    }
+
+    fn open(&self) -> StoreFuture<'_, (Vec<Record>, Option<chrono::DateTime<chrono::Utc>>)> {
+        let store = self.0.clone();
+        Box::pin(async move { joined(tokio::task::spawn_blocking(move || store.open_at()).await) })
+    }
+
+    fn purge(&self, cutoff: chrono::DateTime<chrono::Utc>) -> StoreFuture<'_, usize> {
+        let store = self.0.clone();
+        Box::pin(
+            async move { joined(tokio::task::spawn_blocking(move || store.purge(cutoff)).await) },
+        )
+    }
+}

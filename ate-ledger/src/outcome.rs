@@ -1,0 +1,211 @@
+//! What [`AsyncLedger::execute`](crate::AsyncLedger::execute) stores and
+//! answers: the provider's response (status, selected headers, body) so a
+//! replay is byte-identical to the first answer, and a stable fingerprint
+//! of a JSON request.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::{Error, Fingerprint, Key};
+
+/// A response to record and replay: status, the headers worth replaying
+/// (say `Content-Type` and a receipt id; not `Date`), body bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    /// The HTTP status.
+    pub status: u16,
+    /// Selected headers, in order.
+    pub headers: Vec<(String, String)>,
+    /// The body, exactly.
+    pub body: Vec<u8>,
+}
+
+/// The stored form: the body as text when it is UTF-8 (readable in the
+/// database), else hex.
+#[derive(Serialize, Deserialize)]
+struct Stored {
+    status: u16,
+    headers: Vec<(String, String)>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    text: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    hex: Option<String>,
+}
+
+impl Response {
+    /// A response with no headers.
+    pub fn new(status: u16, body: Vec<u8>) -> Self {
+        Self {
+            status,
+            headers: Vec::new(),
+            body,
+        }
+    }
+
+    /// With one more header.
+    #[must_use]
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    pub(crate) fn encode(&self) -> String {
+        let (text, hex) = match std::str::from_utf8(&self.body) {
+            Ok(t) => (Some(t.to_owned()), None),
+            Err(_) => (
+                None,
+                Some(self.body.iter().map(|b| format!("{b:02x}")).collect()),
+            ),
+        };
+        let stored = Stored {
+            status: self.status,
+            headers: self.headers.clone(),
+            text,
+            hex,
+        };
+        serde_json::to_string(&stored).unwrap_or_default()
+    }
+
+    pub(crate) fn decode(key: &Key, stored: &str) -> Result<Self, Error> {
+        let corrupt = |detail: String| Error::Corrupt {
+            what: format!("the recorded response of {key}"),
+            detail,
+        };
+        let s: Stored = serde_json::from_str(stored).map_err(|e| corrupt(e.to_string()))?;
+        let body = match (s.text, s.hex) {
+            (Some(t), None) => t.into_bytes(),
+            (None, Some(h)) => (0..h.len())
+                .step_by(2)
+                .map(|i| {
+                    h.get(i..i + 2)
+                        .and_then(|b| u8::from_str_radix(b, 16).ok())
+                        .ok_or_else(|| corrupt(format!("bad hex at {i}")))
+                })
+                .collect::<Result<_, _>>()?,
+            _ => return Err(corrupt("neither text nor hex".into())),
+        };
+        Ok(Self {
+            status: s.status,
+            headers: s.headers,
+            body,
+        })
+    }
+}
+
+/// What the call [`execute`](crate::AsyncLedger::execute) runs returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Call {
+    /// The provider succeeded: recorded, replayed to repeats.
+    Succeeded(Response),
+    /// The provider definitively refused: recorded, replayed.
+    Rejected(Response),
+    /// Failed before anything was sent (a missing credential): a retry
+    /// runs the call again. After a dispatch it counts as ambiguous.
+    PreProvider(String),
+    /// Sent, and no answer (a timeout, a reset): never run again.
+    Ambiguous(String),
+}
+
+/// What [`execute`](crate::AsyncLedger::execute) answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+#[non_exhaustive]
+pub enum Executed {
+    /// The call ran now. `recorded` is false when its answer could not be
+    /// recorded (the store failed at the close, or the lease was taken
+    /// over): the answer is the provider's all the same, and the attempt
+    /// is resolved as provider-unavailable when its lease expires.
+    Answered {
+        /// The provider's answer.
+        response: Response,
+        /// Whether it was recorded for replays.
+        recorded: bool,
+    },
+    /// A repeat: the first call's recorded answer, byte for byte.
+    Replayed(Response),
+    /// The call failed before the provider; a retry runs it again.
+    FailedPreProvider {
+        /// Why.
+        reason: String,
+    },
+    /// A call was sent and got no answer (now or before): it is never run
+    /// again, and its outcome is unknown.
+    ProviderUnavailable {
+        /// Why.
+        reason: String,
+    },
+}
+
+impl Fingerprint {
+    /// A stable fingerprint of a JSON request: SHA-256 of its canonical
+    /// form, `sha256:HEX`. Object key order, whitespace and number
+    /// spelling (`1`, `1.0`, `1e0`) do not change it; any other change of
+    /// a value does.
+    ///
+    /// ```
+    /// use ate_ledger::Fingerprint;
+    /// use serde_json::json;
+    ///
+    /// let a = Fingerprint::of_json(&json!({"amount": 1, "to": "x"}));
+    /// let b = Fingerprint::of_json(&serde_json::from_str(r#"{ "to":"x", "amount":1.0 }"#).unwrap());
+    /// assert_eq!(a, b);
+    /// assert_ne!(a, Fingerprint::of_json(&json!({"amount": 2, "to": "x"})));
+    /// ```
+    pub fn of_json(value: &serde_json::Value) -> Self {
+        let mut canonical = String::new();
+        write_canonical(value, &mut canonical);
+        let digest = Sha256::digest(canonical.as_bytes());
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        Self(format!("sha256:{hex}"))
+    }
+}
+
+/// `value` with sorted keys and one spelling per number: an integral
+/// number within ±2^53 as an integer, any other as Rust's shortest `f64`.
+fn write_canonical(value: &serde_json::Value, out: &mut String) {
+    use serde_json::Value;
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => {
+            const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53
+            if let Some(i) = n.as_i64() {
+                out.push_str(&i.to_string());
+            } else if let Some(u) = n.as_u64() {
+                out.push_str(&u.to_string());
+            } else if let Some(f) = n.as_f64() {
+                if f.fract() == 0.0 && f.abs() < EXACT {
+                    out.push_str(&format!("{}", f as i64));
+                } else {
+                    out.push_str(&format!("{f:e}"));
+                }
+            }
+        }
+        Value::String(s) => out.push_str(&serde_json::Value::String(s.clone()).to_string()),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(v, out);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&serde_json::Value::String((*k).clone()).to_string());
+                out.push(':');
+                write_canonical(&map[*k], out);
+            }
+            out.push('}');
+        }
+    }
+}

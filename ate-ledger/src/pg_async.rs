@@ -1,0 +1,214 @@
+//! The store on PostgreSQL for async services (feature `postgres-async`):
+//! `tokio-postgres` connections from a `deadpool-postgres` pool, the same
+//! schema and statements as `PgStore` (feature `postgres`).
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+
+use crate::pg_sql::{
+    INSERT, OPEN_AT, PURGE, PURGE_BATCH, READ_AT, SCHEMA_CHECK, SCHEMA_VERSION, SETUP, SETUP_LOCK,
+    UPDATE, VERSION_OF, open_rows, read_row, to_i64,
+};
+use crate::store::{AsyncStore, Read, StoreFuture};
+use crate::{Error, Key, Record};
+
+fn storage(e: impl std::error::Error) -> Error {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    Error::Storage(format!("postgres: {text}"))
+}
+
+/// A durable store on PostgreSQL for a ledger several replicas share, on
+/// a `deadpool-postgres` pool: every call awaits a pooled `tokio-postgres`
+/// connection, so no runtime worker ever blocks, and the crate runs no
+/// thread or pool of its own. Hand in the service's own pool (any TLS
+/// connector it was built with), or let [`connect`](Self::connect) build
+/// one without TLS.
+///
+/// ```no_run
+/// use ate_ledger::{AsyncLedger, AsyncPgStore};
+///
+/// # async fn run() -> Result<(), ate_ledger::Error> {
+/// let store = AsyncPgStore::connect("postgres://app@db/app", 16).await?;
+/// let ledger = AsyncLedger::new(store);
+/// # let _ = ledger; Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct AsyncPgStore {
+    pool: Pool,
+}
+
+impl std::fmt::Debug for AsyncPgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let status = self.pool.status();
+        f.debug_struct("AsyncPgStore")
+            .field("max_size", &status.max_size)
+            .field("size", &status.size)
+            .finish()
+    }
+}
+
+impl AsyncPgStore {
+    /// A store on `pool`, after creating the schema if it is missing (the
+    /// same as `PgStore`'s, so both fronts share one database).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] if no connection can be had or the schema cannot
+    /// be set up; [`Error::UnknownSchema`] for a database of a newer
+    /// version.
+    pub async fn new(pool: Pool) -> Result<Self, Error> {
+        let mut client = pool.get().await.map_err(storage)?;
+        let tx = client.transaction().await.map_err(storage)?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK])
+            .await
+            .map_err(storage)?;
+        tx.batch_execute(SETUP).await.map_err(storage)?;
+        let supported = SCHEMA_VERSION as i64;
+        tx.execute(
+            "INSERT INTO ate_ledger_meta (name, value) VALUES ('schema_version', $1)
+             ON CONFLICT (name) DO NOTHING",
+            &[&supported],
+        )
+        .await
+        .map_err(storage)?;
+        let found: i64 = tx
+            .query_one(SCHEMA_CHECK, &[])
+            .await
+            .map_err(storage)?
+            .get(0);
+        if found != supported {
+            return Err(Error::UnknownSchema {
+                found: found as u64,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        tx.commit().await.map_err(storage)?;
+        drop(client);
+        Ok(Self { pool })
+    }
+
+    /// A store on a new pool of at most `max_connections` connections to
+    /// `params` (a URL or `key=value` string), without TLS. For TLS build
+    /// the pool with your connector and use [`new`](Self::new).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Storage`] naming what is wrong with `params`, or as for
+    /// [`new`](Self::new).
+    pub async fn connect(params: &str, max_connections: usize) -> Result<Self, Error> {
+        let config: tokio_postgres::Config = params
+            .parse()
+            .map_err(|e| Error::Storage(format!("invalid postgres connection string: {e}")))?;
+        let manager = Manager::from_config(
+            config,
+            tokio_postgres::NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(max_connections.max(1))
+            .build()
+            .map_err(storage)?;
+        Self::new(pool).await
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+}
+
+impl AsyncStore for AsyncPgStore {
+    fn get<'a>(&'a self, key: &'a Key) -> StoreFuture<'a, Read> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(storage)?;
+            let row = client
+                .query_one(READ_AT, &[&key.scope, &key.id])
+                .await
+                .map_err(storage)?;
+            read_row(key, &row)
+        })
+    }
+
+    fn put<'a>(&'a self, record: &'a Record, expected: Option<u64>) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let key = &record.key;
+            let text = serde_json::to_string(record).map_err(|e| Error::Storage(e.to_string()))?;
+            let version = to_i64(key, record.version)?;
+            let open = !record.state.is_closed();
+            let ended_at = record.ended_at;
+            let client = self.pool.get().await.map_err(storage)?;
+            let written = match expected.map(|v| to_i64(key, v)).transpose()? {
+                None => {
+                    client
+                        .execute(
+                            INSERT,
+                            &[&key.scope, &key.id, &version, &open, &ended_at, &text],
+                        )
+                        .await
+                }
+                Some(expected) => {
+                    client
+                        .execute(
+                            UPDATE,
+                            &[
+                                &key.scope, &key.id, &version, &open, &ended_at, &text, &expected,
+                            ],
+                        )
+                        .await
+                }
+            }
+            .map_err(storage)?;
+            if written == 1 {
+                return Ok(());
+            }
+            let found: Option<i64> = client
+                .query_opt(VERSION_OF, &[&key.scope, &key.id])
+                .await
+                .map_err(storage)?
+                .map(|r| r.get(0));
+            Err(Error::VersionConflict {
+                key: key.to_string(),
+                expected,
+                found: found.map(|v| v as u64),
+            })
+        })
+    }
+
+    fn open(&self) -> StoreFuture<'_, (Vec<Record>, Option<DateTime<Utc>>)> {
+        Box::pin(async move {
+            let client = self.pool.get().await.map_err(storage)?;
+            open_rows(&client.query(OPEN_AT, &[]).await.map_err(storage)?)
+        })
+    }
+
+    fn purge(&self, cutoff: DateTime<Utc>) -> StoreFuture<'_, usize> {
+        Box::pin(async move {
+            let first = chrono::NaiveDate::from_ymd_opt(-4713, 11, 24)
+                .and_then(|d| d.and_hms_opt(0, 0, 0))
+                .map(|t| t.and_utc());
+            if first.is_some_and(|first| cutoff < first) {
+                return Ok(0);
+            }
+            let mut purged = 0;
+            loop {
+                let client = self.pool.get().await.map_err(storage)?;
+                let n = client
+                    .execute(PURGE, &[&cutoff, &PURGE_BATCH])
+                    .await
+                    .map_err(storage)?;
+                purged += n as usize;
+                if n < PURGE_BATCH as u64 {
+                    return Ok(purged);
+                }
+            }
+        })
+    }
+}

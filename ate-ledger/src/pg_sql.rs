@@ -1,0 +1,119 @@
+//! The SQL both PostgreSQL stores run (`PgStore`, feature `postgres`;
+//! `AsyncPgStore`, feature `postgres-async`): one schema, one set of
+//! statements, so both fronts share a database.
+
+use chrono::{DateTime, Utc};
+use tokio_postgres::Row;
+
+use crate::store::{Read, decode_stored};
+use crate::{Error, Key, Record};
+
+/// The schema version this crate writes and reads.
+pub(crate) const SCHEMA_VERSION: u64 = 1;
+
+/// Rows a purge statement deletes at most.
+pub(crate) const PURGE_BATCH: i64 = 1_000;
+
+/// Serializes the schema setup of replicas starting at once (`CREATE TABLE
+/// IF NOT EXISTS` is not safe against itself); an arbitrary constant.
+pub(crate) const SETUP_LOCK: i64 = 0x6174_655f_6c65_6467; // "ate_ledg"
+
+pub(crate) const SETUP: &str = "
+CREATE TABLE IF NOT EXISTS ate_ledger_meta (
+    name  TEXT PRIMARY KEY,
+    value BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS ate_ledger_records (
+    scope    TEXT NOT NULL,
+    id       TEXT NOT NULL,
+    version  BIGINT NOT NULL,
+    open     BOOLEAN NOT NULL,
+    ended_at TIMESTAMPTZ,
+    record   TEXT NOT NULL,
+    PRIMARY KEY (scope, id)
+);
+CREATE INDEX IF NOT EXISTS ate_ledger_records_open
+    ON ate_ledger_records (scope, id) WHERE open;
+CREATE INDEX IF NOT EXISTS ate_ledger_records_ended
+    ON ate_ledger_records (ended_at) WHERE NOT open;
+";
+
+pub(crate) const SCHEMA_CHECK: &str =
+    "SELECT value FROM ate_ledger_meta WHERE name = 'schema_version'";
+
+pub(crate) const INSERT: &str =
+    "INSERT INTO ate_ledger_records (scope, id, version, open, ended_at, record)
+     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (scope, id) DO NOTHING";
+
+pub(crate) const UPDATE: &str = "UPDATE ate_ledger_records
+     SET version = $3, open = $4, ended_at = $5, record = $6
+     WHERE scope = $1 AND id = $2 AND version = $7";
+
+pub(crate) const VERSION_OF: &str =
+    "SELECT version FROM ate_ledger_records WHERE scope = $1 AND id = $2";
+
+pub(crate) const PURGE: &str = "DELETE FROM ate_ledger_records
+     WHERE NOT open AND ended_at < $1 AND (scope, id) IN (
+         SELECT scope, id FROM ate_ledger_records
+         WHERE NOT open AND ended_at < $1 LIMIT $2)";
+
+pub(crate) fn to_i64(key: &Key, version: u64) -> Result<i64, Error> {
+    i64::try_from(version)
+        .map_err(|_| Error::Storage(format!("{key}: version {version} does not fit a BIGINT")))
+}
+
+/// The record in a row, which must agree with the row's `version` and
+/// `open` columns (the queries select on those).
+pub(crate) fn decode(key: &Key, version: i64, open: bool, text: &str) -> Result<Record, Error> {
+    let record = decode_stored(key, text.as_bytes())?;
+    if i64::try_from(record.version) != Ok(version) || record.state.is_closed() == open {
+        return Err(Error::Corrupt {
+            what: format!("record {key}"),
+            detail: "its version or open columns disagree with the record".into(),
+        });
+    }
+    Ok(record)
+}
+
+/// The record of a key and the server's time, in one statement (one row,
+/// the record's columns NULL when there is none).
+pub(crate) const READ_AT: &str = "SELECT now(), r.version, r.open, r.record
+     FROM (SELECT 1) AS one
+     LEFT JOIN ate_ledger_records r ON r.scope = $1 AND r.id = $2";
+
+/// Every open record and the server's time, in one statement (one row of
+/// NULLs beside the time when none is open).
+pub(crate) const OPEN_AT: &str = "SELECT now(), r.scope, r.id, r.version, r.open, r.record
+     FROM (SELECT 1) AS one
+     LEFT JOIN ate_ledger_records r ON r.open
+     ORDER BY r.scope, r.id";
+
+/// A [`READ_AT`] row as a [`Read`].
+pub(crate) fn read_row(key: &Key, row: &Row) -> Result<Read, Error> {
+    let now: DateTime<Utc> = row.get(0);
+    let version: Option<i64> = row.get(1);
+    let record = match version {
+        None => None,
+        Some(v) => Some(decode(key, v, row.get(2), row.get(3))?),
+    };
+    Ok(Read {
+        record,
+        now: Some(now),
+    })
+}
+
+/// [`OPEN_AT`] rows as the open records and the server's time.
+pub(crate) fn open_rows(rows: &[Row]) -> Result<(Vec<Record>, Option<DateTime<Utc>>), Error> {
+    let now = rows.first().map(|r| r.get::<_, DateTime<Utc>>(0));
+    let mut records = Vec::new();
+    for r in rows {
+        let (Some(scope), Some(id)) =
+            (r.get::<_, Option<String>>(1), r.get::<_, Option<String>>(2))
+        else {
+            continue;
+        };
+        let key = Key::new(scope, id);
+        records.push(decode(&key, r.get(3), r.get(4), r.get(5))?);
+    }
+    Ok((records, now))
+}

@@ -1,0 +1,408 @@
+//! The async front (feature `tokio`): the same model as the sync front,
+//! `execute`'s protocol, and (with `postgres-async`) PostgreSQL through a
+//! deadpool pool: the model, two pools racing as two replicas, and no
+//! runtime worker ever blocked.
+#![cfg(feature = "tokio")]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use ate_ledger::testing::{Driver, Model, is_final, key, ops};
+use ate_ledger::{
+    AsyncLedger, AsyncStore, Blocking, Call, Config, Error, Executed, Fingerprint, Key,
+    ManualClock, MemoryStore, RedbStore, Response,
+};
+use proptest::prelude::*;
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+async fn check<S: AsyncStore>(
+    store: S,
+    seq: &[ate_ledger::testing::Op],
+) -> Result<(), TestCaseError> {
+    let clock = ManualClock::default();
+    let ledger = AsyncLedger::with_clock(store, Config::default(), clock.clone()).unwrap();
+    let mut driver = Driver::new(clock);
+    let mut model = Model::new(Config::default());
+    let mut was_final = [false; 3];
+    for op in seq {
+        let got = driver.apply_async(&ledger, op).await;
+        let want = model.apply(op);
+        prop_assert_eq!(got, want, "{:?}", op);
+        for k in 0..3u8 {
+            let record = ledger.get(&key(k)).await.unwrap();
+            prop_assert_eq!(record.as_ref().map(|r| r.state.name()), model.state(k));
+            if let Some(r) = record {
+                prop_assert_eq!(r.tries.len() as u32, model.tries(k));
+                prop_assert!(r.check_invariants().is_ok());
+                if was_final[k as usize] {
+                    prop_assert!(is_final(&r.state), "a final state changed");
+                }
+                was_final[k as usize] = is_final(&r.state);
+            }
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn the_async_front_on_memory_matches_the_model(seq in ops(50)) {
+        runtime().block_on(check(MemoryStore::new(), &seq))?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(12))]
+
+    #[test]
+    fn the_async_front_on_blocking_redb_matches_the_model(seq in ops(30)) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Blocking(Arc::new(RedbStore::open(dir.path().join("l.redb")).unwrap()));
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap()
+            .block_on(check(store, &seq))?;
+    }
+}
+
+fn fp(body: &serde_json::Value) -> Fingerprint {
+    Fingerprint::of_json(body)
+}
+
+#[tokio::test]
+async fn execute_runs_once_and_replays_byte_identical_answers() {
+    let ledger = AsyncLedger::new(MemoryStore::new());
+    let key = Key::new("alice", "k1");
+    let body = serde_json::json!({"amount": 5});
+    let calls = AtomicUsize::new(0);
+    let print = fp(&body);
+    let run = || {
+        let calls = &calls;
+        ledger.execute(&key, &print, "pod-a", move |mut d| async move {
+            d.send().await.unwrap();
+            calls.fetch_add(1, Ordering::SeqCst);
+            Call::Succeeded(
+                Response::new(201, vec![0xff, b'{', 0x00])
+                    .header("content-type", "application/octet-stream"),
+            )
+        })
+    };
+    let first = run().await.unwrap();
+    let Executed::Answered {
+        response,
+        recorded: true,
+    } = first
+    else {
+        panic!("{first:?}")
+    };
+    let again = run().await.unwrap();
+    assert_eq!(
+        again,
+        Executed::Replayed(response),
+        "byte for byte, headers too"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    // The same key with another body is refused.
+    let other = ledger
+        .execute(
+            &key,
+            &fp(&serde_json::json!({"amount": 6})),
+            "pod-a",
+            |_| async { Call::Ambiguous("never called".into()) },
+        )
+        .await;
+    assert!(
+        matches!(other, Err(Error::FingerprintMismatch { .. })),
+        "{other:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_pre_provider_failure_runs_again_and_an_ambiguous_one_never_does() {
+    let ledger = AsyncLedger::new(MemoryStore::new());
+    let body = serde_json::json!({"x": 1});
+    let (pre, amb) = (Key::new("c", "pre"), Key::new("c", "amb"));
+    let failed = ledger
+        .execute(&pre, &fp(&body), "w", |_| async {
+            Call::PreProvider("no credential".into())
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        failed,
+        Executed::FailedPreProvider {
+            reason: "no credential".into()
+        }
+    );
+    let revived = ledger
+        .execute(&pre, &fp(&body), "w", |mut d| async move {
+            d.send().await.unwrap();
+            Call::Succeeded(Response::new(200, b"ok".to_vec()))
+        })
+        .await
+        .unwrap();
+    assert!(
+        matches!(revived, Executed::Answered { recorded: true, .. }),
+        "{revived:?}"
+    );
+    assert_eq!(ledger.get(&pre).await.unwrap().unwrap().tries.len(), 2);
+    // Sent, then no answer: never again, whatever the repeat's call would do.
+    let lost = ledger
+        .execute(&amb, &fp(&body), "w", |mut d| async move {
+            d.send().await.unwrap();
+            Call::Ambiguous("timeout".into())
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        lost,
+        Executed::ProviderUnavailable {
+            reason: "timeout".into()
+        }
+    );
+    let again = ledger
+        .execute(&amb, &fp(&body), "w", |_| async {
+            panic!("re-executed an ambiguous call")
+        })
+        .await
+        .unwrap();
+    assert!(matches!(again, Executed::ProviderUnavailable { .. }));
+    // A "pre-provider" failure after the dispatch mark is ambiguous too.
+    let late = Key::new("c", "late");
+    let r = ledger
+        .execute(&late, &fp(&body), "w", |mut d| async move {
+            d.send().await.unwrap();
+            Call::PreProvider("said too late".into())
+        })
+        .await
+        .unwrap();
+    assert!(matches!(r, Executed::ProviderUnavailable { .. }), "{r:?}");
+}
+
+#[tokio::test]
+async fn a_second_call_on_a_key_in_flight_is_a_conflict_with_retry_after() {
+    let ledger = Arc::new(AsyncLedger::new(MemoryStore::new()));
+    let key = Key::new("c", "busy");
+    let body = serde_json::json!({});
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel();
+    let (release_tx, release_rx) = tokio::sync::oneshot::channel::<()>();
+    let first = tokio::spawn({
+        let (ledger, key, body) = (ledger.clone(), key.clone(), body.clone());
+        async move {
+            ledger
+                .execute(&key, &fp(&body), "w", |mut d| async move {
+                    d.send().await.unwrap();
+                    started_tx.send(()).unwrap();
+                    release_rx.await.unwrap();
+                    Call::Succeeded(Response::new(200, b"first".to_vec()))
+                })
+                .await
+        }
+    });
+    started_rx.await.unwrap();
+    let second = ledger
+        .execute(&key, &fp(&body), "w", |_| async { panic!("ran twice") })
+        .await;
+    match second {
+        Err(e @ Error::Conflict { .. }) => assert!(e.retry_after_secs().unwrap() >= 1),
+        other => panic!("{other:?}"),
+    }
+    release_tx.send(()).unwrap();
+    assert!(matches!(
+        first.await.unwrap().unwrap(),
+        Executed::Answered { .. }
+    ));
+}
+
+#[tokio::test]
+async fn a_begin_whose_answer_was_lost_is_taken_over_by_its_owner() {
+    let ledger = AsyncLedger::new(MemoryStore::new());
+    let key = Key::new("c", "lost");
+    let body = serde_json::json!({});
+    // The begin landed; its answer never came back.
+    let _lost = ledger.begin(&key, &fp(&body), "pod-a").await.unwrap();
+    let r = ledger
+        .execute(&key, &fp(&body), "pod-a", |mut d| async move {
+            d.send().await.unwrap();
+            Call::Succeeded(Response::new(200, b"ok".to_vec()))
+        })
+        .await
+        .unwrap();
+    assert!(
+        matches!(r, Executed::Answered { recorded: true, .. }),
+        "{r:?}"
+    );
+    // Another owner's in-flight attempt is never taken over.
+    let theirs = Key::new("c", "theirs");
+    let _ = ledger.begin(&theirs, &fp(&body), "pod-b").await.unwrap();
+    let r = ledger
+        .execute(&theirs, &fp(&body), "pod-a", |_| async {
+            panic!("took over")
+        })
+        .await;
+    assert!(matches!(r, Err(Error::Conflict { .. })), "{r:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_long_call_keeps_its_lease_renewed() {
+    // Time is tokio's (paused), so a 2-minute call takes no real time.
+    #[derive(Debug)]
+    struct TokioTime(chrono::DateTime<chrono::Utc>, tokio::time::Instant);
+    impl ate_ledger::Clock for TokioTime {
+        fn now(&self) -> chrono::DateTime<chrono::Utc> {
+            self.0 + chrono::TimeDelta::from_std(self.1.elapsed()).unwrap()
+        }
+    }
+    let clock = TokioTime(chrono::Utc::now(), tokio::time::Instant::now());
+    let ledger =
+        Arc::new(AsyncLedger::with_clock(MemoryStore::new(), Config::default(), clock).unwrap());
+    let key = Key::new("c", "long");
+    let body = serde_json::json!({});
+    let other = ledger.clone();
+    let k2 = key.clone();
+    let r = ledger
+        .execute(&key, &fp(&body), "w", |mut d| async move {
+            d.send().await.unwrap();
+            tokio::time::sleep(Duration::from_secs(120)).await;
+            // Four lease lengths in: still ours, so nobody took it over.
+            let held = other.get(&k2).await.unwrap().unwrap();
+            assert_eq!(held.state.name(), "in_flight");
+            assert!(other.recover().await.unwrap().is_empty());
+            Call::Succeeded(Response::new(200, b"late".to_vec()))
+        })
+        .await
+        .unwrap();
+    assert!(
+        matches!(r, Executed::Answered { recorded: true, .. }),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn a_fingerprint_ignores_key_order_and_number_spelling() {
+    let a: serde_json::Value =
+        serde_json::from_str(r#"{"b":[1,2.5],"a":{"y":1e3,"x":null}}"#).unwrap();
+    let b: serde_json::Value =
+        serde_json::from_str(r#"{ "a" : {"x":null,"y":1000.0}, "b":[1.0,2.5] }"#).unwrap();
+    assert_eq!(Fingerprint::of_json(&a), Fingerprint::of_json(&b));
+    let c: serde_json::Value =
+        serde_json::from_str(r#"{"b":[1,2.5],"a":{"y":1001,"x":null}}"#).unwrap();
+    assert_ne!(Fingerprint::of_json(&a), Fingerprint::of_json(&c));
+    assert!(Fingerprint::of_json(&a).0.starts_with("sha256:"));
+}
+
+#[cfg(feature = "postgres-async")]
+mod postgres {
+    use super::*;
+    use ate_ledger::AsyncPgStore;
+    use ate_ledger::testing::TestDatabase;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(16))]
+
+        #[test]
+        fn the_async_front_on_postgres_matches_the_model(seq in ops(30)) {
+            let db = TestDatabase::new();
+            runtime().block_on(async {
+                let store = AsyncPgStore::connect(db.url(), 2).await.unwrap();
+                check(store, &seq).await
+            })?;
+        }
+    }
+
+    #[test]
+    fn two_pools_racing_as_two_replicas_run_the_call_once() {
+        let db = TestDatabase::new();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let a = Arc::new(AsyncLedger::new(
+                AsyncPgStore::connect(db.url(), 4).await.unwrap(),
+            ));
+            let b = Arc::new(AsyncLedger::new(
+                AsyncPgStore::connect(db.url(), 4).await.unwrap(),
+            ));
+            for round in 0..10 {
+                let calls = Arc::new(AtomicUsize::new(0));
+                let key = Key::new("race", format!("k{round}"));
+                let body = serde_json::json!({"round": round});
+                let mut tasks = Vec::new();
+                for i in 0..8 {
+                    let ledger = if i % 2 == 0 { a.clone() } else { b.clone() };
+                    let (calls, key, body) = (calls.clone(), key.clone(), body.clone());
+                    tasks.push(tokio::spawn(async move {
+                        let owner = format!("replica-{}", i % 2);
+                        ledger
+                            .execute(&key, &fp(&body), &owner, move |mut d| async move {
+                                if d.send().await.is_err() {
+                                    return Call::PreProvider("lost the dispatch".into());
+                                }
+                                calls.fetch_add(1, Ordering::SeqCst);
+                                Call::Succeeded(Response::new(200, b"once".to_vec()))
+                            })
+                            .await
+                    }));
+                }
+                let mut answered = 0;
+                for t in tasks {
+                    match t.await.unwrap() {
+                        Ok(Executed::Answered { .. } | Executed::Replayed(_)) => answered += 1,
+                        Err(Error::Conflict { .. }) => {}
+                        other => panic!("round {round}: {other:?}"),
+                    }
+                }
+                assert_eq!(
+                    calls.load(Ordering::SeqCst),
+                    1,
+                    "round {round}: exactly one call"
+                );
+                assert!(answered >= 1);
+            }
+        });
+    }
+
+    #[test]
+    fn a_store_call_waiting_on_the_database_never_blocks_the_runtime() {
+        // One thread runs everything: a call waiting on a row lock must
+        // yield it, or the task that releases the lock never runs and this
+        // test hangs (bounded by the timeout below).
+        let db = TestDatabase::new();
+        let url = db.url().to_owned();
+        runtime().block_on(async move {
+            let ledger = AsyncLedger::new(AsyncPgStore::connect(&url, 2).await.unwrap());
+            let key = Key::new("lock", "k");
+            let body = serde_json::json!({});
+            let ate_ledger::Begin::Started(lease) =
+                ledger.begin(&key, &fp(&body), "w").await.unwrap()
+            else {
+                panic!()
+            };
+            let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            tokio::spawn(conn);
+            client
+                .batch_execute("BEGIN; SELECT 1 FROM ate_ledger_records FOR UPDATE")
+                .await
+                .unwrap();
+            let release = tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                client.batch_execute("COMMIT").await.unwrap();
+            });
+            let marked =
+                tokio::time::timeout(Duration::from_secs(20), ledger.mark_dispatched(&lease)).await;
+            assert!(matches!(marked, Ok(Ok(()))), "{marked:?}");
+            release.await.unwrap();
+        });
+    }
+}
