@@ -324,7 +324,11 @@ impl<S: AsyncStore, C: Clock> AsyncLedger<S, C> {
         Fut: Future<Output = Call>,
     {
         let working = Working::on(&self.working, key);
-        let lease = match self.begin(key, fingerprint, owner).await {
+        // A store that fails (down, failing over) is asked again for up to
+        // a second: a begin that landed and lost only its answer is then
+        // found in flight under this owner's lease, and taken over below.
+        let begun = retry(STORE_RETRY, || self.begin(key, fingerprint, owner)).await;
+        let lease = match begun {
             Ok(Begin::Started(lease)) => lease,
             Ok(Begin::Replay(record)) => match record.state {
                 State::Succeeded { outcome } | State::FailedAtProvider { outcome } => {
@@ -350,7 +354,7 @@ impl<S: AsyncStore, C: Clock> AsyncLedger<S, C> {
                 if !working.alone() {
                     return Err(conflict);
                 }
-                match self.adopt(key, fingerprint, owner).await? {
+                match retry(STORE_RETRY, || self.adopt(key, fingerprint, owner)).await? {
                     Some(lease) => lease,
                     None => return Err(conflict),
                 }
@@ -383,7 +387,9 @@ impl<S: AsyncStore, C: Clock> AsyncLedger<S, C> {
                 asked = &mut requests, if requests_open => {
                     requests_open = false;
                     if let Ok(reply) = asked {
-                        let marked = self.mark_dispatched(&lease).await;
+                        // Marking again is a no-op if a write landed and
+                        // only its answer was lost: an Ok is durable.
+                        let marked = retry(STORE_RETRY, || self.mark_dispatched(&lease)).await;
                         dispatched = marked.is_ok();
                         let _ = reply.send(marked);
                     }
@@ -437,7 +443,11 @@ impl<S: AsyncStore, C: Clock> AsyncLedger<S, C> {
             // the answer is real, so record it, marking it first.
             let _ = self.mark_dispatched(lease).await;
         }
-        match self.close(lease, close).await {
+        // The outcome is known by now: a failing store is asked for as long
+        // as a lease lasts rather than leaving the attempt open (and, once
+        // dispatched, resolved as provider_unavailable when it expires).
+        let budget = self.config.lease_ttl;
+        match retry(budget, || self.close(lease, close.clone())).await {
             Ok(_) => Ok(executed),
             // The answer stands; only its record is lost (the lease was
             // taken over, or the store failed): the caller still gets it.
@@ -448,6 +458,31 @@ impl<S: AsyncStore, C: Clock> AsyncLedger<S, C> {
                 },
                 other => other,
             }),
+        }
+    }
+}
+
+/// How long a begin, revive, adoption or dispatch mark is retried while
+/// the store fails.
+const STORE_RETRY: Duration = Duration::from_secs(1);
+
+/// `op` again, backing off from 50 ms to a second, while it fails with a
+/// storage error or contention, until `budget` has passed: the last answer.
+async fn retry<T, Fut>(budget: Duration, mut op: impl FnMut() -> Fut) -> Result<T, Error>
+where
+    Fut: Future<Output = Result<T, Error>>,
+{
+    let give_up = tokio::time::Instant::now() + budget;
+    let mut pause = Duration::from_millis(50);
+    loop {
+        match op().await {
+            Err(Error::Storage(_) | Error::Contended { .. })
+                if tokio::time::Instant::now() + pause < give_up =>
+            {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
+            }
+            answer => return answer,
         }
     }
 }

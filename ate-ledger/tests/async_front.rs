@@ -406,3 +406,72 @@ mod postgres {
         });
     }
 }
+
+/// A store whose next `fail` writes fail as a store that is away would.
+#[derive(Debug, Default)]
+struct Flaky {
+    inner: MemoryStore,
+    fail: AtomicUsize,
+}
+
+impl AsyncStore for Flaky {
+    fn get<'a>(&'a self, key: &'a Key) -> ate_ledger::StoreFuture<'a, ate_ledger::Read> {
+        AsyncStore::get(&self.inner, key)
+    }
+    fn put<'a>(
+        &'a self,
+        record: &'a ate_ledger::Record,
+        expected: Option<u64>,
+    ) -> ate_ledger::StoreFuture<'a, ()> {
+        let failing = self
+            .fail
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if failing {
+            return Box::pin(async { Err(Error::Storage("connection reset".into())) });
+        }
+        AsyncStore::put(&self.inner, record, expected)
+    }
+    fn open(
+        &self,
+    ) -> ate_ledger::StoreFuture<
+        '_,
+        (
+            Vec<ate_ledger::Record>,
+            Option<chrono::DateTime<chrono::Utc>>,
+        ),
+    > {
+        AsyncStore::open(&self.inner)
+    }
+    fn purge(&self, cutoff: chrono::DateTime<chrono::Utc>) -> ate_ledger::StoreFuture<'_, usize> {
+        AsyncStore::purge(&self.inner, cutoff)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_store_that_fails_for_a_moment_is_asked_again_not_answered_for() {
+    let ledger = AsyncLedger::new(Flaky::default());
+    let key = Key::new("c", "flaky");
+    let body = serde_json::json!({});
+    // Two failed writes at each step: the begin, the dispatch mark, the close.
+    let fail = |n| ledger.store().fail.store(n, Ordering::SeqCst);
+    fail(2);
+    let fail = &fail;
+    let r = ledger
+        .execute(&key, &fp(&body), "w", move |mut d| async move {
+            fail(2);
+            d.send().await.unwrap();
+            fail(2);
+            Call::Succeeded(Response::new(200, b"ok".to_vec()))
+        })
+        .await
+        .unwrap();
+    assert!(
+        matches!(r, Executed::Answered { recorded: true, .. }),
+        "{r:?}"
+    );
+    assert_eq!(
+        ledger.get(&key).await.unwrap().unwrap().state.name(),
+        "succeeded"
+    );
+}
