@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 use std::cell::OnceCell;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -70,6 +70,9 @@ fn kept_by_control_plane(target: &ObjectId, key: Option<&str>) -> bool {
     })
 }
 
+/// How a warning about an optional reference ends.
+const OPTIONAL_NOTE: &str = " (optional reference: not a failure)";
+
 /// What to check.
 #[derive(Debug, Clone, Default)]
 pub struct CheckInput {
@@ -117,25 +120,58 @@ impl Report {
     }
 
     /// Human-readable text of a transition check: one finding per line,
-    /// then a summary.
+    /// then a summary. Warnings about optional references that resolve in
+    /// neither state (a clean install checked against itself can have
+    /// hundreds) are counted on one line, by code; [`to_text_all`](Self::to_text_all)
+    /// lists them.
     pub fn to_text(&self) -> String {
-        self.text_with(&format!(
+        self.text_with(&self.checked(), false)
+    }
+
+    /// [`to_text`](Self::to_text) with every warning on a line of its own
+    /// (the CLI's `--list-warnings`).
+    pub fn to_text_all(&self) -> String {
+        self.text_with(&self.checked(), true)
+    }
+
+    fn checked(&self) -> String {
+        format!(
             "{} workload(s), {} reference(s) checked",
             self.workloads_checked, self.references_checked
-        ))
+        )
     }
 
     /// Human-readable text of a drift check, whose `references_checked`
     /// counts the keys compared.
     pub fn to_drift_text(&self) -> String {
-        self.text_with(&format!("{} key(s) compared", self.references_checked))
+        self.text_with(
+            &format!("{} key(s) compared", self.references_checked),
+            true,
+        )
     }
 
-    fn text_with(&self, checked: &str) -> String {
+    fn text_with(&self, checked: &str, every_warning: bool) -> String {
         let mut out = String::new();
+        let mut optional: BTreeMap<&str, usize> = BTreeMap::new();
         for f in self.failures.iter().chain(&self.warnings) {
+            if !every_warning
+                && f.severity == Severity::Warning
+                && f.message.ends_with(OPTIONAL_NOTE)
+            {
+                *optional.entry(f.code.as_str()).or_default() += 1;
+                continue;
+            }
             out.push_str(&f.to_string());
             out.push('\n');
+        }
+        if !optional.is_empty() {
+            let total: usize = optional.values().sum();
+            let by_code: Vec<String> = optional.iter().map(|(c, n)| format!("{c}: {n}")).collect();
+            out.push_str(&format!(
+                "WARN {total} optional reference(s) would not resolve ({}); not failures \
+                 (--list-warnings lists them)\n",
+                by_code.join(", ")
+            ));
         }
         out.push_str(&format!(
             "{}: {} failure(s), {} warning(s); {checked}\n",
@@ -782,7 +818,7 @@ fn too_late(
     mut message: String,
 ) -> Finding {
     if r.optional {
-        message.push_str(" (optional reference: not a failure)");
+        message.push_str(OPTIONAL_NOTE);
     }
     Finding {
         severity: if r.optional {
@@ -854,7 +890,7 @@ fn check_reference(
             );
         }
         if r.optional {
-            message.push_str(" (optional reference: not a failure)");
+            message.push_str(OPTIONAL_NOTE);
         }
         if let Some(why) = &w.dormant {
             message.push_str(&format!(

@@ -76,6 +76,10 @@ enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value = "text")]
         format: Format,
+        /// List every warning about an optional reference that would not
+        /// resolve (text output counts them on one line by default).
+        #[arg(long = "list-warnings")]
+        list_warnings: bool,
     },
     /// Print the names-only inventory (kind, namespace, name, key names, a Secret's type).
     Inventory {
@@ -231,6 +235,7 @@ fn run(cli: Cli) -> Result<ExitCode, InputError> {
             namespace,
             allow_kind,
             format,
+            list_warnings,
         } => {
             let chosen = namespace.is_some();
             let options = LoadOptions {
@@ -271,7 +276,12 @@ fn run(cli: Cli) -> Result<ExitCode, InputError> {
                     .map(|r| parse_retired_key(r))
                     .collect::<Result<_, _>>()?,
             };
-            Ok(emit(&check(&input)?, format, Report::to_text))
+            let text = if list_warnings {
+                Report::to_text_all
+            } else {
+                Report::to_text
+            };
+            Ok(emit(&check(&input)?, format, text))
         }
         Command::Inventory {
             paths,

@@ -1002,3 +1002,25 @@ fn real_kube_prometheus_passes_itself_and_fails_when_alertmanagers_config_goes()
         "{out}"
     );
 }
+
+#[test]
+fn optional_reference_warnings_are_counted_on_one_line_unless_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    let web = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  template:\n    \
+        spec:\n      containers:\n        - name: web\n          image: img\n          env:\n            \
+        - name: A\n              valueFrom: {configMapKeyRef: {name: extra, key: a, optional: true}}\n            \
+        - name: B\n              valueFrom: {configMapKeyRef: {name: extra, key: b, optional: true}}\n";
+    let path = write(dir.path(), "web.yaml", web);
+    let summed = check(&path, &path);
+    let out = all_output(&summed);
+    assert_eq!(summed.status.code(), Some(0), "{out}");
+    assert!(
+        out.contains("WARN 4 optional reference(s) would not resolve (missing-object: 4)"),
+        "{out}"
+    );
+    assert!(!out.contains("WARN [missing-object]"), "{out}");
+    let listed = check_with(&path, &path, &["--list-warnings"]);
+    let out = all_output(&listed);
+    assert_eq!(out.matches("WARN [missing-object]").count(), 4, "{out}");
+    assert!(out.contains("SAFE: 0 failure(s), 4 warning(s)"), "{out}");
+}
