@@ -17,7 +17,7 @@ out="$(cd "$target/ate-bench" && pwd)"
 export ATE_BENCH_DIR="$out"
 # Every group. summarize.py knows where each one's results are and checks
 # that it was given this same list, so a group is added in both places.
-all_groups=(readiness generation ratelimit configguard ledger ledger_latency wiring memory direct_ab keyed_ab redis_ab http)
+all_groups=(readiness generation ratelimit configguard ledger ledger_latency ledger_pg_ab wiring memory direct_ab keyed_ab redis_ab http)
 groups=("$@")
 [[ ${#groups[@]} -eq 0 ]] && groups=("${all_groups[@]}")
 
@@ -32,7 +32,7 @@ for g in "${groups[@]}"; do
       cmd="cargo run --release -p ate-benches --bin ledger_latency -- 300 $target/ate-bench"
       "$target/release/ledger_latency" 300 "$out" | tee "$out/ledger_latency.jsonl"
       ;;
-    direct_ab|keyed_ab|redis_ab)
+    direct_ab|keyed_ab|redis_ab|ledger_pg_ab)
       cargo build --release -p ate-benches --bin "$g"
       cmd="cargo run --release -p ate-benches --bin $g"
       "$target/release/$g" | tee "$out/$g.jsonl"

@@ -74,7 +74,8 @@ c = load_criterion()
 CRITERION_GROUPS = {"readiness": "readiness/", "generation": "generation/", "ratelimit": "ratelimit/",
                     "configguard": "configguard/", "ledger": "ledger/", "wiring": "http/wiring_per_request/"}
 JSONL_GROUPS = {"ledger_latency": "ledger_latency.jsonl", "memory": "memory.jsonl", "direct_ab": "direct_ab.jsonl",
-                "keyed_ab": "keyed_ab.jsonl", "redis_ab": "redis_ab.jsonl", "http": "http.jsonl"}
+                "keyed_ab": "keyed_ab.jsonl", "redis_ab": "redis_ab.jsonl", "http": "http.jsonl",
+                "ledger_pg_ab": "ledger_pg_ab.jsonl"}
 known = CRITERION_GROUPS.keys() | JSONL_GROUPS.keys()
 if set(all_groups) != known:
     sys.exit(f"benches/run.sh and summarize.py list different groups: only in run.sh: {sorted(set(all_groups) - known)},"
@@ -203,6 +204,15 @@ if lat:
         lines.append(f"| one durable ledger transition (redb commit) | {r['p50_us']:.0f} µs | {r['p99_us']:.0f} µs | {r['p50_us'] / f['p50_us']:.2f}x |")
     if cyc:
         lines.append(f"\nbegin → dispatch → close throughput: {cyc['memory']:,.0f} attempts/s in memory, {cyc['redb']:,.0f} attempts/s durable (3 commits of 2 fsyncs each).\n")
+
+pg = runs["ledger_pg_ab"]
+if pg:
+    r = pg[-1]
+    lines.append(f"\n## ate-ledger on PostgreSQL: one transition against a bare conditional UPDATE ({r['n']:,} each, interleaved, one deadpool pool)\n")
+    lines.append("| what | p50 | p99 | p50 vs UPDATE | goal |")
+    lines.append("|---|---|---|---|---|")
+    lines.append(f"| bare `UPDATE ... WHERE version = $1` (floor) | {r['update_p50_us']:.0f} µs | {r['update_p99_us']:.0f} µs | 1.00x | |")
+    lines.append(f"| one durable transition (`renew`: read with `now()`, check, conditional update) | {r['ate_p50_us']:.0f} µs | {r['ate_p99_us']:.0f} µs | {r['ratio_p50']:.2f}x | ≤ 1.2x: {'met' if r['ratio_p50'] <= 1.2 else 'not met'} |")
 
 ab = runs["direct_ab"]
 if ab:
