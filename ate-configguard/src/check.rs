@@ -92,11 +92,55 @@ pub struct CheckInput {
     pub retired: Vec<RetiredKey>,
 }
 
+/// Whether a transition is safe: serialized as `"safe"` / `"unsafe"` (the
+/// report's `result`), the same as [`Report::is_safe`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum Verdict {
+    /// No failure.
+    Safe,
+    /// At least one failure.
+    Unsafe,
+}
+
+impl Verdict {
+    /// Safe iff `failures` is empty.
+    pub(crate) fn of(failures: &[Finding]) -> Self {
+        if failures.is_empty() {
+            Self::Safe
+        } else {
+            Self::Unsafe
+        }
+    }
+
+    /// `"safe"` or `"unsafe"`, as in the JSON report.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Safe => "safe",
+            Self::Unsafe => "unsafe",
+        }
+    }
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A verdict compares equal to its JSON spelling.
+impl PartialEq<&str> for Verdict {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
 /// The outcome of a check.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Report {
     /// `safe` or `unsafe`.
-    pub result: String,
+    pub result: Verdict,
     /// Workloads checked (current + proposed; 0 for a drift check).
     pub workloads_checked: usize,
     /// References checked (for a drift check: keys compared).
@@ -175,7 +219,7 @@ impl Report {
         }
         out.push_str(&format!(
             "{}: {} failure(s), {} warning(s); {checked}\n",
-            self.result.to_uppercase(),
+            self.result.as_str().to_uppercase(),
             self.failures.len(),
             self.warnings.len(),
         ));
@@ -645,12 +689,7 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
         .into_iter()
         .partition(|f| f.severity == Severity::Failure);
     Ok(Report {
-        result: if failures.is_empty() {
-            "safe"
-        } else {
-            "unsafe"
-        }
-        .into(),
+        result: Verdict::of(&failures),
         workloads_checked: input.current.workloads.len() + input.proposed.workloads.len(),
         references_checked: references,
         failures,

@@ -340,12 +340,7 @@ pub fn drift(
         }
     }
     Ok(Report {
-        result: if failures.is_empty() {
-            "safe"
-        } else {
-            "unsafe"
-        }
-        .into(),
+        result: crate::check::Verdict::of(&failures),
         workloads_checked: 0,
         references_checked: compared,
         failures,

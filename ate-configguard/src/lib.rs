@@ -123,8 +123,8 @@ mod parse;
 pub mod testing;
 
 pub use check::{
-    CONTROL_PLANE_OBJECTS, CheckInput, Deletion, Report, check, inventory, parse_object_id,
-    parse_retired_key,
+    CONTROL_PLANE_OBJECTS, CheckInput, Deletion, Report, Verdict, check, inventory,
+    parse_object_id, parse_retired_key,
 };
 pub use drift::{Source, drift};
 pub use load::{
