@@ -682,6 +682,7 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
                  (drop the retirement)"
             }
             .into(),
+            source: None,
         });
     }
     findings.extend(unused);
@@ -873,6 +874,7 @@ fn too_late(
         object: Some(target),
         key: r.key.clone(),
         message,
+        source: w.source.clone(),
     }
 }
 
@@ -952,6 +954,7 @@ fn check_reference(
             object: Some(target.clone()),
             key: key.map(str::to_owned),
             message,
+            source: w.source.clone(),
         });
     };
     let current = ctx.current.get(&target);

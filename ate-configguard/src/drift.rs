@@ -306,6 +306,7 @@ pub fn drift(
                 object: Some(object.clone()),
                 key: Some(key.to_owned()),
                 message,
+                source: None,
             });
         };
         let Some(data) = data else {

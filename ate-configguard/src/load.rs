@@ -12,6 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
 
 use crate::InputError;
+use crate::model::Source;
 use crate::model::{
     ConfigKind, ConfigObject, Finding, Hook, HookPhase, Manifests, ObjectId, PULL_SECRET_TYPES,
     Reference, ServiceAccount, Severity, Workload, WorkloadId,
@@ -347,10 +348,11 @@ fn load_docs_into(
             ),
         ));
     }
+    let lines = document_lines(text, docs.len());
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
     if threads < 2 || docs.len() < 512 {
         for (i, doc) in docs.into_iter().enumerate() {
-            load_doc(doc, &format!("{source} document {}", i + 1), options, out)?;
+            load_located(doc, source, i, &lines, options, out)?;
         }
         return Ok(());
     }
@@ -368,11 +370,11 @@ fn load_docs_into(
         let handles: Vec<_> = parts
             .into_iter()
             .map(|(first, part)| {
+                let lines = &lines;
                 scope.spawn(move || {
                     let mut m = Manifests::default();
                     for (j, doc) in part.into_iter().enumerate() {
-                        let at = format!("{source} document {}", first + j + 1);
-                        load_doc(doc, &at, options, &mut m)?;
+                        load_located(doc, source, first + j, lines, options, &mut m)?;
                     }
                     Ok(m)
                 })
@@ -391,6 +393,61 @@ fn load_docs_into(
         out.extend(part?);
     }
     Ok(())
+}
+
+/// Loads document `index` (from 0) of `source`, and notes on each workload
+/// it holds where it was read: the file, the document (from 1) and the
+/// line the document starts on, for findings CI systems can place.
+fn load_located(
+    doc: Node,
+    source: &str,
+    index: usize,
+    lines: &[usize],
+    options: &LoadOptions,
+    out: &mut Manifests,
+) -> Result<(), InputError> {
+    let before = out.workloads.len();
+    load_doc(
+        doc,
+        &format!("{source} document {}", index + 1),
+        options,
+        out,
+    )?;
+    let line = lines.get(index).copied().unwrap_or(1);
+    for w in &mut out.workloads[before..] {
+        w.source = Some(Source {
+            file: source.to_owned(),
+            document: index + 1,
+            line,
+        });
+    }
+    Ok(())
+}
+
+/// The line (from 1) each of the `count` documents of `text` starts on: a
+/// YAML stream's documents are separated by `---` lines, and one holding
+/// only comments is no document. Where that does not account for `count`
+/// documents (JSON, a list), every one is placed on line 1.
+fn document_lines(text: &str, count: usize) -> Vec<usize> {
+    let mut starts = Vec::new();
+    let mut open = true;
+    for (i, line) in without_bom(text).lines().enumerate() {
+        let t = line.trim_end();
+        if t == "---" || t.starts_with("--- ") || t.starts_with("---\t") {
+            open = true;
+            continue;
+        }
+        let content = !t.trim_start().is_empty() && !t.trim_start().starts_with('#');
+        if open && content {
+            starts.push(i + 1);
+            open = false;
+        }
+    }
+    if starts.len() == count {
+        starts
+    } else {
+        vec![1; count]
+    }
 }
 
 fn bad(at: &str, message: impl Into<String>) -> InputError {
@@ -1204,6 +1261,7 @@ fn load_doc(
                     sync_wave: None,
                     template_from: Some(from),
                     kept_on_prune: None,
+                    source: None,
                 });
             } else if specs.is_empty() {
                 // No pod template (an Argo Workflow's `templates[].container`):
@@ -1782,6 +1840,7 @@ fn outside_pod_spec(
         object: Some(object),
         key: None,
         message: "reference outside a pod spec: reported, not checked".into(),
+        source: None,
     });
 }
 
@@ -2083,6 +2142,7 @@ fn workload(
         sync_wave: None,
         template_from: None,
         kept_on_prune: None,
+        source: None,
     })
 }
 

@@ -2,6 +2,8 @@
 //!
 //! Exit codes: 0 safe, 1 unsafe transition found, 2 unusable input.
 
+mod ci;
+
 use std::collections::BTreeSet;
 use std::io::{ErrorKind, Read, Write};
 use std::path::{Path, PathBuf};
@@ -29,6 +31,10 @@ struct Cli {
 enum Format {
     Text,
     Json,
+    /// GitHub workflow annotations (`::error file=...,line=...::...`).
+    Github,
+    /// SARIF 2.1.0, for code scanning.
+    Sarif,
 }
 
 #[derive(Subcommand, Debug)]
@@ -218,6 +224,14 @@ fn emit(report: &Report, format: Format, text: fn(&Report) -> String) -> ExitCod
                 return ExitCode::from(2);
             }
         },
+        Format::Github => output("report", &ci::github(report)),
+        Format::Sarif => match ci::sarif(report) {
+            Ok(log) => output("report", &log),
+            Err(e) => {
+                write_stderr(&format!("error: cannot encode the report: {e}"));
+                return ExitCode::from(2);
+            }
+        },
     };
     written.unwrap_or(ExitCode::from(report.exit_code() as u8))
 }
@@ -361,10 +375,26 @@ fn main() -> ExitCode {
             ..
         }
     );
+    let github = matches!(
+        cli.command,
+        Command::Check {
+            format: Format::Github,
+            ..
+        } | Command::Drift {
+            format: Format::Github,
+            ..
+        }
+    );
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
             write_stderr(&format!("error: {e}"));
+            if github {
+                let _ = write_stdout(&format!(
+                    "::error title=unusable-input::{}\n",
+                    e.to_string().replace('%', "%25").replace('\n', "%0A")
+                ));
+            }
             if json {
                 let doc = serde_json::json!({
                     "result": "unusable_input",

@@ -440,6 +440,9 @@ pub struct Workload {
     /// which waits for a person). Its pods then serve on, and are checked as any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kept_on_prune: Option<String>,
+    /// Where it was read (set by the loader; `None` for one built in code).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<Source>,
 }
 
 fn default_service_account() -> String {
@@ -468,6 +471,18 @@ pub struct ServiceAccount {
     /// (Argo CD applies a wave's ServiceAccounts before its workloads).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sync_wave: Option<i64>,
+}
+
+/// Where a workload was read: the file, the document in it (from 1) and
+/// the line that document starts on.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Source {
+    /// The file as given (`-` for standard input).
+    pub file: String,
+    /// The document in the file, from 1.
+    pub document: usize,
+    /// The line the document starts on, from 1.
+    pub line: usize,
 }
 
 /// How bad a finding is.
@@ -522,6 +537,10 @@ pub struct Finding {
     pub key: Option<String>,
     /// What the proposed state does, in words.
     pub message: String,
+    /// Where the workload was read, for CI annotations (file, document,
+    /// line); `None` when it was built in code or no workload is named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<Source>,
 }
 
 impl fmt::Display for Finding {

@@ -568,6 +568,7 @@ fn workloads(prefix: &'static str) -> impl Strategy<Value = Vec<Workload>> {
                     sync_wave,
                     template_from: None,
                     kept_on_prune: None,
+                    source: None,
                 },
             )
             .collect()
@@ -597,6 +598,7 @@ fn rollout_of(n: Option<usize>, templates: &[&Workload]) -> Option<Workload> {
         sync_wave: None,
         template_from: Some(template.id.clone()),
         kept_on_prune: None,
+        source: None,
     })
 }
 
@@ -812,6 +814,7 @@ pub fn order_transition() -> impl Strategy<Value = CheckInput> {
                     service_account: "default".into(),
                     template_from: None,
                     kept_on_prune: None,
+                    source: None,
                     sync_wave: match &hook {
                         Some(h) if h.phase != HookPhase::WithChange => None,
                         _ => wave,

@@ -1024,3 +1024,84 @@ fn optional_reference_warnings_are_counted_on_one_line_unless_listed() {
     assert_eq!(out.matches("WARN [missing-object]").count(), 4, "{out}");
     assert!(out.contains("SAFE: 0 failure(s), 4 warning(s)"), "{out}");
 }
+
+/// A Secret, then (from line 6) a Deployment that reads it.
+const PLACED: &str = "apiVersion: v1\nkind: Secret\nmetadata: {name: db}\ndata: {password: eA==}\n\
+---\n# the API\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: api}\nspec:\n  template:\n    \
+spec:\n      containers:\n        - name: api\n          image: api:1\n          env:\n            \
+- name: P\n              valueFrom: {secretKeyRef: {name: db, key: password}}\n";
+
+#[test]
+fn findings_are_placed_at_their_file_and_line_for_ci_systems() {
+    let dir = tempfile::tempdir().unwrap();
+    let current = write(dir.path(), "live.yaml", PLACED);
+    let proposed = write(
+        dir.path(),
+        "rendered.yaml",
+        &PLACED.replace("password: eA==", "other: eA=="),
+    );
+    // JSON: the finding says where its workload was read.
+    let out = check_with(&current, &proposed, &["--format", "json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sources: Vec<&serde_json::Value> = report["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| &f["source"])
+        .collect();
+    assert!(
+        sources
+            .iter()
+            .any(|s| s["file"] == proposed.as_str() && s["document"] == 2 && s["line"] == 7),
+        "{sources:?}"
+    );
+    // GitHub annotations: one per finding, file and line as properties.
+    let out = check_with(&current, &proposed, &["--format", "github"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.contains("(proposed)"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        line.starts_with(&format!(
+            "::error file={proposed},line=7,title=missing-key::FAIL [missing-key]"
+        )),
+        "{line}"
+    );
+    assert!(!text.contains("eA=="), "no value: {text}");
+    // SARIF 2.1.0: one rule per code, each result at its file and line.
+    let out = check_with(&current, &proposed, &["--format", "sarif"]);
+    assert_eq!(out.status.code(), Some(1));
+    let log: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(log["version"], "2.1.0");
+    let run = &log["runs"][0];
+    assert_eq!(run["tool"]["driver"]["name"], "ate-configguard");
+    let rules: Vec<&str> = run["tool"]["driver"]["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(rules, ["missing-key"]);
+    let results = run["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2);
+    let placed = results
+        .iter()
+        .find(|r| {
+            r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == proposed.as_str()
+        })
+        .unwrap();
+    assert_eq!(placed["level"], "error");
+    assert_eq!(placed["ruleId"], "missing-key");
+    assert_eq!(
+        placed["locations"][0]["physicalLocation"]["region"]["startLine"],
+        7
+    );
+    // Unusable input is an annotation too, exit 2.
+    let broken = write(dir.path(), "b.yaml", "kind: [\n");
+    let out = check_with(&broken, &broken, &["--format", "github"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("::error title=unusable-input::"));
+}

@@ -1,0 +1,134 @@
+//! The CLI's CI-native report formats: GitHub workflow annotations and
+//! SARIF 2.1.0 (code scanning, GitLab, Azure DevOps), each finding placed
+//! at the file and line where its workload's document starts.
+
+use std::collections::BTreeMap;
+
+use ate_configguard::{Finding, Report, Severity};
+use serde_sarif::sarif::{
+    ArtifactLocation, Location, Message, MultiformatMessageString, PhysicalLocation, Region,
+    ReportingDescriptor, Result as SarifResult, ResultLevel, Run, Sarif, Tool, ToolComponent,
+};
+
+/// A workflow command's data, escaped as GitHub reads it.
+fn data(text: &str) -> String {
+    text.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
+}
+
+/// A workflow command's property value, escaped.
+fn property(text: &str) -> String {
+    data(text).replace(':', "%3A").replace(',', "%2C")
+}
+
+/// One `::error` / `::warning` line per finding, then the summary.
+pub(crate) fn github(report: &Report) -> String {
+    let mut out = String::new();
+    for f in report.failures.iter().chain(&report.warnings) {
+        let command = match f.severity {
+            Severity::Failure => "error",
+            _ => "warning",
+        };
+        let mut props = Vec::new();
+        if let Some(s) = &f.source {
+            props.push(format!("file={}", property(&s.file)));
+            props.push(format!("line={}", s.line));
+        }
+        props.push(format!("title={}", property(&f.code)));
+        out.push_str(&format!(
+            "::{command} {}::{}\n",
+            props.join(","),
+            data(&f.to_string())
+        ));
+    }
+    out.push_str(&format!(
+        "{}: {} failure(s), {} warning(s); {} workload(s), {} reference(s) checked\n",
+        report.result.as_str().to_uppercase(),
+        report.failures.len(),
+        report.warnings.len(),
+        report.workloads_checked,
+        report.references_checked
+    ));
+    out
+}
+
+fn located(f: &Finding) -> Option<Vec<Location>> {
+    let s = f.source.as_ref()?;
+    let region = Region::builder().start_line(s.line as i64).build();
+    let physical = PhysicalLocation::builder()
+        .artifact_location(ArtifactLocation::builder().uri(s.file.clone()).build())
+        .region(region)
+        .build();
+    Some(vec![
+        Location::builder().physical_location(physical).build(),
+    ])
+}
+
+/// A SARIF 2.1.0 log: one rule per finding code, one result per finding.
+///
+/// # Errors
+///
+/// If the log cannot be encoded.
+pub(crate) fn sarif(report: &Report) -> Result<String, serde_json::Error> {
+    let findings: Vec<&Finding> = report.failures.iter().chain(&report.warnings).collect();
+    let codes: BTreeMap<&str, usize> = {
+        let mut codes: Vec<&str> = findings.iter().map(|f| f.code.as_str()).collect();
+        codes.sort_unstable();
+        codes.dedup();
+        codes.into_iter().enumerate().map(|(i, c)| (c, i)).collect()
+    };
+    let rules: Vec<ReportingDescriptor> = codes
+        .keys()
+        .map(|code| {
+            ReportingDescriptor::builder()
+                .id(*code)
+                .short_description(
+                    MultiformatMessageString::builder()
+                        .text(format!("ate-configguard: {code}"))
+                        .build(),
+                )
+                .build()
+        })
+        .collect();
+    let results: Vec<SarifResult> = findings
+        .iter()
+        .map(|f| {
+            let level = match f.severity {
+                Severity::Failure => ResultLevel::Error,
+                _ => ResultLevel::Warning,
+            };
+            let message = Message::builder().text(f.to_string()).build();
+            match located(f) {
+                Some(locations) => SarifResult::builder()
+                    .rule_id(f.code.clone())
+                    .rule_index(codes[f.code.as_str()] as i64)
+                    .level(level)
+                    .message(message)
+                    .locations(locations)
+                    .build(),
+                None => SarifResult::builder()
+                    .rule_id(f.code.clone())
+                    .rule_index(codes[f.code.as_str()] as i64)
+                    .level(level)
+                    .message(message)
+                    .build(),
+            }
+        })
+        .collect();
+    let driver = ToolComponent::builder()
+        .name("ate-configguard")
+        .version(env!("CARGO_PKG_VERSION"))
+        .rules(rules)
+        .build();
+    let run = Run::builder()
+        .tool(Tool::builder().driver(driver).build())
+        .results(results)
+        .build();
+    let log = Sarif::builder()
+        .version(serde_json::json!("2.1.0"))
+        .schema(serde_sarif::sarif::SCHEMA_URL)
+        .runs(vec![run])
+        .build();
+    serde_json::to_string_pretty(&log).map(|s| s + "\n")
+}
