@@ -128,11 +128,13 @@ pub use check::{
 };
 pub use drift::{Source, drift};
 pub use load::{
-    LoadOptions, decode_text, load_paths, load_str, pod_references, read_text, unplaced_namespace,
+    LoadOptions, decode_text, load_paths, load_str, parse_selector, pod_references, read_text,
+    unplaced_namespace,
 };
 pub use model::{
     ConfigKind, ConfigObject, Finding, Hook, HookPhase, Inventory, Manifests, ObjectId,
-    PULL_SECRET_KEYS, Reference, RetiredKey, ServiceAccount, Severity, Side, Workload, WorkloadId,
+    PULL_SECRET_KEYS, Place, Reference, RetiredKey, ServiceAccount, Severity, Side, Workload,
+    WorkloadId,
 };
 
 /// Input the guard cannot use: the CLI exits 2. Messages name files,

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use ate_configguard::{
     CheckInput, Deletion, InputError, Inventory, LoadOptions, Manifests, Report, Source, check,
     decode_text, drift, inventory, load_paths, load_str, parse_object_id, parse_retired_key,
-    read_text, unplaced_namespace,
+    parse_selector, read_text, unplaced_namespace,
 };
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -56,9 +56,16 @@ enum Command {
         /// the namespaces the proposed input touches (as `kubectl apply
         /// --prune`), except kube-root-ca.crt, which the control plane keeps,
         /// one annotated `helm.sh/resource-policy: keep` or (Argo CD)
-        /// `argocd.argoproj.io/sync-options: Prune=false`, and hooks.
+        /// `argocd.argoproj.io/sync-options: Prune=false`, hooks, and, in a
+        /// live dump, objects the applier does not own (ownerReferences, or
+        /// no last-applied annotation, apply manager, Helm or Argo CD
+        /// tracking: written by a Job or a controller).
         #[arg(long, conflicts_with = "delete")]
         prune: bool,
+        /// With --prune, prune only objects whose labels match this
+        /// selector, as `kubectl apply --prune -l` (`app=web,tier`).
+        #[arg(long = "prune-selector", requires = "prune")]
+        prune_selector: Option<String>,
         /// An object the proposed state deletes: KIND/NAMESPACE/NAME.
         #[arg(long, num_args = 1..)]
         delete: Vec<String>,
@@ -250,11 +257,17 @@ fn run(cli: Cli) -> Result<ExitCode, InputError> {
             allow_kind,
             format,
             list_warnings,
+            prune_selector,
         } => {
             let chosen = namespace.is_some();
             let options = LoadOptions {
                 default_namespace: namespace.unwrap_or_else(|| "default".into()),
                 allow_kinds: allow_kind.into_iter().collect(),
+                prune_selector: prune_selector
+                    .as_deref()
+                    .map(parse_selector)
+                    .transpose()?
+                    .unwrap_or_default(),
             };
             let inventory = match inv {
                 None => None,
@@ -305,6 +318,7 @@ fn run(cli: Cli) -> Result<ExitCode, InputError> {
             let options = LoadOptions {
                 default_namespace: namespace,
                 allow_kinds: allow_kind.into_iter().collect(),
+                ..LoadOptions::default()
             };
             let inv = inventory(&load(&paths, &options, &mut stdin)?);
             match serde_json::to_string_pretty(&inv) {

@@ -442,7 +442,7 @@ pub struct Workload {
     pub kept_on_prune: Option<String>,
     /// Where it was read (set by the loader; `None` for one built in code).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<Source>,
+    pub source: Option<Place>,
 }
 
 fn default_service_account() -> String {
@@ -476,7 +476,7 @@ pub struct ServiceAccount {
 /// Where a workload was read: the file, the document in it (from 1) and
 /// the line that document starts on.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct Source {
+pub struct Place {
     /// The file as given (`-` for standard input).
     pub file: String,
     /// The document in the file, from 1.
@@ -540,7 +540,7 @@ pub struct Finding {
     /// Where the workload was read, for CI annotations (file, document,
     /// line); `None` when it was built in code or no workload is named.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<Source>,
+    pub source: Option<Place>,
 }
 
 impl fmt::Display for Finding {

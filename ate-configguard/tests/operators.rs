@@ -277,3 +277,99 @@ fn an_analysis_template_has_its_args_and_its_metric_jobs_read() {
         "{report:?}"
     );
 }
+
+/// A live Secret (it has a uid), with `extra` metadata lines.
+fn live_secret(name: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\n  uid: u-{name}\n  \
+         resourceVersion: \"7\"\n{extra}data: {{k: eA==}}\n"
+    )
+}
+
+fn reader(name: &str, secret: &str) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  \
+         annotations: {{meta.helm.sh/release-name: app}}\nspec:\n  template:\n    spec:\n      \
+         containers:\n        - name: c\n          image: img\n          env:\n            \
+         - name: K\n              valueFrom: {{secretKeyRef: {{name: {secret}, key: k}}}}\n"
+    )
+}
+
+#[test]
+fn a_prune_deletes_only_what_the_applier_owns() {
+    let job_written = live_secret(
+        "webhook-certs",
+        "  managedFields:\n    - {manager: kubectl-create, operation: Update}\n",
+    );
+    let owned = live_secret(
+        "token",
+        "  ownerReferences:\n    - {apiVersion: v1, kind: ServiceAccount, name: sa, uid: x}\n",
+    );
+    let helm = live_secret("db", "  annotations: {meta.helm.sh/release-name: app}\n");
+    let applied = live_secret(
+        "api",
+        "  annotations: {kubectl.kubernetes.io/last-applied-configuration: \"\"}\n",
+    );
+    let readers = [
+        reader("a", "webhook-certs"),
+        reader("b", "token"),
+        reader("c", "db"),
+        reader("d", "api"),
+    ];
+    let mut current: Vec<&str> = vec![&job_written, &owned, &helm, &applied];
+    current.extend(readers.iter().map(String::as_str));
+    let current = docs(&current);
+    // The new release renders the Deployments and none of the Secrets.
+    let proposed = docs(&readers.iter().map(String::as_str).collect::<Vec<_>>());
+    let report = run_with(&current, &proposed, Deletion::Prune, &[]);
+    let mut pruned: Vec<String> = report
+        .failures
+        .iter()
+        .map(|f| f.object.as_ref().unwrap().name.clone())
+        .collect();
+    pruned.sort();
+    pruned.dedup();
+    // Helm's and kubectl's own Secrets go; the Job's and the owned one stay.
+    assert_eq!(pruned, ["api", "db"], "{report:?}");
+}
+
+#[test]
+fn a_prune_selector_keeps_what_it_does_not_match() {
+    let secret = |name: &str, label: &str| {
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\n  labels: {{app: {label}}}\ndata: {{k: eA==}}\n"
+        )
+    };
+    let (web, other) = (secret("web-db", "web"), secret("other-db", "other"));
+    let current = docs(&[
+        &web,
+        &other,
+        &reader("a", "web-db"),
+        &reader("b", "other-db"),
+    ]);
+    let proposed = docs(&[&reader("a", "web-db"), &reader("b", "other-db")]);
+    let options = LoadOptions {
+        prune_selector: ate_configguard::parse_selector("app=web").unwrap(),
+        ..LoadOptions::default()
+    };
+    let report = ate_configguard::check(&ate_configguard::CheckInput {
+        current: load_str(&current, "c.yaml", &options).unwrap(),
+        proposed: load_str(&proposed, "p.yaml", &options).unwrap(),
+        deletion: Deletion::Prune,
+        ..Default::default()
+    })
+    .unwrap();
+    let names: std::collections::BTreeSet<&str> = report
+        .failures
+        .iter()
+        .map(|f| f.object.as_ref().unwrap().name.as_str())
+        .collect();
+    assert_eq!(
+        names.into_iter().collect::<Vec<_>>(),
+        ["web-db"],
+        "{report:?}"
+    );
+    for bad in ["app!=web", "env in (a)", "=x"] {
+        assert!(ate_configguard::parse_selector(bad).is_err(), "{bad}");
+    }
+}
