@@ -70,6 +70,50 @@ fn kept_by_control_plane(target: &ObjectId, key: Option<&str>) -> bool {
     })
 }
 
+/// One finding per reference: where the current and the proposed
+/// workload break the same way (the same reference, object, key and
+/// words), one finding says so for both (`Side::Both`), placed where the
+/// proposed one was read. Order is kept otherwise.
+fn once_per_reference(findings: impl IntoIterator<Item = Finding>) -> Vec<Finding> {
+    let findings: Vec<Finding> = findings.into_iter().collect();
+    // What must agree: everything but the side and the place.
+    let key = |f: &Finding| {
+        let mut k = f.clone();
+        k.side = None;
+        k.source = None;
+        k
+    };
+    let mut proposed: HashMap<Finding, Vec<usize>> = HashMap::new();
+    for (i, f) in findings.iter().enumerate() {
+        if f.side == Some(Side::Proposed) {
+            proposed.entry(key(f)).or_default().push(i);
+        }
+    }
+    let mut merged = vec![false; findings.len()];
+    let mut both_at: HashMap<usize, usize> = HashMap::new();
+    for (i, f) in findings.iter().enumerate() {
+        if f.side != Some(Side::Current) {
+            continue;
+        }
+        if let Some(j) = proposed.get_mut(&key(f)).and_then(Vec::pop) {
+            merged[i] = true;
+            both_at.insert(j, i);
+        }
+    }
+    let mut out = Vec::with_capacity(findings.len());
+    for (i, f) in findings.into_iter().enumerate() {
+        if merged[i] {
+            continue;
+        }
+        let mut f = f;
+        if both_at.contains_key(&i) {
+            f.side = Some(Side::Both);
+        }
+        out.push(f);
+    }
+    out
+}
+
 /// How a warning about an optional reference ends.
 const OPTIONAL_NOTE: &str = " (optional reference: not a failure)";
 
@@ -616,7 +660,7 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
             // spec names.
             let id = (w.id.namespace.as_str(), w.service_account.as_str());
             let account = match side {
-                Side::Current => current_accounts.get(&id),
+                Side::Current | Side::Both => current_accounts.get(&id),
                 Side::Proposed => match proposed_accounts.get(&id) {
                     Some(a) if applied_first(a, w) => Some(a),
                     proposed => current_accounts.get(&id).or(proposed),
@@ -686,7 +730,7 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
         });
     }
     findings.extend(unused);
-    let (failures, warnings): (Vec<Finding>, Vec<Finding>) = findings
+    let (failures, warnings): (Vec<Finding>, Vec<Finding>) = once_per_reference(findings)
         .into_iter()
         .partition(|f| f.severity == Severity::Failure);
     Ok(Report {

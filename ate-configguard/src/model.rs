@@ -504,6 +504,9 @@ pub enum Side {
     Current,
     /// About to be applied.
     Proposed,
+    /// Both: the workload is in both states and the finding is the same
+    /// for each (reported once).
+    Both,
 }
 
 /// One finding. Names only: never a value.
@@ -554,15 +557,12 @@ impl fmt::Display for Finding {
             write!(f, " {w}")?;
         }
         if let Some(s) = self.side {
-            write!(
-                f,
-                " ({})",
-                if s == Side::Current {
-                    "current"
-                } else {
-                    "proposed"
-                }
-            )?;
+            let side = match s {
+                Side::Current => "current",
+                Side::Proposed => "proposed",
+                Side::Both => "current and proposed",
+            };
+            write!(f, " ({side})")?;
         }
         if let Some(c) = &self.container {
             write!(f, " container {c}")?;

@@ -1015,14 +1015,15 @@ fn optional_reference_warnings_are_counted_on_one_line_unless_listed() {
     let out = all_output(&summed);
     assert_eq!(summed.status.code(), Some(0), "{out}");
     assert!(
-        out.contains("WARN 4 optional reference(s) would not resolve (missing-object: 4)"),
+        out.contains("WARN 2 optional reference(s) would not resolve (missing-object: 2)"),
         "{out}"
     );
     assert!(!out.contains("WARN [missing-object]"), "{out}");
     let listed = check_with(&path, &path, &["--list-warnings"]);
     let out = all_output(&listed);
-    assert_eq!(out.matches("WARN [missing-object]").count(), 4, "{out}");
-    assert!(out.contains("SAFE: 0 failure(s), 4 warning(s)"), "{out}");
+    assert_eq!(out.matches("WARN [missing-object]").count(), 2, "{out}");
+    assert!(out.contains("(current and proposed)"), "{out}");
+    assert!(out.contains("SAFE: 0 failure(s), 2 warning(s)"), "{out}");
 }
 
 /// A Secret, then (from line 6) a Deployment that reads it.
@@ -1062,7 +1063,7 @@ fn findings_are_placed_at_their_file_and_line_for_ci_systems() {
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text
         .lines()
-        .find(|l| l.contains("(proposed)"))
+        .find(|l| l.contains("(current and proposed)"))
         .unwrap_or_else(|| panic!("{text}"));
     assert!(
         line.starts_with(&format!(
@@ -1086,7 +1087,9 @@ fn findings_are_placed_at_their_file_and_line_for_ci_systems() {
         .collect();
     assert_eq!(rules, ["missing-key"]);
     let results = run["results"].as_array().unwrap();
-    assert_eq!(results.len(), 2);
+    // One finding for the reference, in both states: placed in the
+    // proposed file.
+    assert_eq!(results.len(), 1);
     let placed = results
         .iter()
         .find(|r| {

@@ -29,7 +29,7 @@ fn a_live_openshift_pod_reads_the_injected_service_ca_without_it_in_the_input() 
     let report = run(&odd, &odd);
     assert_eq!(
         codes(&report),
-        vec![("missing-object".into(), Some("other.crt".into())); 2],
+        vec![("missing-object".into(), Some("other.crt".into()))],
         "{report:?}"
     );
 }
