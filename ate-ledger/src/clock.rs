@@ -9,8 +9,8 @@ pub trait Clock: Send + Sync + std::fmt::Debug {
 
     /// Whether a store's own time ([`Store::read`](crate::Store::read):
     /// PostgreSQL's `now()`) decides leases instead of this clock: yes by
-    /// default, so replicas with skewed clocks agree; a [`ManualClock`]
-    /// says no, so tests step time themselves.
+    /// default, so replicas with skewed clocks agree; a `ManualClock`
+    /// (feature `test-util`) says no, so tests step time themselves.
     fn defers_to_store(&self) -> bool {
         true
     }
