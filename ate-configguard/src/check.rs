@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::InputError;
 use crate::model::{
-    ConfigKind, ConfigObject, Finding, Hook, HookPhase, Inventory, Manifests, ObjectId,
+    Code, ConfigKind, ConfigObject, Finding, Hook, HookPhase, Inventory, Manifests, ObjectId,
     PULL_SECRET_KEYS, PULL_SECRET_TYPES, Reference, RetiredKey, ServiceAccount, Severity, Side,
     Workload, WorkloadId,
 };
@@ -711,7 +711,7 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
             .is_some_and(|o| o.keys.contains(&r.key));
         unused.push(Finding {
             severity: Severity::Warning,
-            code: "retired-key-unused".into(),
+            code: Code::RetiredKeyUnused,
             workload: None,
             side: None,
             container: None,
@@ -820,7 +820,7 @@ fn check_hook(
             r.kind
         ),
     };
-    out.insert(too_late("applied-after-hook", w, r, target, message));
+    out.insert(too_late(Code::AppliedAfterHook, w, r, target, message));
 }
 
 /// A reference of a proposed workload (no hook, or an Argo CD `Sync` one)
@@ -872,7 +872,7 @@ fn check_arrives_later(ctx: &Ctx<'_>, w: &Workload, r: &Reference, out: &mut BTr
                  change (pre-install / pre-upgrade, PreSync)",
                 hook.annotation
             );
-            ("created-by-post-hook", message)
+            (Code::CreatedByPostHook, message)
         }
         None => {
             let later_wave = later.sync_wave.unwrap_or(0);
@@ -886,7 +886,7 @@ fn check_arrives_later(ctx: &Ctx<'_>, w: &Workload, r: &Reference, out: &mut BTr
                 "is synced in wave {wave}, and {what}: its new pods cannot start, and Argo CD \
                  waits for them before the next wave; put the {kind} in wave {wave} or earlier"
             );
-            ("later-sync-wave", message)
+            (Code::LaterSyncWave, message)
         }
     };
     out.insert(too_late(code, w, r, target, message));
@@ -895,7 +895,7 @@ fn check_arrives_later(ctx: &Ctx<'_>, w: &Workload, r: &Reference, out: &mut BTr
 /// A proposed workload's reference to what the change brings only after
 /// the workload starts: a failure, or a warning for an optional one.
 fn too_late(
-    code: &str,
+    code: Code,
     w: &Workload,
     r: &Reference,
     target: ObjectId,
@@ -910,7 +910,7 @@ fn too_late(
         } else {
             Severity::Failure
         },
-        code: code.into(),
+        code,
         workload: Some(w.id.clone()),
         side: Some(Side::Proposed),
         container: r.container.clone(),
@@ -962,7 +962,7 @@ fn check_reference(
     } else {
         Severity::Failure
     };
-    let mut finding = |code: &str, key: Option<&str>, mut message: String| {
+    let mut finding = |code: Code, key: Option<&str>, mut message: String| {
         let retired = key.is_some_and(|k| ctx.retired.contains(&(&target, k)));
         // Retiring a key on purpose waives its loss from a bulk load (the
         // pods start without that variable or file), never a reference by
@@ -990,7 +990,7 @@ fn check_reference(
         }
         out.insert(Finding {
             severity: if waived { Severity::Warning } else { severity },
-            code: code.into(),
+            code,
             workload: Some(w.id.clone()),
             side: Some(side),
             container: r.container.clone(),
@@ -1023,7 +1023,7 @@ fn check_reference(
                 ),
             };
             finding(
-                "missing-object",
+                Code::MissingObject,
                 r.key.as_deref(),
                 format!(
                     "the proposed state has this {} only as a hook {why}: it is not there \
@@ -1039,7 +1039,7 @@ fn check_reference(
         };
         if ctx.proposed.contains_key(&other) {
             finding(
-                "reclassified",
+                Code::Reclassified,
                 r.key.as_deref(),
                 format!(
                     "the proposed state has no {} of this name, only a {}: moved between kinds while still referenced",
@@ -1049,13 +1049,13 @@ fn check_reference(
             );
         } else if current.is_some() {
             finding(
-                "missing-object",
+                Code::MissingObject,
                 r.key.as_deref(),
                 "the proposed state deletes this object while it is still referenced".into(),
             );
         } else if !kept_by_control_plane(&target, r.key.as_deref()) {
             finding(
-                "missing-object",
+                Code::MissingObject,
                 r.key.as_deref(),
                 format!(
                     "the object exists in neither the current nor the proposed state \
@@ -1076,7 +1076,7 @@ fn check_reference(
     if let Some(cur) = current.filter(|_| object.hook.is_none()) {
         if cur.immutable && cur.keys != object.keys {
             finding(
-                "immutable-changed",
+                Code::ImmutableChanged,
                 None,
                 "the object is immutable but the proposed state changes its keys".into(),
             );
@@ -1086,7 +1086,7 @@ fn check_reference(
             && object.sets_type_in_place()
         {
             finding(
-                "immutable-changed",
+                Code::ImmutableChanged,
                 None,
                 format!(
                     "the proposed state changes this Secret's type from {was} to {new}, which \
@@ -1123,7 +1123,7 @@ fn check_reference(
                      manifest makes (YAML reads it as a boolean): quote that key"
                 ));
             }
-            finding("missing-key", Some(key), msg);
+            finding(Code::MissingKey, Some(key), msg);
         }
         Some(_) => {}
         // A pull secret that loses the key the kubelet reads is skipped
@@ -1135,7 +1135,7 @@ fn check_reference(
                     && let Some(had) = current.keys.iter().find(|k| pull_key(k))
                 {
                     finding(
-                        "missing-key",
+                        Code::MissingKey,
                         Some(had),
                         "the proposed state removes the key the kubelet reads from an image \
                          pull secret: it would skip the secret and pull without credentials"
@@ -1172,7 +1172,7 @@ fn check_reference(
                         ),
                     };
                     finding(
-                        "missing-key",
+                        Code::MissingKey,
                         Some(key),
                         format!(
                             "{message} (if it exists already, give the live Secret in the \
@@ -1213,7 +1213,7 @@ fn check_reference(
                              plugin does not read it)"
                         }
                     };
-                    finding("bulk-key-removed", Some(key), message.into());
+                    finding(Code::BulkKeyRemoved, Some(key), message.into());
                 }
             }
         }

@@ -35,7 +35,7 @@ pub(crate) fn github(report: &Report) -> String {
             props.push(format!("file={}", property(&s.file)));
             props.push(format!("line={}", s.line));
         }
-        props.push(format!("title={}", property(&f.code)));
+        props.push(format!("title={}", property(f.code.as_str())));
         out.push_str(&format!(
             "::{command} {}::{}\n",
             props.join(","),
@@ -101,14 +101,14 @@ pub(crate) fn sarif(report: &Report) -> Result<String, serde_json::Error> {
             let message = Message::builder().text(f.to_string()).build();
             match located(f) {
                 Some(locations) => SarifResult::builder()
-                    .rule_id(f.code.clone())
+                    .rule_id(f.code.as_str())
                     .rule_index(codes[f.code.as_str()] as i64)
                     .level(level)
                     .message(message)
                     .locations(locations)
                     .build(),
                 None => SarifResult::builder()
-                    .rule_id(f.code.clone())
+                    .rule_id(f.code.as_str())
                     .rule_index(codes[f.code.as_str()] as i64)
                     .level(level)
                     .message(message)

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::InputError;
 use crate::check::Report;
-use crate::model::{ConfigKind, Finding, ObjectId, Severity};
+use crate::model::{Code, ConfigKind, Finding, ObjectId, Severity};
 use crate::parse::{Node, documents, documents_with_values};
 
 /// One input file's text and its name (for messages).
@@ -295,10 +295,10 @@ pub fn drift(
     let mut failures = Vec::new();
     let mut compared = 0;
     for (site, object, data) in &rendered {
-        let mut finding = |code: &str, key: &str, message: String| {
+        let mut finding = |code: Code, key: &str, message: String| {
             failures.push(Finding {
                 severity: Severity::Failure,
-                code: code.into(),
+                code,
                 workload: None,
                 side: None,
                 container: None,
@@ -311,7 +311,7 @@ pub fn drift(
         };
         let Some(data) = data else {
             finding(
-                "object-deleted",
+                Code::ObjectDeleted,
                 "*",
                 "the overlay deletes the ConfigMap ($patch: delete)".into(),
             );
@@ -320,10 +320,10 @@ pub fn drift(
         for (key, default) in &defaults_map {
             compared += 1;
             match data.get(key) {
-                None => finding("missing-default", key, "a compiled-in default is missing from the ConfigMap".into()),
+                None => finding(Code::MissingDefault, key, "a compiled-in default is missing from the ConfigMap".into()),
                 Some(_) if secret_keys.contains(key) => {}
                 Some(v) if v != default => finding(
-                    "value-differs",
+                    Code::ValueDiffers,
                     key,
                     "the ConfigMap value differs from the compiled-in default (values are not printed)".into(),
                 ),
@@ -333,7 +333,7 @@ pub fn drift(
         for key in data.keys() {
             if !defaults_map.contains_key(key) {
                 finding(
-                    "unknown-key",
+                    Code::UnknownKey,
                     key,
                     "the ConfigMap holds a key the program's defaults do not know".into(),
                 );

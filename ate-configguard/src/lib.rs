@@ -132,7 +132,7 @@ pub use load::{
     unplaced_namespace,
 };
 pub use model::{
-    ConfigKind, ConfigObject, Finding, Hook, HookPhase, Inventory, Manifests, ObjectId,
+    Code, ConfigKind, ConfigObject, Finding, Hook, HookPhase, Inventory, Manifests, ObjectId,
     PULL_SECRET_KEYS, Place, Reference, RetiredKey, ServiceAccount, Severity, Side, Workload,
     WorkloadId,
 };

@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
 
 use crate::InputError;
-use crate::model::Place;
+use crate::model::{Code, Place};
 use crate::model::{
     ConfigKind, ConfigObject, Finding, Hook, HookPhase, Manifests, ObjectId, PULL_SECRET_TYPES,
     Reference, ServiceAccount, Severity, Workload, WorkloadId,
@@ -1924,7 +1924,7 @@ fn outside_pod_spec(
 ) {
     out.notes.push(Finding {
         severity: Severity::Warning,
-        code: "outside-pod-spec".into(),
+        code: Code::OutsidePodSpec,
         workload: Some(WorkloadId {
             kind: kind.to_owned(),
             namespace: ns.to_owned(),

@@ -509,6 +509,77 @@ pub enum Side {
     Both,
 }
 
+/// What a finding is about: a stable code, serialized as its kebab-case
+/// name (`missing-object`), as in every report so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum Code {
+    /// The object a reference names is missing (deleted, or in neither state).
+    MissingObject,
+    /// The key a reference names is missing from its object.
+    MissingKey,
+    /// The object changed kind (a ConfigMap became a Secret, or back).
+    Reclassified,
+    /// A key of an object a workload loads whole (`envFrom`, a volume without `items`) goes.
+    BulkKeyRemoved,
+    /// An immutable object's keys, or a Secret's type, change: the API server refuses it.
+    ImmutableChanged,
+    /// A reference outside any pod spec: reported, not checked.
+    OutsidePodSpec,
+    /// A hook runs before the config object it reads is applied.
+    AppliedAfterHook,
+    /// A workload's new pods start before a later Argo CD wave applies what they read.
+    LaterSyncWave,
+    /// What a workload reads is created only by a post-change hook.
+    CreatedByPostHook,
+    /// A `--retire-key` that waived nothing.
+    RetiredKeyUnused,
+    /// Drift: an overlay deletes the object the defaults describe.
+    ObjectDeleted,
+    /// Drift: a key of the defaults is missing from the object.
+    MissingDefault,
+    /// Drift: a value differs from the compiled-in default.
+    ValueDiffers,
+    /// Drift: the object holds a key the defaults do not know.
+    UnknownKey,
+}
+
+impl Code {
+    /// The code as reports spell it (`missing-object`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::MissingObject => "missing-object",
+            Self::MissingKey => "missing-key",
+            Self::Reclassified => "reclassified",
+            Self::BulkKeyRemoved => "bulk-key-removed",
+            Self::ImmutableChanged => "immutable-changed",
+            Self::OutsidePodSpec => "outside-pod-spec",
+            Self::AppliedAfterHook => "applied-after-hook",
+            Self::LaterSyncWave => "later-sync-wave",
+            Self::CreatedByPostHook => "created-by-post-hook",
+            Self::RetiredKeyUnused => "retired-key-unused",
+            Self::ObjectDeleted => "object-deleted",
+            Self::MissingDefault => "missing-default",
+            Self::ValueDiffers => "value-differs",
+            Self::UnknownKey => "unknown-key",
+        }
+    }
+}
+
+impl fmt::Display for Code {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A code compares equal to its spelling in reports.
+impl PartialEq<&str> for Code {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
 /// One finding. Names only: never a value.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Finding {
@@ -519,7 +590,7 @@ pub struct Finding {
     /// object, or a Secret's type), `outside-pod-spec`,
     /// `applied-after-hook`, `later-sync-wave`, `created-by-post-hook`,
     /// `retired-key-unused` (a [`RetiredKey`] that waived nothing).
-    pub code: String,
+    pub code: Code,
     /// The workload, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workload: Option<WorkloadId>,

@@ -48,7 +48,7 @@ fn codes(r: &ate_configguard::Report) -> Vec<(String, String, String)> {
         .iter()
         .map(|f| {
             (
-                f.code.clone(),
+                f.code.to_string(),
                 f.key.clone().unwrap_or_default(),
                 f.site.clone().unwrap_or_default(),
             )

@@ -41,7 +41,7 @@ fn warning_codes(report: &Report) -> Vec<(String, Option<String>)> {
     report
         .warnings
         .iter()
-        .map(|w| (w.code.clone(), w.key.clone()))
+        .map(|w| (w.code.to_string(), w.key.clone()))
         .collect()
 }
 

@@ -33,7 +33,7 @@ pub fn codes(report: &Report) -> Vec<(String, Option<String>)> {
     report
         .failures
         .iter()
-        .map(|f| (f.code.clone(), f.key.clone()))
+        .map(|f| (f.code.to_string(), f.key.clone()))
         .collect()
 }
 
