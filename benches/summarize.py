@@ -365,13 +365,16 @@ intro = f"""# ate-benches
 Criterion benchmarks for every `ate` crate, each measured in the same group as
 the peer crate a user would otherwise pick (`governor`) or the physical floor
 (a bare atomic, an uncontended `parking_lot::Mutex`, a bare `fsync`), so every
-row is a ratio from one run. Plus six binaries: `http_overhead` (the same
-route bare and wired, on axum and actix-web, over loopback keep-alive),
+row is a ratio from one run. Plus seven binaries: `http_overhead` (the same
+route bare and with the readiness and rate-limit layers, on axum and
+actix-web, over loopback keep-alive),
 `ledger_latency` (p50/p99 of one durable transition), `memory` (bytes per key
 with a counting allocator), `direct_ab` and `keyed_ab` (the direct and
-the keyed limiters beside governor's, interleaved in batches), and
+the keyed limiters beside governor's, interleaved in batches),
 `redis_ab` (the Redis backend beside a bare PING and the sliding-log
-script, on a `redis-server` it starts itself).
+script, on a `redis-server` it starts itself), and `ledger_pg_ab` (a
+ledger transition on PostgreSQL beside a bare conditional `UPDATE`, on a
+throwaway server).
 
 ```sh
 bash benches/run.sh              # everything; rewrites BENCHMARKS.md and this file
