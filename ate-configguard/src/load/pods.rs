@@ -1,0 +1,361 @@
+//! Every reference site of a pod spec, per container and volume.
+
+use super::*;
+
+pub(super) fn nonempty<'a>(what: &str, s: &'a str) -> Result<&'a str, String> {
+    if s.is_empty() {
+        Err(format!("{what} is empty"))
+    } else {
+        Ok(s)
+    }
+}
+
+pub(super) struct Refs(Vec<Reference>);
+
+impl Refs {
+    #[allow(clippy::too_many_arguments)]
+    fn push(
+        &mut self,
+        container: Option<&str>,
+        site: String,
+        kind: ConfigKind,
+        name: &str,
+        key: Option<&str>,
+        bulk: bool,
+        optional: Option<bool>,
+    ) -> Result<(), String> {
+        nonempty(&format!("{site} name"), name)?;
+        if let Some(k) = key {
+            nonempty(&format!("{site} key"), k)?;
+        }
+        self.0.push(Reference {
+            container: container.map(str::to_owned),
+            site,
+            kind,
+            name: name.to_owned(),
+            key: key.map(str::to_owned),
+            bulk,
+            optional: optional.unwrap_or(false),
+        });
+        Ok(())
+    }
+}
+
+impl Refs {
+    /// A configMap/secret volume or projection: with `items`, one key
+    /// reference per item; without, a bulk load of every key.
+    fn source(
+        &mut self,
+        site: String,
+        kind: ConfigKind,
+        name: &str,
+        items: Option<&[KeyToPath]>,
+        optional: Option<bool>,
+    ) -> Result<(), String> {
+        match items {
+            None => self.push(None, site, kind, name, None, true, optional),
+            Some(items) => items.iter().try_for_each(|i| {
+                self.push(
+                    None,
+                    format!("{site}.items"),
+                    kind,
+                    name,
+                    Some(&i.key),
+                    false,
+                    optional,
+                )
+            }),
+        }
+    }
+}
+
+pub(super) fn container_refs(
+    r: &mut Refs,
+    c: &str,
+    env: Option<&Vec<EnvVar>>,
+    env_from: Option<&Vec<EnvFromSource>>,
+) -> Result<(), String> {
+    for e in env.into_iter().flatten() {
+        let Some(from) = &e.value_from else { continue };
+        if let Some(s) = &from.config_map_key_ref {
+            r.push(
+                Some(c),
+                format!("env[{}].valueFrom.configMapKeyRef", e.name),
+                ConfigKind::ConfigMap,
+                &s.name,
+                Some(&s.key),
+                false,
+                s.optional,
+            )?;
+        }
+        if let Some(s) = &from.secret_key_ref {
+            r.push(
+                Some(c),
+                format!("env[{}].valueFrom.secretKeyRef", e.name),
+                ConfigKind::Secret,
+                &s.name,
+                Some(&s.key),
+                false,
+                s.optional,
+            )?;
+        }
+        // fileKeyRef reads a file from a volume: not a ConfigMap/Secret.
+    }
+    for (i, e) in env_from.into_iter().flatten().enumerate() {
+        let prefix = e
+            .prefix
+            .as_deref()
+            .map(|p| format!(" (prefix {p})"))
+            .unwrap_or_default();
+        if let Some(s) = &e.config_map_ref {
+            r.push(
+                Some(c),
+                format!("envFrom[{i}].configMapRef{prefix}"),
+                ConfigKind::ConfigMap,
+                &s.name,
+                None,
+                true,
+                s.optional,
+            )?;
+        }
+        if let Some(s) = &e.secret_ref {
+            r.push(
+                Some(c),
+                format!("envFrom[{i}].secretRef{prefix}"),
+                ConfigKind::Secret,
+                &s.name,
+                None,
+                true,
+                s.optional,
+            )?;
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn subpath_refs(
+    r: &mut Refs,
+    c: &str,
+    mounts: Option<&Vec<VolumeMount>>,
+    volumes: &[Volume],
+) -> Result<(), String> {
+    for m in mounts.into_iter().flatten() {
+        let Some(sub) = m.sub_path.as_deref().filter(|s| !s.is_empty()) else {
+            continue;
+        };
+        let Some(v) = volumes.iter().find(|v| v.name == m.name) else {
+            continue;
+        };
+        // The first path component is the file, i.e. the key (or item path).
+        let file = sub.split('/').next().unwrap_or(sub);
+        let site = format!("volumeMounts[{}].subPath", m.name);
+        if let Some(cm) = &v.config_map {
+            match &cm.items {
+                None => r.push(
+                    Some(c),
+                    site.clone(),
+                    ConfigKind::ConfigMap,
+                    &cm.name,
+                    Some(file),
+                    false,
+                    cm.optional,
+                )?,
+                Some(items) => {
+                    if let Some(item) = items
+                        .iter()
+                        .find(|i| i.path.split('/').next() == Some(file))
+                    {
+                        r.push(
+                            Some(c),
+                            site.clone(),
+                            ConfigKind::ConfigMap,
+                            &cm.name,
+                            Some(&item.key),
+                            false,
+                            cm.optional,
+                        )?;
+                    }
+                }
+            }
+        }
+        if let Some(s) = &v.secret {
+            let name = s.secret_name.as_deref().unwrap_or("");
+            match &s.items {
+                None => r.push(
+                    Some(c),
+                    site.clone(),
+                    ConfigKind::Secret,
+                    name,
+                    Some(file),
+                    false,
+                    s.optional,
+                )?,
+                Some(items) => {
+                    if let Some(item) = items
+                        .iter()
+                        .find(|i| i.path.split('/').next() == Some(file))
+                    {
+                        r.push(
+                            Some(c),
+                            site.clone(),
+                            ConfigKind::Secret,
+                            name,
+                            Some(&item.key),
+                            false,
+                            s.optional,
+                        )?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every ConfigMap/Secret reference a pod spec makes.
+///
+/// # Errors
+///
+/// A message naming the site of a reference without a name or key.
+pub fn pod_references(spec: &PodSpec) -> Result<Vec<Reference>, String> {
+    let mut r = Refs(Vec::new());
+    let volumes: &[Volume] = spec.volumes.as_deref().unwrap_or(&[]);
+    // A container without a name (a custom resource's template may leave
+    // it out: Knative's does) is named by its place in its list.
+    let named = |list: &str, i: usize, name: &str| {
+        if name.is_empty() {
+            format!("{list}[{i}]")
+        } else {
+            name.to_owned()
+        }
+    };
+    let containers = spec
+        .containers
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (named("containers", i, &c.name), c))
+        .chain(
+            spec.init_containers
+                .iter()
+                .flatten()
+                .enumerate()
+                .map(|(i, c)| (named("initContainers", i, &c.name), c)),
+        );
+    for (name, c) in containers {
+        let c: &Container = c;
+        container_refs(&mut r, &name, c.env.as_ref(), c.env_from.as_ref())?;
+        subpath_refs(&mut r, &name, c.volume_mounts.as_ref(), volumes)?;
+    }
+    for (i, c) in spec.ephemeral_containers.iter().flatten().enumerate() {
+        let c: &EphemeralContainer = c;
+        let name = named("ephemeralContainers", i, &c.name);
+        container_refs(&mut r, &name, c.env.as_ref(), c.env_from.as_ref())?;
+        subpath_refs(&mut r, &name, c.volume_mounts.as_ref(), volumes)?;
+    }
+    for v in volumes {
+        let base = format!("volumes[{}]", v.name);
+        if let Some(cm) = &v.config_map {
+            let site = format!("{base}.configMap");
+            r.source(
+                site,
+                ConfigKind::ConfigMap,
+                &cm.name,
+                cm.items.as_deref(),
+                cm.optional,
+            )?;
+        }
+        if let Some(s) = &v.secret {
+            let name = s.secret_name.as_deref().unwrap_or("");
+            r.source(
+                format!("{base}.secret"),
+                ConfigKind::Secret,
+                name,
+                s.items.as_deref(),
+                s.optional,
+            )?;
+        }
+        if let Some(p) = &v.projected {
+            for (n, src) in p.sources.iter().flatten().enumerate() {
+                if let Some(cm) = &src.config_map {
+                    let site = format!("{base}.projected.sources[{n}].configMap");
+                    r.source(
+                        site,
+                        ConfigKind::ConfigMap,
+                        &cm.name,
+                        cm.items.as_deref(),
+                        cm.optional,
+                    )?;
+                }
+                if let Some(s) = &src.secret {
+                    let site = format!("{base}.projected.sources[{n}].secret");
+                    r.source(
+                        site,
+                        ConfigKind::Secret,
+                        &s.name,
+                        s.items.as_deref(),
+                        s.optional,
+                    )?;
+                }
+            }
+        }
+        // Volume types that name a Secret: the plugin is handed every key
+        // of it (the keys it reads are its own business), so the Secret is
+        // loaded whole, as by a volume without `items`: a key it loses may
+        // be one a mount needs, and a pod that cannot mount never starts.
+        let mut secret_site = |site: &str, name: &str| {
+            debug_assert!(crate::model::PLUGIN_SECRET_SITES.contains(&site));
+            r.push(
+                None,
+                format!("{base}.{site}"),
+                ConfigKind::Secret,
+                name,
+                None,
+                true,
+                None,
+            )
+        };
+        if let Some(s) = v
+            .csi
+            .as_ref()
+            .and_then(|c| c.node_publish_secret_ref.as_ref())
+        {
+            secret_site("csi.nodePublishSecretRef", &s.name)?;
+        }
+        if let Some(s) = v.cephfs.as_ref().and_then(|c| c.secret_ref.as_ref()) {
+            secret_site("cephfs.secretRef", &s.name)?;
+        }
+        if let Some(s) = v.rbd.as_ref().and_then(|c| c.secret_ref.as_ref()) {
+            secret_site("rbd.secretRef", &s.name)?;
+        }
+        if let Some(s) = v.iscsi.as_ref().and_then(|c| c.secret_ref.as_ref()) {
+            secret_site("iscsi.secretRef", &s.name)?;
+        }
+        if let Some(s) = v.cinder.as_ref().and_then(|c| c.secret_ref.as_ref()) {
+            secret_site("cinder.secretRef", &s.name)?;
+        }
+        if let Some(s) = v.flex_volume.as_ref().and_then(|c| c.secret_ref.as_ref()) {
+            secret_site("flexVolume.secretRef", &s.name)?;
+        }
+        if let Some(s) = v.storageos.as_ref().and_then(|c| c.secret_ref.as_ref()) {
+            secret_site("storageos.secretRef", &s.name)?;
+        }
+        if let Some(c) = &v.scale_io {
+            secret_site("scaleIO.secretRef", &c.secret_ref.name)?;
+        }
+        if let Some(c) = &v.azure_file {
+            secret_site("azureFile.secretName", &c.secret_name)?;
+        }
+    }
+    for (i, s) in spec.image_pull_secrets.iter().flatten().enumerate() {
+        r.push(
+            None,
+            format!("imagePullSecrets[{i}]"),
+            ConfigKind::Secret,
+            &s.name,
+            None,
+            false,
+            None,
+        )?;
+    }
+    Ok(r.0)
+}
