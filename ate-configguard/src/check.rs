@@ -957,12 +957,55 @@ fn check_reference(
     out: &mut BTreeSet<Finding>,
 ) {
     let target = r.target(&w.id.namespace);
-    let severity = if r.optional || w.dormant.is_some() {
-        Severity::Warning
-    } else {
-        Severity::Failure
+    let mut site = Site {
+        severity: if r.optional || w.dormant.is_some() {
+            Severity::Warning
+        } else {
+            Severity::Failure
+        },
+        current: ctx.current.get(&target).copied(),
+        target,
+        ctx,
+        w,
+        side,
+        r,
+        out,
     };
-    let mut finding = |code: Code, key: Option<&str>, mut message: String| {
+    let Some(object) = ctx.proposed.get(&site.target).copied() else {
+        site.absent();
+        return;
+    };
+    site.refused_in_place(object);
+    match &r.key {
+        Some(key) if !object.keys.contains(key) => site.missing_key(object, key),
+        Some(_) => {}
+        None if r.is_pull_secret() => site.pull_secret(object),
+        None if r.bulk => site.bulk_keys(object),
+        None => {}
+    }
+}
+
+/// One reference of one workload being checked: what each question about
+/// it needs, and where its findings go.
+struct Site<'c, 'a> {
+    ctx: &'c Ctx<'a>,
+    w: &'c Workload,
+    side: Side,
+    r: &'c Reference,
+    target: ObjectId,
+    /// The object in the current state.
+    current: Option<&'a ConfigObject>,
+    /// A failure, or a warning for an optional reference or a dormant
+    /// workload.
+    severity: Severity,
+    out: &'c mut BTreeSet<Finding>,
+}
+
+impl Site<'_, '_> {
+    /// Records a finding about this reference.
+    fn report(&mut self, code: Code, key: Option<&str>, mut message: String) {
+        let (ctx, w, r, side) = (self.ctx, self.w, self.r, self.side);
+        let target = self.target.clone();
         let retired = key.is_some_and(|k| ctx.retired.contains(&(&target, k)));
         // Retiring a key on purpose waives its loss from a bulk load (the
         // pods start without that variable or file), never a reference by
@@ -988,8 +1031,12 @@ fn check_reference(
                  deleted: delete it in an earlier step of its own",
             );
         }
-        out.insert(Finding {
-            severity: if waived { Severity::Warning } else { severity },
+        self.out.insert(Finding {
+            severity: if waived {
+                Severity::Warning
+            } else {
+                self.severity
+            },
             code,
             workload: Some(w.id.clone()),
             side: Some(side),
@@ -1000,9 +1047,13 @@ fn check_reference(
             message,
             source: w.source.clone(),
         });
-    };
-    let current = ctx.current.get(&target);
-    let Some(object) = ctx.proposed.get(&target) else {
+    }
+
+    /// The object is not in the proposed state (or only as a hook that is
+    /// gone after the change).
+    fn absent(&mut self) {
+        let (ctx, r, current) = (self.ctx, self.r, self.current);
+        let target = self.target.clone();
         if let Some(hook) = ctx
             .proposed_in
             .get(&target)
@@ -1022,7 +1073,7 @@ fn check_reference(
                     "make it no hook",
                 ),
             };
-            finding(
+            self.report(
                 Code::MissingObject,
                 r.key.as_deref(),
                 format!(
@@ -1038,7 +1089,7 @@ fn check_reference(
             ..target.clone()
         };
         if ctx.proposed.contains_key(&other) {
-            finding(
+            self.report(
                 Code::Reclassified,
                 r.key.as_deref(),
                 format!(
@@ -1048,13 +1099,13 @@ fn check_reference(
                 ),
             );
         } else if current.is_some() {
-            finding(
+            self.report(
                 Code::MissingObject,
                 r.key.as_deref(),
                 "the proposed state deletes this object while it is still referenced".into(),
             );
         } else if !kept_by_control_plane(&target, r.key.as_deref()) {
-            finding(
+            self.report(
                 Code::MissingObject,
                 r.key.as_deref(),
                 format!(
@@ -1067,74 +1118,79 @@ fn check_reference(
                 ),
             );
         }
-        return;
-    };
-    // What the API server refuses to change in place: the apply fails for
-    // this object, which keeps what it had, and what the change meant to
-    // bring to it never comes. (Not for a hook: Helm and Argo CD delete
-    // one and make it again, by default.)
-    if let Some(cur) = current.filter(|_| object.hook.is_none()) {
-        if cur.immutable && cur.keys != object.keys {
-            finding(
-                Code::ImmutableChanged,
-                None,
-                "the object is immutable but the proposed state changes its keys".into(),
-            );
-        }
-        if let (Some(was), Some(new)) = (&cur.secret_type, &object.secret_type)
-            && was != new
-            && object.sets_type_in_place()
-        {
-            finding(
-                Code::ImmutableChanged,
-                None,
-                format!(
-                    "the proposed state changes this Secret's type from {was} to {new}, which \
+    }
+
+    /// What the API server refuses to change in place: the apply fails for
+    /// this object, which keeps what it had, and what the change meant to
+    /// bring to it never comes. (Not for a hook: Helm and Argo CD delete
+    /// one and make it again, by default.)
+    fn refused_in_place(&mut self, object: &ConfigObject) {
+        let current = self.current;
+        if let Some(cur) = current.filter(|_| object.hook.is_none()) {
+            if cur.immutable && cur.keys != object.keys {
+                self.report(
+                    Code::ImmutableChanged,
+                    None,
+                    "the object is immutable but the proposed state changes its keys".into(),
+                );
+            }
+            if let (Some(was), Some(new)) = (&cur.secret_type, &object.secret_type)
+                && was != new
+                && object.sets_type_in_place()
+            {
+                self.report(
+                    Code::ImmutableChanged,
+                    None,
+                    format!(
+                        "the proposed state changes this Secret's type from {was} to {new}, which \
                      the API server refuses: the apply fails for it, and it keeps its old keys \
                      (delete it in an earlier step, or give it a new name)"
-                ),
-            );
+                    ),
+                );
+            }
         }
     }
-    match &r.key {
-        Some(key) if !object.keys.contains(key) => {
-            let moved = ctx.holders(&target.namespace, key);
-            let was_there = current.is_some_and(|c| c.keys.contains(key));
-            let mut msg = if was_there {
-                "the proposed state removes this key while it is still referenced".to_owned()
+
+    /// The key the reference names is not in the proposed object.
+    fn missing_key(&mut self, object: &ConfigObject, key: &str) {
+        let (ctx, current) = (self.ctx, self.current);
+        let target = self.target.clone();
+        let moved = ctx.holders(&target.namespace, key);
+        let was_there = current.is_some_and(|c| c.keys.contains(key));
+        let mut msg = if was_there {
+            "the proposed state removes this key while it is still referenced".to_owned()
+        } else {
+            "the key exists in neither the current nor the proposed object".to_owned()
+        };
+        if !moved.is_empty() {
+            let moved = moved.join(", ");
+            msg.push_str(&if was_there {
+                format!("; it is now in {moved} (a stale reference to the old source remains)")
             } else {
-                "the key exists in neither the current nor the proposed object".to_owned()
-            };
-            if !moved.is_empty() {
-                let moved = moved.join(", ");
-                msg.push_str(&if was_there {
-                    format!("; it is now in {moved} (a stale reference to the old source remains)")
-                } else {
-                    // Not a move: a reference that names the wrong object
-                    // (a key renamed in a generator, its user not updated).
-                    format!(
-                        "; a key of this name is in {moved}, which this reference does not name"
-                    )
-                });
-            }
-            if let Some(canon) = yaml_boolean(key).filter(|c| object.keys.contains(*c)) {
-                msg.push_str(&format!(
-                    "; the object holds the key {canon}, which an unquoted `{key}:` in its \
-                     manifest makes (YAML reads it as a boolean): quote that key"
-                ));
-            }
-            finding(Code::MissingKey, Some(key), msg);
+                // Not a move: a reference that names the wrong object
+                // (a key renamed in a generator, its user not updated).
+                format!("; a key of this name is in {moved}, which this reference does not name")
+            });
         }
-        Some(_) => {}
-        // A pull secret that loses the key the kubelet reads is skipped
-        // without a word, and the image is pulled without credentials. (One
-        // that never had it is as it was.)
-        None if r.is_pull_secret() => match current {
+        if let Some(canon) = yaml_boolean(key).filter(|c| object.keys.contains(*c)) {
+            msg.push_str(&format!(
+                "; the object holds the key {canon}, which an unquoted `{key}:` in its \
+                     manifest makes (YAML reads it as a boolean): quote that key"
+            ));
+        }
+        self.report(Code::MissingKey, Some(key), msg);
+    }
+
+    /// An image pull secret: the kubelet reads one key of it, from a
+    /// Secret of the matching type.
+    fn pull_secret(&mut self, object: &ConfigObject) {
+        let current = self.current;
+        match current {
             Some(current) => {
                 if !object.keys.iter().any(|k| pull_key(k))
                     && let Some(had) = current.keys.iter().find(|k| pull_key(k))
                 {
-                    finding(
+                    self.report(
                         Code::MissingKey,
                         Some(had),
                         "the proposed state removes the key the kubelet reads from an image \
@@ -1171,7 +1227,7 @@ fn check_reference(
                                 .to_owned(),
                         ),
                     };
-                    finding(
+                    self.report(
                         Code::MissingKey,
                         Some(key),
                         format!(
@@ -1181,43 +1237,47 @@ fn check_reference(
                     );
                 }
             }
-        },
-        None if r.bulk => {
-            let mut before: BTreeSet<&String> =
-                current.map(|c| c.keys.iter().collect()).unwrap_or_default();
-            if let Some(inv) = ctx.inventory.get(&target) {
-                before.extend(inv.iter());
-            }
-            for key in before {
-                if !object.keys.contains(key) {
-                    let retired = ctx.retired.contains(&(&target, key.as_str()));
-                    let message = match (r.is_plugin_secret(), retired) {
-                        (false, true) => {
-                            "the object is bulk-loaded and the proposed state removes this \
+        }
+    }
+
+    /// A bulk load (`envFrom`, a volume without `items`, a volume
+    /// plugin's whole Secret): every key it had that goes.
+    fn bulk_keys(&mut self, object: &ConfigObject) {
+        let (ctx, r, current) = (self.ctx, self.r, self.current);
+        let target = self.target.clone();
+        let mut before: BTreeSet<&String> =
+            current.map(|c| c.keys.iter().collect()).unwrap_or_default();
+        if let Some(inv) = ctx.inventory.get(&target) {
+            before.extend(inv.iter());
+        }
+        for key in before {
+            if !object.keys.contains(key) {
+                let retired = ctx.retired.contains(&(&target, key.as_str()));
+                let message = match (r.is_plugin_secret(), retired) {
+                    (false, true) => {
+                        "the object is bulk-loaded and the proposed state removes this \
                              key, which is retired: the variable or file goes from its pods \
                              (not a failure)"
-                        }
-                        (false, false) => {
-                            "the object is bulk-loaded and the proposed state removes this \
+                    }
+                    (false, false) => {
+                        "the object is bulk-loaded and the proposed state removes this \
                              key: the variable or file silently disappears"
-                        }
-                        (true, true) => {
-                            "the volume plugin is given every key of this Secret, and the \
+                    }
+                    (true, true) => {
+                        "the volume plugin is given every key of this Secret, and the \
                              proposed state removes this key, which is retired: the plugin \
                              no longer gets it (not a failure)"
-                        }
-                        (true, false) => {
-                            "the volume plugin is given every key of this Secret, and the \
+                    }
+                    (true, false) => {
+                        "the volume plugin is given every key of this Secret, and the \
                              proposed state removes this key: a mount that needs it fails, \
                              and pods that mount it never start (retire the key if the \
                              plugin does not read it)"
-                        }
-                    };
-                    finding(Code::BulkKeyRemoved, Some(key), message.into());
-                }
+                    }
+                };
+                self.report(Code::BulkKeyRemoved, Some(key), message.into());
             }
         }
-        None => {}
     }
 }
 
