@@ -13,7 +13,7 @@ use tokio::sync::oneshot;
 use crate::clock::{Clock, SystemClock};
 use crate::core::Core;
 use crate::ledger::{Begin, Close, Config, check_config};
-use crate::outcome::{Call, Executed, Response};
+use crate::outcome::{Call, Executed, Response, Step};
 use crate::store::{AsyncStore, Read, Store, StoreFuture};
 use crate::{Error, Fingerprint, Key, Lease, Record, State};
 
@@ -29,6 +29,27 @@ pub struct AsyncLedger<S, C = SystemClock> {
     /// with how many: a begin of this owner whose answer was lost is taken
     /// over only when none is.
     working: Mutex<HashMap<Key, usize>>,
+    observer: Observer,
+}
+
+/// What [`AsyncLedger::observe`] was given.
+#[derive(Clone, Default)]
+struct Observer(Option<Arc<ObserveFn>>);
+
+type ObserveFn = dyn Fn(&Key, Step) + Send + Sync;
+
+impl std::fmt::Debug for Observer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "Some(..)" } else { "None" })
+    }
+}
+
+impl Observer {
+    fn tell(&self, key: &Key, step: Step) {
+        if let Some(observe) = &self.0 {
+            observe(key, step);
+        }
+    }
 }
 
 impl<S: AsyncStore> AsyncLedger<S, SystemClock> {
@@ -39,6 +60,7 @@ impl<S: AsyncStore> AsyncLedger<S, SystemClock> {
             clock: SystemClock,
             config: Config::default(),
             working: Mutex::default(),
+            observer: Observer::default(),
         }
     }
 }
@@ -124,7 +146,32 @@ impl<S: AsyncStore, C: Clock> AsyncLedger<S, C> {
             clock,
             config,
             working: Mutex::default(),
+            observer: Observer::default(),
         })
+    }
+
+    /// Tells `observer` each step [`execute`](Self::execute) takes, once
+    /// it is durable: for metrics, say. It runs inline, so it must be
+    /// quick (an atomic counter, not I/O).
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// use std::sync::Arc;
+    /// use ate_ledger::{AsyncLedger, MemoryStore, Step};
+    ///
+    /// let dispatched = Arc::new(AtomicU64::new(0));
+    /// let counter = dispatched.clone();
+    /// let ledger = AsyncLedger::new(MemoryStore::new()).observe(move |_key, step| {
+    ///     if step == Step::Dispatched {
+    ///         counter.fetch_add(1, Ordering::Relaxed);
+    ///     }
+    /// });
+    /// # drop(ledger);
+    /// ```
+    #[must_use]
+    pub fn observe(mut self, observer: impl Fn(&Key, Step) + Send + Sync + 'static) -> Self {
+        self.observer = Observer(Some(Arc::new(observer)));
+        self
     }
 
     /// The store.
@@ -308,10 +355,21 @@ impl<S: AsyncStore, C: Clock> AsyncLedger<S, C> {
     ///
     /// - [`Error::Conflict`] (with `retry_after`): another call works on
     ///   the key now (answer 409 with [`Error::retry_after_secs`]).
+    ///   Also when this call's attempt was taken over and revived
+    ///   elsewhere while it ran without its lease (frozen past it).
     /// - [`Error::FingerprintMismatch`]: the key was used with another
     ///   request (422).
     /// - [`Error::InvalidKey`], and the store's errors (503): nothing was
-    ///   sent.
+    ///   sent. A store that fails at the dispatch mark is answered at
+    ///   once, after a second of retries: the try is closed as revivable
+    ///   if the store takes that within another second, and otherwise
+    ///   taken over by this ledger's next call on the key (elsewhere it
+    ///   ends with its lease).
+    ///
+    /// A call that lost its lease while it ran (frozen past it) and whose
+    /// attempt another worker resolved answers what the ledger recorded
+    /// ([`Executed::Replayed`], or [`Executed::ProviderUnavailable`] with
+    /// `replayed`), as every repeat will.
     pub async fn execute<F, Fut>(
         &self,
         key: &Key,
@@ -324,42 +382,58 @@ impl<S: AsyncStore, C: Clock> AsyncLedger<S, C> {
         Fut: Future<Output = Call>,
     {
         let working = Working::on(&self.working, key);
-        // A store that fails (down, failing over) is asked again for up to
-        // a second: a begin that landed and lost only its answer is then
-        // found in flight under this owner's lease, and taken over below.
-        let begun = retry(STORE_RETRY, || self.begin(key, fingerprint, owner)).await;
-        let lease = match begun {
-            Ok(Begin::Started(lease)) => lease,
-            Ok(Begin::Replay(record)) => match record.state {
-                State::Succeeded { outcome } | State::FailedAtProvider { outcome } => {
-                    return Response::decode(&record.key, &outcome).map(Executed::Replayed);
+        let tell = |step| self.observer.tell(key, step);
+        let mut revive_failures = 0;
+        let lease = loop {
+            // A store that fails (down, failing over) is asked again for up
+            // to a second: a begin that landed and lost only its answer is
+            // then found in flight under this owner's lease, and taken over
+            // below.
+            let begun = retry(key, "begin", STORE_RETRY, || {
+                self.begin(key, fingerprint, owner)
+            });
+            match begun.await {
+                Ok(Begin::Started(lease)) => {
+                    tell(Step::Begun);
+                    break lease;
                 }
-                State::ProviderUnavailable { reason } => {
-                    return Ok(Executed::ProviderUnavailable { reason });
+                Ok(Begin::Replay(record)) if record.is_revivable() => {
+                    match self.revive(key, fingerprint, owner).await {
+                        Ok(lease) => {
+                            tell(Step::Revived);
+                            break lease;
+                        }
+                        // It may have landed: begin again, which finds it in
+                        // flight (and takes it over) or still revivable.
+                        Err(Error::Storage(_) | Error::Contended { .. }) if revive_failures < 2 => {
+                            revive_failures += 1;
+                        }
+                        Err(e) => return Err(e),
+                    }
                 }
-                State::FailedPreProvider { reason } if !record.is_revivable() => {
-                    return Ok(Executed::ProviderUnavailable { reason });
+                Ok(Begin::Replay(record)) => {
+                    tell(Step::Replayed);
+                    return recorded_answer(record);
                 }
-                State::FailedPreProvider { .. } => self.revive(key, fingerprint, owner).await?,
-                State::InFlight => {
-                    return Err(Error::Corrupt {
-                        what: format!("record {key}"),
-                        detail: "replayed while in flight".into(),
+                Err(conflict @ Error::Conflict { .. }) => {
+                    // This owner's own begin whose answer was lost, and no
+                    // call here works on it: take it over.
+                    if !working.alone() {
+                        return Err(conflict);
+                    }
+                    let adopt = retry(key, "take over the try", STORE_RETRY, || {
+                        self.adopt(key, fingerprint, owner)
                     });
+                    match adopt.await? {
+                        Some(lease) => {
+                            tell(Step::Adopted);
+                            break lease;
+                        }
+                        None => return Err(conflict),
+                    }
                 }
-            },
-            Err(conflict @ Error::Conflict { .. }) => {
-                // This owner's own begin whose answer was lost, and no
-                // call here works on it: take it over.
-                if !working.alone() {
-                    return Err(conflict);
-                }
-                match retry(STORE_RETRY, || self.adopt(key, fingerprint, owner)).await? {
-                    Some(lease) => lease,
-                    None => return Err(conflict),
-                }
+                Err(e) => return Err(e),
             }
-            Err(e) => return Err(e),
         };
         self.drive(lease, call).await
     }
@@ -371,6 +445,7 @@ impl<S: AsyncStore, C: Clock> AsyncLedger<S, C> {
         F: FnOnce(Dispatch) -> Fut,
         Fut: Future<Output = Call>,
     {
+        let key = lease.key.clone();
         let (request, mut requests) = oneshot::channel();
         let call = call(Dispatch {
             request: Some(request),
@@ -379,7 +454,7 @@ impl<S: AsyncStore, C: Clock> AsyncLedger<S, C> {
         let every = (self.config.lease_ttl / 3).max(Duration::from_millis(10));
         let mut renew = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
         let mut lease = lease;
-        let mut dispatched = false;
+        let mut dispatch = Marked::No;
         let mut requests_open = true;
         let answer = loop {
             tokio::select! {
@@ -389,29 +464,47 @@ impl<S: AsyncStore, C: Clock> AsyncLedger<S, C> {
                     if let Ok(reply) = asked {
                         // Marking again is a no-op if a write landed and
                         // only its answer was lost: an Ok is durable.
-                        let marked = retry(STORE_RETRY, || self.mark_dispatched(&lease)).await;
-                        dispatched = marked.is_ok();
+                        let marked = retry(&key, "mark the try dispatched", STORE_RETRY, || {
+                            self.mark_dispatched(&lease)
+                        })
+                        .await;
+                        dispatch = match &marked {
+                            Ok(()) => {
+                                self.observer.tell(&key, Step::Dispatched);
+                                Marked::Yes
+                            }
+                            Err(e @ (Error::Storage(_) | Error::Contended { .. })) => {
+                                Marked::StoreFailed(e.clone())
+                            }
+                            Err(_) => Marked::No,
+                        };
                         let _ = reply.send(marked);
                     }
                 }
                 _ = renew.tick() => {
                     // A lease lost here (taken over) shows at the close.
-                    if let Ok(renewed) = self.renew(&lease).await {
-                        lease = renewed;
+                    match self.renew(&lease).await {
+                        Ok(renewed) => lease = renewed,
+                        Err(e) => tracing::warn!(key = %key, "cannot renew the lease: {e}"),
                     }
                 }
             }
         };
-        self.finish(&lease, dispatched, answer).await
+        self.finish(&lease, dispatch, answer).await
     }
 
     /// Closes the attempt with the call's answer.
     async fn finish(
         &self,
         lease: &Lease,
-        dispatched: bool,
+        dispatch: Marked,
         answer: Call,
     ) -> Result<Executed, Error> {
+        let key = &lease.key;
+        let dispatched = matches!(dispatch, Marked::Yes);
+        if let (Marked::StoreFailed(failed), Call::PreProvider(reason)) = (&dispatch, &answer) {
+            return Err(self.close_undispatched(lease, reason, failed).await);
+        }
         let (close, executed) = match answer {
             Call::Succeeded(response) => (
                 Close::Succeeded(response.encode()),
@@ -435,30 +528,127 @@ impl<S: AsyncStore, C: Clock> AsyncLedger<S, C> {
             // knowable: the request may have gone.
             Call::PreProvider(reason) | Call::Ambiguous(reason) => (
                 Close::ProviderUnavailable(reason.clone()),
-                Executed::ProviderUnavailable { reason },
+                Executed::ProviderUnavailable {
+                    reason,
+                    replayed: false,
+                },
             ),
         };
-        if !dispatched && !matches!(close, Close::PreProvider(_)) {
+        if !dispatched
+            && !matches!(close, Close::PreProvider(_))
+            && self.mark_dispatched(lease).await.is_ok()
+        {
             // An answer without the dispatch mark (the call never sent it):
             // the answer is real, so record it, marking it first.
-            let _ = self.mark_dispatched(lease).await;
+            self.observer.tell(key, Step::Dispatched);
         }
         // The outcome is known by now: a failing store is asked for as long
         // as a lease lasts rather than leaving the attempt open (and, once
         // dispatched, resolved as provider_unavailable when it expires).
         let budget = self.config.lease_ttl;
-        match retry(budget, || self.close(lease, close.clone())).await {
-            Ok(_) => Ok(executed),
-            // The answer stands; only its record is lost (the lease was
-            // taken over, or the store failed): the caller still gets it.
-            Err(_) => Ok(match executed {
-                Executed::Answered { response, .. } => Executed::Answered {
-                    response,
-                    recorded: false,
-                },
-                other => other,
-            }),
+        let closed = retry(key, "close the attempt", budget, || {
+            self.close(lease, close.clone())
+        });
+        match closed.await {
+            Ok(record) => {
+                if let Some(step) = Step::closing(&record.state) {
+                    self.observer.tell(key, step);
+                }
+                Ok(executed)
+            }
+            // This worker lost the attempt while it held it (frozen past the
+            // lease: a VM pause, a long GC) and another resolved it: the
+            // answer is what the ledger recorded, as every retry gets it.
+            Err(Error::StaleLease { .. }) => match self.get(key).await {
+                Ok(Some(record)) if record.state.is_closed() => {
+                    tracing::warn!(
+                        key = %key,
+                        state = record.state.name(),
+                        "lost the lease mid-call; answering what the ledger recorded"
+                    );
+                    recorded_answer(record)
+                }
+                // Taken over and revived elsewhere: in flight there.
+                Ok(Some(_)) => Err(Error::Conflict {
+                    key: key.to_string(),
+                    retry_after: self.config.lease_ttl,
+                }),
+                _ => Ok(unrecorded(executed)),
+            },
+            // The answer stands; only its record is lost (the store failed
+            // for a whole lease): the caller still gets it.
+            Err(_) => Ok(unrecorded(executed)),
         }
+    }
+
+    /// A try whose dispatch mark the store failed: nothing was sent. It is
+    /// closed as a pre-provider failure (revivable) if the store takes that
+    /// within [`STORE_RETRY`]; if not, this ledger's next call on the key
+    /// takes it over, and elsewhere it ends with its lease. Either way the
+    /// answer is the store's failure, at once (503: retry), rather than
+    /// waiting out the store.
+    async fn close_undispatched(&self, lease: &Lease, reason: &str, failed: &Error) -> Error {
+        let close = Close::PreProvider(reason.to_owned());
+        let closed = retry(
+            &lease.key,
+            "close the undispatched try",
+            STORE_RETRY,
+            || self.close(lease, close.clone()),
+        );
+        match closed.await {
+            Ok(record) => {
+                if let Some(step) = Step::closing(&record.state) {
+                    self.observer.tell(&lease.key, step);
+                }
+            }
+            Err(e) => tracing::warn!(
+                key = %lease.key,
+                "cannot close the undispatched try ({e}); a retry here takes it over, \
+                 elsewhere it ends with its lease"
+            ),
+        }
+        failed.clone()
+    }
+}
+
+/// Whether [`Dispatch::send`] marked the try.
+enum Marked {
+    /// Not asked, or refused for a reason of the ledger's (a stale lease).
+    No,
+    Yes,
+    /// The store failed (down, contended): nothing may have been sent.
+    StoreFailed(Error),
+}
+
+/// `executed` whose answer could not be recorded.
+fn unrecorded(executed: Executed) -> Executed {
+    match executed {
+        Executed::Answered { response, .. } => Executed::Answered {
+            response,
+            recorded: false,
+        },
+        other => other,
+    }
+}
+
+/// What a closed `record` answers every repeat.
+fn recorded_answer(record: Record) -> Result<Executed, Error> {
+    match record.state {
+        State::Succeeded { outcome } | State::FailedAtProvider { outcome } => {
+            Response::decode(&record.key, &outcome).map(Executed::Replayed)
+        }
+        // A pre-provider failure that is not revivable had a try that may
+        // have reached the provider: as ambiguous as one unanswered.
+        State::ProviderUnavailable { reason } | State::FailedPreProvider { reason } => {
+            Ok(Executed::ProviderUnavailable {
+                reason,
+                replayed: true,
+            })
+        }
+        State::InFlight => Err(Error::Corrupt {
+            what: format!("record {}", record.key),
+            detail: "replayed while in flight".into(),
+        }),
     }
 }
 
@@ -468,7 +658,13 @@ const STORE_RETRY: Duration = Duration::from_secs(1);
 
 /// `op` again, backing off from 50 ms to a second, while it fails with a
 /// storage error or contention, until `budget` has passed: the last answer.
-async fn retry<T, Fut>(budget: Duration, mut op: impl FnMut() -> Fut) -> Result<T, Error>
+/// Each wait is logged, saying `what` cannot be done yet.
+async fn retry<T, Fut>(
+    key: &Key,
+    what: &str,
+    budget: Duration,
+    mut op: impl FnMut() -> Fut,
+) -> Result<T, Error>
 where
     Fut: Future<Output = Result<T, Error>>,
 {
@@ -476,9 +672,10 @@ where
     let mut pause = Duration::from_millis(50);
     loop {
         match op().await {
-            Err(Error::Storage(_) | Error::Contended { .. })
+            Err(e @ (Error::Storage(_) | Error::Contended { .. }))
                 if tokio::time::Instant::now() + pause < give_up =>
             {
+                tracing::warn!(key = %key, "cannot {what} yet ({e}); retrying in {pause:?}");
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_secs(1));
             }

@@ -111,7 +111,7 @@ pub use clock::{Clock, SystemClock};
 pub use ledger::{Begin, Close, Config, Ledger};
 pub use model::{Fingerprint, Key, Lease, Record, State, Try, TryOutcome};
 #[cfg(feature = "tokio")]
-pub use outcome::{Call, Executed, Response};
+pub use outcome::{Call, Executed, Response, Step};
 #[cfg(feature = "postgres")]
 pub use pg::PgStore;
 #[cfg(feature = "postgres-async")]

@@ -134,7 +134,68 @@ pub enum Executed {
     ProviderUnavailable {
         /// Why.
         reason: String,
+        /// Whether this is the ledger's record of an earlier call (a
+        /// repeat, or this call's attempt resolved by another worker while
+        /// it held no lease) rather than this call's own failure.
+        replayed: bool,
     },
+}
+
+/// A step [`execute`](crate::AsyncLedger::execute) took on the ledger,
+/// as told to the observer of [`AsyncLedger::observe`](crate::AsyncLedger::observe)
+/// (a metrics counter, say), once each time it is durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Step {
+    /// A new attempt began.
+    Begun,
+    /// A repeat was answered with the recorded outcome.
+    Replayed,
+    /// An attempt that failed before the provider began a new try.
+    Revived,
+    /// A try of this owner whose begin lost its answer was taken over.
+    Adopted,
+    /// The try was marked dispatched: the request may now be sent.
+    Dispatched,
+    /// Closed with the provider's success.
+    Succeeded,
+    /// Closed with the provider's refusal.
+    FailedAtProvider,
+    /// Closed as failed before the provider (revivable).
+    FailedPreProvider,
+    /// Closed as sent without an answer (never run again).
+    ProviderUnavailable,
+}
+
+impl Step {
+    /// Its name in snake case (`"dispatched"`, `"failed_at_provider"`):
+    /// the closing steps are named as [`State::name`](crate::State::name)
+    /// names the state they close in.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Begun => "begun",
+            Self::Replayed => "replayed",
+            Self::Revived => "revived",
+            Self::Adopted => "adopted",
+            Self::Dispatched => "dispatched",
+            Self::Succeeded => "succeeded",
+            Self::FailedAtProvider => "failed_at_provider",
+            Self::FailedPreProvider => "failed_pre_provider",
+            Self::ProviderUnavailable => "provider_unavailable",
+        }
+    }
+
+    /// The step that closes in `state`; `None` for an open one.
+    pub(crate) fn closing(state: &crate::State) -> Option<Self> {
+        use crate::State;
+        Some(match state {
+            State::InFlight => return None,
+            State::Succeeded { .. } => Self::Succeeded,
+            State::FailedAtProvider { .. } => Self::FailedAtProvider,
+            State::FailedPreProvider { .. } => Self::FailedPreProvider,
+            State::ProviderUnavailable { .. } => Self::ProviderUnavailable,
+        })
+    }
 }
 
 impl Fingerprint {

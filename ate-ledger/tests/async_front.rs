@@ -164,7 +164,8 @@ async fn a_pre_provider_failure_runs_again_and_an_ambiguous_one_never_does() {
     assert_eq!(
         lost,
         Executed::ProviderUnavailable {
-            reason: "timeout".into()
+            reason: "timeout".into(),
+            replayed: false,
         }
     );
     let again = ledger
@@ -173,7 +174,13 @@ async fn a_pre_provider_failure_runs_again_and_an_ambiguous_one_never_does() {
         })
         .await
         .unwrap();
-    assert!(matches!(again, Executed::ProviderUnavailable { .. }));
+    assert_eq!(
+        again,
+        Executed::ProviderUnavailable {
+            reason: "timeout".into(),
+            replayed: true,
+        }
+    );
     // A "pre-provider" failure after the dispatch mark is ambiguous too.
     let late = Key::new("c", "late");
     let r = ledger
@@ -183,7 +190,16 @@ async fn a_pre_provider_failure_runs_again_and_an_ambiguous_one_never_does() {
         })
         .await
         .unwrap();
-    assert!(matches!(r, Executed::ProviderUnavailable { .. }), "{r:?}");
+    assert!(
+        matches!(
+            r,
+            Executed::ProviderUnavailable {
+                replayed: false,
+                ..
+            }
+        ),
+        "{r:?}"
+    );
 }
 
 #[tokio::test]
@@ -473,5 +489,138 @@ async fn a_store_that_fails_for_a_moment_is_asked_again_not_answered_for() {
     assert_eq!(
         ledger.get(&key).await.unwrap().unwrap().state.name(),
         "succeeded"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_store_failure_at_the_dispatch_answers_at_once_and_frees_the_key() {
+    let ledger = AsyncLedger::new(Flaky::default());
+    let body = serde_json::json!({});
+    let fail = |n| ledger.store().fail.store(n, Ordering::SeqCst);
+    let fail = &fail;
+    // The store is away from the dispatch mark until well after it: the
+    // call sends nothing, and the answer is the store's failure, after the
+    // mark's and the close's second of retries, not a lease's 30 s.
+    let key = Key::new("c", "away");
+    let started = tokio::time::Instant::now();
+    let r = ledger
+        .execute(&key, &fp(&body), "w", move |mut d| async move {
+            fail(usize::MAX);
+            match d.send().await {
+                Ok(()) => panic!("marked on a store that is away"),
+                Err(e) => Call::PreProvider(e.to_string()),
+            }
+        })
+        .await;
+    assert!(matches!(r, Err(Error::Storage(_))), "{r:?}");
+    assert!(
+        started.elapsed() <= Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    // Back: the next call on the key here takes the try over and runs.
+    fail(0);
+    let r = ledger
+        .execute(&key, &fp(&body), "w", |mut d| async move {
+            d.send().await.unwrap();
+            Call::Succeeded(Response::new(200, b"ok".to_vec()))
+        })
+        .await;
+    assert!(
+        matches!(r, Ok(Executed::Answered { recorded: true, .. })),
+        "{r:?}"
+    );
+    // Back within the second: the try is closed as revivable at once, so
+    // a call on any replica revives it.
+    let key = Key::new("c", "blip");
+    let r = ledger
+        .execute(&key, &fp(&body), "w", move |mut d| async move {
+            // The mark's five tries within its second fail; the close's
+            // first lands.
+            fail(5);
+            let e = d.send().await.unwrap_err();
+            Call::PreProvider(e.to_string())
+        })
+        .await;
+    assert!(matches!(r, Err(Error::Storage(_))), "{r:?}");
+    let record = ledger.get(&key).await.unwrap().unwrap();
+    assert!(record.is_revivable(), "{record:?}");
+}
+
+#[tokio::test]
+async fn a_call_that_lost_its_lease_answers_what_the_ledger_recorded() {
+    let clock = ManualClock::default();
+    let config = Config::default();
+    let ledger =
+        Arc::new(AsyncLedger::with_clock(MemoryStore::new(), config, clock.clone()).unwrap());
+    let body = serde_json::json!({});
+    let key = Key::new("c", "paused");
+    let other = ledger.clone();
+    let (k, f) = (key.clone(), fp(&body));
+    let r = ledger
+        .execute(&key, &fp(&body), "pod-a", |mut d| async move {
+            d.send().await.unwrap();
+            // Frozen past the lease: another worker resolves the attempt
+            // by the dispatch rule while this call still runs.
+            clock.advance(config.lease_ttl * 2);
+            let resolved = other
+                .execute(&k, &f, "pod-b", |_| async { panic!("re-executed") })
+                .await
+                .unwrap();
+            assert!(matches!(
+                resolved,
+                Executed::ProviderUnavailable { replayed: true, .. }
+            ));
+            Call::Succeeded(Response::new(200, b"too late".to_vec()))
+        })
+        .await
+        .unwrap();
+    // Not this call's own answer, which nobody else will ever see.
+    assert!(
+        matches!(r, Executed::ProviderUnavailable { replayed: true, .. }),
+        "{r:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_observer_is_told_each_durable_step() {
+    let steps = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let seen = steps.clone();
+    let ledger =
+        AsyncLedger::new(MemoryStore::new()).observe(move |_, step| seen.lock().push(step.name()));
+    let body = serde_json::json!({});
+    let run = |key: &'static str, call: Call| {
+        let ledger = &ledger;
+        let body = &body;
+        async move {
+            ledger
+                .execute(&Key::new("c", key), &fp(body), "w", |mut d| async move {
+                    if !matches!(call, Call::PreProvider(_)) {
+                        d.send().await.unwrap();
+                    }
+                    call
+                })
+                .await
+                .unwrap()
+        }
+    };
+    let ok = || Call::Succeeded(Response::new(200, b"ok".to_vec()));
+    let _ = run("a", ok()).await;
+    let _ = run("a", ok()).await;
+    let _ = run("b", Call::PreProvider("no credentials".into())).await;
+    let _ = run("b", Call::Ambiguous("timeout".into())).await;
+    assert_eq!(
+        *steps.lock(),
+        [
+            "begun",
+            "dispatched",
+            "succeeded",
+            "replayed",
+            "begun",
+            "failed_pre_provider",
+            "revived",
+            "dispatched",
+            "provider_unavailable",
+        ]
     );
 }
