@@ -99,9 +99,14 @@ impl AsyncPgStore {
     ///
     /// # Errors
     ///
-    /// [`Error::Storage`] naming what is wrong with `params`, or as for
-    /// [`new`](Self::new).
+    /// [`Error::Storage`] naming what is wrong with `params` or a
+    /// `max_connections` of 0, or as for [`new`](Self::new).
     pub async fn connect(params: &str, max_connections: usize) -> Result<Self, Error> {
+        if max_connections == 0 {
+            return Err(Error::Storage(
+                "max_connections is 0: a pool needs at least one connection".into(),
+            ));
+        }
         let config: tokio_postgres::Config = params
             .parse()
             .map_err(|e| Error::Storage(format!("invalid postgres connection string: {e}")))?;
@@ -113,7 +118,7 @@ impl AsyncPgStore {
             },
         );
         let pool = Pool::builder(manager)
-            .max_size(max_connections.max(1))
+            .max_size(max_connections)
             .build()
             .map_err(storage)?;
         Self::new(pool).await

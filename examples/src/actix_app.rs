@@ -307,7 +307,9 @@ fn refusal(e: &ProtocolError) -> Option<actix_ws::CloseReason> {
 /// drains like the Axum service.
 pub fn run(listen: SocketAddr, config: crate::Config) -> std::io::Result<()> {
     actix_web::rt::System::new().block_on(async move {
-        let state = AppState::new(config.clone()).map_err(std::io::Error::other)?;
+        let state = AppState::new(config.clone())
+            .await
+            .map_err(std::io::Error::other)?;
         let data = web::Data::new(state.clone());
         let limits = rate_limits(&state);
         // Every request but the probes, /metrics and /ws (whose sessions

@@ -333,7 +333,9 @@ pub fn run(listen: SocketAddr, config: crate::Config) -> std::io::Result<()> {
         .enable_all()
         .build()?;
     rt.block_on(async move {
-        let state = AppState::new(config.clone()).map_err(std::io::Error::other)?;
+        let state = AppState::new(config.clone())
+            .await
+            .map_err(std::io::Error::other)?;
         let listener = tokio::net::TcpListener::bind(listen)
             .await
             .map_err(|e| crate::cli::listen_error(listen, e))?;

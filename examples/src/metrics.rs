@@ -100,11 +100,14 @@ impl Metrics {
             .inc();
     }
 
-    /// Counts a ledger transition.
-    pub fn transition(&self, outcome: &str) {
-        self.transitions
-            .get_or_create(&vec![("outcome".into(), outcome.into())])
-            .inc();
+    /// Counts ledger transitions, from the ledger's observer.
+    pub fn transitions(&self) -> impl Fn(&str) + Send + Sync + 'static {
+        let transitions = self.transitions.clone();
+        move |outcome| {
+            transitions
+                .get_or_create(&vec![("outcome".into(), outcome.into())])
+                .inc();
+        }
     }
 
     /// Renders the exposition, refreshing the gauges first from the gate's

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use ate_generation::{Decision, Latch, Observe, Writer};
 use ate_ledger::{
-    Begin, Close, Fingerprint, Key, Lease, Ledger, PgStore, RedbStore, State, Store, SystemClock,
+    AsyncLedger, AsyncPgStore, AsyncStore, Blocking, Call, Dispatch, Executed, Fingerprint, Key,
+    RedbStore, Response, SystemClock,
 };
 use ate_ratelimit::http::KeyError;
 use ate_ratelimit::{
@@ -57,6 +58,19 @@ impl ApiResponse {
     }
 }
 
+impl ApiResponse {
+    /// The response the ledger recorded (or is recording) for a call: its
+    /// status and body, byte for byte. The example records no headers.
+    fn recorded(response: &Response) -> Self {
+        Self {
+            status: response.status,
+            headers: Vec::new(),
+            content_type: "application/json",
+            body: String::from_utf8_lossy(&response.body).into_owned(),
+        }
+    }
+}
+
 /// A duration in milliseconds from `0` to `max` (absent: 0), or the 400
 /// that names `what` and the bad value.
 fn bounded_ms(what: &str, value: Option<&str>, max: u64) -> Result<u64, ApiResponse> {
@@ -70,15 +84,6 @@ fn bounded_ms(what: &str, value: Option<&str>, max: u64) -> Result<u64, ApiRespo
                 shown(value.unwrap_or_default())
             )}),
         )),
-    }
-}
-
-/// A task aborted when this is dropped, on every path out of its owner.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 
@@ -106,12 +111,7 @@ pub struct AppState {
     audit: Audit,
     audit_failures: AtomicU64,
     objects: Mutex<HashMap<String, Object>>,
-    ledger: Arc<Ledger<LedgerStore>>,
-    /// The idempotency keys that requests of this process are working on
-    /// (an `/invoke` from its begin to its close), with how many: a try
-    /// this worker owns whose key none of them holds was left by a request
-    /// that lost the begin's answer, and may be taken over.
-    working: Mutex<HashMap<Key, usize>>,
+    ledger: AsyncLedger<LedgerStore>,
     /// Metrics.
     pub metrics: Metrics,
     /// Held for the process's life: one process per data dir.
@@ -121,50 +121,16 @@ pub struct AppState {
     sessions_closing: tokio::sync::watch::Sender<bool>,
 }
 
-/// The ledger's store: a redb file in the data dir, or PostgreSQL shared by
-/// every replica.
-type LedgerStore = Arc<dyn Store>;
+/// The ledger's store: a redb file in the data dir (on tokio's blocking
+/// pool, as it fsyncs), or PostgreSQL shared by every replica.
+type LedgerStore = Arc<dyn AsyncStore>;
 
 /// Shared state.
 pub type Shared = Arc<AppState>;
 
-/// A request's claim on an idempotency key in [`AppState::working`],
-/// given back when dropped.
-struct Working<'a> {
-    state: &'a AppState,
-    key: Key,
-}
-
-impl<'a> Working<'a> {
-    fn on(state: &'a AppState, key: &Key) -> Self {
-        *state.working.lock().entry(key.clone()).or_default() += 1;
-        Self {
-            state,
-            key: key.clone(),
-        }
-    }
-
-    /// Whether this is the only request of the process on its key.
-    fn alone(&self) -> bool {
-        self.state.working.lock().get(&self.key) == Some(&1)
-    }
-}
-
-impl Drop for Working<'_> {
-    fn drop(&mut self) {
-        let mut working = self.state.working.lock();
-        if let Some(n) = working.get_mut(&self.key) {
-            *n -= 1;
-            if *n == 0 {
-                working.remove(&self.key);
-            }
-        }
-    }
-}
-
 impl AppState {
     /// Builds the state: resolves limits and opens the durable ledger.
-    pub fn new(config: Config) -> Result<Shared, ConfigError> {
+    pub async fn new(config: Config) -> Result<Shared, ConfigError> {
         let mut limits = LimitSet::new(Policy::CountDenied, MonotonicClock::new());
         for (name, quota) in config.limits.resolve_env()? {
             // Bounded: evicts drained callers first, then refuses new ones.
@@ -214,22 +180,28 @@ impl AppState {
             lease_ttl: config.ledger_lease,
             ..ate_ledger::Config::default()
         };
+        let metrics = Metrics::new();
+        let count = metrics.transitions();
+        let ledger = |store: LedgerStore| {
+            AsyncLedger::with_clock(store, ledger_config, SystemClock)
+                .map(|ledger| ledger.observe(move |_, step| count(step.name())))
+                .map_err(|e| ConfigError::Other(format!("ledger: {e}")))
+        };
         let ledger = match &config.ledger_postgres_url {
             // Shared by every replica: an attempt found open may belong to
             // a live replica, so only this worker's own (its previous run,
             // under the same ATE_WORKER_ID) and those whose lease expired
             // (their worker is gone) are resolved.
             Some(url) => {
-                let store = PgStore::connect_pooled(url, config.ledger_postgres_connections)
+                let store = AsyncPgStore::connect(url, config.ledger_postgres_connections.get())
+                    .await
                     .map_err(|e| {
                         ConfigError::Other(format!(
                             "cannot open the ledger database (ATE_LEDGER_POSTGRES_URL): {e}"
                         ))
                     })?;
-                let ledger =
-                    Ledger::with_clock(Arc::new(store) as LedgerStore, ledger_config, SystemClock)
-                        .map_err(|e| ConfigError::Other(format!("ledger: {e}")))?;
-                recovered(ledger.recover_owner(&config.worker_id))?;
+                let ledger = ledger(Arc::new(store))?;
+                recovered(ledger.recover_owner(&config.worker_id).await)?;
                 tracing::info!(worker = %config.worker_id, "ledger: PostgreSQL, shared by every replica");
                 ledger
             }
@@ -247,10 +219,8 @@ impl AppState {
                     )),
                     e => ConfigError::Other(format!("cannot open ledger {}: {e}", path.display())),
                 })?;
-                let ledger =
-                    Ledger::with_clock(Arc::new(store) as LedgerStore, ledger_config, SystemClock)
-                        .map_err(|e| ConfigError::Other(format!("ledger: {e}")))?;
-                recovered(ledger.recover_all())?;
+                let ledger = ledger(Arc::new(Blocking(Arc::new(store))))?;
+                recovered(ledger.recover_all().await)?;
                 ledger
             }
         };
@@ -305,9 +275,8 @@ impl AppState {
             audit,
             audit_failures: AtomicU64::new(0),
             objects: Mutex::new(HashMap::new()),
-            ledger: Arc::new(ledger),
-            working: Mutex::new(HashMap::new()),
-            metrics: Metrics::new(),
+            ledger,
+            metrics,
             _data_dir_lock: data_dir_lock,
             sessions_closing: tokio::sync::watch::Sender::new(false),
         }))
@@ -480,16 +449,14 @@ impl AppState {
         let probe = Key::new("ate-startup", "probe");
         let mut failures = 0u32;
         loop {
-            let probe = probe.clone();
-            match self.blocking(move |ledger| ledger.get(&probe)).await {
-                Ok(Ok(_)) => break,
-                Ok(Err(e)) => {
+            match self.ledger.get(&probe).await {
+                Ok(_) => break,
+                Err(e) => {
                     failures += 1;
                     if failures.is_power_of_two() {
                         tracing::warn!(failures, "ledger store not answering at startup: {e}");
                     }
                 }
-                Err(_) => failures += 1,
             }
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
@@ -687,10 +654,9 @@ impl AppState {
 
     /// Deletes ended ledger records past the retention, and logs how many.
     async fn purge_ledger(&self) {
-        match self.blocking(|ledger| ledger.purge()).await {
-            Ok(Ok(purged)) => tracing::info!(purged, "ledger records past the retention deleted"),
-            Ok(Err(e)) => tracing::warn!("ledger purge failed: {e}"),
-            Err(_) => tracing::warn!("ledger purge task failed"),
+        match self.ledger.purge().await {
+            Ok(purged) => tracing::info!(purged, "ledger records past the retention deleted"),
+            Err(e) => tracing::warn!("ledger purge failed: {e}"),
         }
     }
 
@@ -744,7 +710,10 @@ impl AppState {
             Err(error) => return ApiResponse::json(400, json!({ "error": error })),
         };
         let behaviour = match simulate.unwrap_or("success") {
-            b @ ("success" | "credential_error" | "timeout" | "rejected") => b.to_owned(),
+            "success" => Simulate::Success,
+            "credential_error" => Simulate::CredentialError,
+            "timeout" => Simulate::Timeout,
+            "rejected" => Simulate::Rejected,
             other => {
                 return ApiResponse::json(
                     400,
@@ -759,11 +728,7 @@ impl AppState {
         // The readiness layer admitted the request; the call's task holds
         // an admission of its own (below).
         let guard = admitted.as_ref().map(Admitted::hold);
-        // serde_json maps are sorted, so this is a canonical form.
-        let fingerprint = Fingerprint(format!(
-            "sha256:{:x}",
-            Sha256::digest(request.to_string().as_bytes())
-        ));
+        let fingerprint = Fingerprint::of_json(&request);
         let key = Key::new(caller, key);
         // The call runs in a task of its own: a client that hangs up (which
         // drops this request's future) must not stop it between the
@@ -771,296 +736,45 @@ impl AppState {
         // recorded. The guard goes with it, so the shutdown waits for it.
         let this = Arc::clone(self);
         let call = tokio::spawn(async move {
-            let response = this.invoke_inner(key, fingerprint, &behaviour, delay).await;
+            let owner = &this.config.worker_id;
+            let executed = this
+                .ledger
+                .execute(&key, &fingerprint, owner, |dispatch| {
+                    provider(dispatch, behaviour, delay, &key)
+                })
+                .await;
             drop(guard);
-            response
+            this.answer(executed)
         });
         call.await
             .unwrap_or_else(|_| ApiResponse::json(500, json!({"error": "the call's task failed"})))
     }
 
-    async fn blocking<T: Send + 'static>(
-        &self,
-        f: impl FnOnce(&Ledger<LedgerStore>) -> T + Send + 'static,
-    ) -> Result<T, ApiResponse> {
-        let ledger = self.ledger.clone();
-        tokio::task::spawn_blocking(move || f(&ledger))
-            .await
-            .map_err(|_| ApiResponse::json(500, json!({"error": "ledger task failed"})))
-    }
-
-    async fn invoke_inner(
-        self: &Arc<Self>,
-        key: Key,
-        fp: Fingerprint,
-        behaviour: &str,
-        delay: u64,
-    ) -> ApiResponse {
-        let owner = self.config.worker_id.clone();
-        let working = Working::on(self, &key);
-        // A store failure is retried for up to a second; a begin (or a
-        // revive) that landed and lost only its answer is then found in
-        // flight under this worker's lease, and taken over below.
-        let mut revive_failures = 0;
-        let lease = loop {
-            let (k, f, o) = (key.clone(), fp.clone(), owner.clone());
-            let begin = move |l: &Ledger<LedgerStore>| l.begin(&k, &f, &o);
-            let begun = match self.retrying(&key, "begin", STORE_RETRY, begin).await {
-                Ok(r) => r,
-                Err(resp) => return resp,
-            };
-            match begun {
-                Ok(Begin::Started(lease)) => break lease,
-                Ok(Begin::Replay(record)) if record.is_revivable() => {
-                    let (k, f, o) = (key.clone(), fp.clone(), owner.clone());
-                    match self.blocking(move |l| l.revive(&k, &f, &o)).await {
-                        Ok(Ok(lease)) => {
-                            self.metrics.transition("revived");
-                            break lease;
-                        }
-                        // It may have landed: begin again, which finds it
-                        // in flight (and takes it over) or revivable.
-                        Ok(Err(
-                            ate_ledger::Error::Storage(_) | ate_ledger::Error::Contended { .. },
-                        )) if revive_failures < 2 => revive_failures += 1,
-                        Ok(Err(e)) => return self.ledger_error(e),
-                        Err(resp) => return resp,
-                    }
-                }
-                Ok(Begin::Replay(record)) => {
-                    self.metrics.transition("replayed");
-                    return Self::replay(&record.state).with_header("idempotent-replayed", "true");
-                }
-                // In flight. If the try is this worker's, not dispatched,
-                // and no other request of this process works on the key, it
-                // was left by a begin (or revive) that landed but lost its
-                // answer (a store connection cut after the commit): this
-                // request's own, retried above, or one that answered 503
-                // and sent nothing. Take it over rather than answer 409
-                // until its lease ends. The ledger fences off the old
-                // lease, so even a request still holding it could send
-                // nothing.
-                Err(conflict @ ate_ledger::Error::Conflict { .. }) if working.alone() => {
-                    let (k, f, o) = (key.clone(), fp.clone(), owner.clone());
-                    match self.blocking(move |l| l.adopt(&k, &f, &o)).await {
-                        Ok(Ok(Some(lease))) => {
-                            tracing::info!(key = %key, "took over a try whose begin lost its answer");
-                            self.metrics.transition("adopted");
-                            break lease;
-                        }
-                        Ok(Ok(None)) => return self.ledger_error(conflict),
-                        Ok(Err(e)) => return self.ledger_error(e),
-                        Err(resp) => return resp,
-                    }
-                }
-                Err(e) => return self.ledger_error(e),
-            }
-        };
-        // Credentials are checked before anything is sent.
-        if behaviour == "credential_error" {
-            let closed = self
-                .close_retrying(&lease, Close::PreProvider("credential error".into()))
-                .await;
-            return self.closed(&key, closed).await;
-        }
-        // Durably dispatched BEFORE the provider sees anything. A store
-        // failure is retried for up to a second: marking it again is a
-        // no-op if the first write landed and only its answer was lost (a
-        // connection cut after the commit), so an Ok means durable either
-        // way.
-        let l = lease.clone();
-        match self
-            .retrying(
-                &key,
-                "mark the try dispatched",
-                STORE_RETRY,
-                move |ledger| ledger.mark_dispatched(&l),
-            )
-            .await
-        {
-            Ok(Ok(())) => self.metrics.transition("dispatched"),
-            Ok(Err(e @ (ate_ledger::Error::Storage(_) | ate_ledger::Error::Contended { .. }))) => {
-                // Nothing was sent: 503 now, and the try is closed as a
-                // pre-provider failure once the store takes it, so a retry
-                // then revives the key instead of waiting out this lease
-                // (409 until it ends).
-                self.close_undispatched(lease);
-                return self.ledger_error(e);
-            }
-            Ok(Err(e)) => return self.transition_failed(&key, e).await,
-            Err(resp) => return resp,
-        }
-        // The provider call, with the lease renewed beside it: a call that
-        // outlasts the lease keeps its attempt (a retry meanwhile gets 409,
-        // not a recovery that closes it as provider_unavailable). The
-        // renewal may race the close below; the ledger sorts that out.
-        let renewal = AbortOnDrop(tokio::spawn(
-            Arc::clone(self).renew_while_in_flight(lease.clone()),
-        ));
-        tokio::time::sleep(Duration::from_millis(delay)).await;
-        let close = match behaviour {
-            "timeout" => Close::ProviderUnavailable("provider timed out".into()),
-            "rejected" => Close::FailedAtProvider(json!({"provider": "rejected", "reason": "simulated rejection"}).to_string()),
-            _ => Close::Succeeded(
-                json!({"provider": "ok", "receipt": format!("rcpt-{:x}", Sha256::digest(key.encode().as_bytes()))}).to_string(),
-            ),
-        };
-        // The renewal runs on while the answer is being recorded (which
-        // may take retries).
-        let closed = self.close_retrying(&lease, close).await;
-        drop(renewal);
-        self.closed(&key, closed).await
-    }
-
-    /// Closes, in a task of its own, a try whose dispatch the store
-    /// failed, as a pre-provider failure (revivable). A dispatch whose
-    /// write did land although the store reported a failure (an answer
-    /// lost with the connection) refuses that close: the try is then left
-    /// to end with its lease, by the dispatch rule.
-    fn close_undispatched(self: &Arc<Self>, lease: Lease) {
-        let this = Arc::clone(self);
-        tokio::spawn(async move {
-            let close = Close::PreProvider(
-                "the ledger's store failed before the dispatch; nothing was sent".into(),
-            );
-            match this.close_retrying(&lease, close).await {
-                Ok(Ok(record)) => this.metrics.transition(record.state.name()),
-                Ok(Err(e)) => tracing::warn!(
-                    key = %lease.key,
-                    "cannot close the undispatched try ({e}); it ends with its lease"
-                ),
-                Err(_) => tracing::warn!(key = %lease.key, "the ledger task failed"),
-            }
-        });
-    }
-
-    /// Closes `lease` with `close`, an outcome known by now (the
-    /// provider's answer, a failure before it), so a store that fails
-    /// (down, failing over) or a key too contended is retried, backing off
-    /// up to a second, for as long as a lease lasts, rather than answering
-    /// 503 and leaving the attempt open until the lease runs out (and, once
-    /// dispatched, to be resolved as `provider_unavailable`). If another
-    /// worker has resolved it meanwhile, the close says so (`StaleLease`)
-    /// and the caller answers what the ledger recorded.
-    async fn close_retrying(
-        &self,
-        lease: &Lease,
-        close: Close,
-    ) -> Result<Result<ate_ledger::Record, ate_ledger::Error>, ApiResponse> {
-        let l = lease.clone();
-        let budget = self.ledger.config().lease_ttl;
-        self.retrying(&lease.key, "close the attempt", budget, move |ledger| {
-            ledger.close(&l, close.clone())
-        })
-        .await
-    }
-
-    /// Runs `op` on the ledger, and again, backing off from 50 ms up to a
-    /// second, while the store fails or the key is too contended, until
-    /// `budget` has passed; the last answer.
-    async fn retrying<T: Send + 'static>(
-        &self,
-        key: &Key,
-        what: &str,
-        budget: Duration,
-        op: impl Fn(&Ledger<LedgerStore>) -> Result<T, ate_ledger::Error> + Clone + Send + 'static,
-    ) -> Result<Result<T, ate_ledger::Error>, ApiResponse> {
-        let give_up = tokio::time::Instant::now() + budget;
-        let mut pause = Duration::from_millis(50);
-        loop {
-            let op = op.clone();
-            let answer = self.blocking(move |ledger| op(ledger)).await;
-            match &answer {
-                Ok(Err(
-                    e @ (ate_ledger::Error::Storage(_) | ate_ledger::Error::Contended { .. }),
-                )) if tokio::time::Instant::now() + pause < give_up => {
-                    tracing::warn!(key = %key, "cannot {what} yet ({e}); retrying in {pause:?}");
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_secs(1));
-                }
-                _ => return answer,
-            }
-        }
-    }
-
-    /// Renews `lease` every third of its TTL until aborted. A renewal that
-    /// fails is logged; the close then says what became of the attempt.
-    async fn renew_while_in_flight(self: Arc<Self>, lease: Lease) {
-        let every = self.ledger.config().lease_ttl / 3;
-        loop {
-            tokio::time::sleep(every).await;
-            let l = lease.clone();
-            match self.blocking(move |ledger| ledger.renew(&l)).await {
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => tracing::warn!(key = %lease.key, "cannot renew the lease: {e}"),
-                Err(_) => tracing::warn!(key = %lease.key, "the lease renewal task failed"),
-            }
-        }
-    }
-
-    async fn closed(
-        &self,
-        key: &Key,
-        closed: Result<Result<ate_ledger::Record, ate_ledger::Error>, ApiResponse>,
-    ) -> ApiResponse {
-        match closed {
-            Ok(Ok(record)) => {
-                self.metrics.transition(record.state.name());
-                Self::replay(&record.state)
-            }
-            Ok(Err(e)) => self.transition_failed(key, e).await,
-            Err(resp) => resp,
-        }
-    }
-
-    /// A dispatch or close that failed. A stale lease means this worker
-    /// lost the attempt while it held it (frozen past the lease: a VM
-    /// pause, a long GC) and another worker resolved it by the dispatch
-    /// rule: the answer is then what the ledger recorded, as every retry
-    /// gets it, not an error about leases.
-    async fn transition_failed(&self, key: &Key, e: ate_ledger::Error) -> ApiResponse {
-        if !matches!(e, ate_ledger::Error::StaleLease { .. }) {
-            return self.ledger_error(e);
-        }
-        let k = key.clone();
-        match self.blocking(move |ledger| ledger.get(&k)).await {
-            Ok(Ok(Some(record))) if record.state.is_closed() => {
-                tracing::warn!(
-                    key = %key,
-                    state = record.state.name(),
-                    "lost the lease mid-call; answering what the ledger recorded"
-                );
-                Self::replay(&record.state).with_header("idempotent-replayed", "true")
-            }
-            // Taken over and revived by another worker: in flight there.
-            Ok(Ok(Some(_))) => self.ledger_error(ate_ledger::Error::Conflict {
-                key: key.to_string(),
-                retry_after: self.ledger.config().lease_ttl,
-            }),
-            Ok(Ok(None)) => self.ledger_error(e),
-            Ok(Err(read)) => self.ledger_error(read),
-            Err(resp) => resp,
-        }
-    }
-
-    fn replay(state: &State) -> ApiResponse {
-        let parse =
-            |s: &str| serde_json::from_str::<Value>(s).unwrap_or_else(|_| json!({"outcome": s}));
-        match state {
-            State::Succeeded { outcome } => ApiResponse::json(200, parse(outcome)),
-            State::FailedAtProvider { outcome } => ApiResponse::json(
-                502,
-                json!({"state": "failed_at_provider", "outcome": parse(outcome)}),
-            ),
-            State::FailedPreProvider { reason } => ApiResponse::json(
+    /// The HTTP answer to what the ledger's `execute` said.
+    fn answer(&self, executed: Result<Executed, ate_ledger::Error>) -> ApiResponse {
+        let replayed = |r: ApiResponse| r.with_header("idempotent-replayed", "true");
+        match executed {
+            Ok(Executed::Answered { response, .. }) => ApiResponse::recorded(&response),
+            Ok(Executed::Replayed(response)) => replayed(ApiResponse::recorded(&response)),
+            Ok(Executed::FailedPreProvider { reason }) => ApiResponse::json(
                 424,
                 json!({"state": "failed_pre_provider", "reason": reason, "retryable": true}),
             ),
-            State::ProviderUnavailable { reason } => ApiResponse::json(
-                504,
-                json!({"state": "provider_unavailable", "reason": reason, "retryable": false}),
-            ),
-            State::InFlight => ApiResponse::json(409, json!({"state": "in_flight"})),
+            Ok(Executed::ProviderUnavailable {
+                reason,
+                replayed: r,
+            }) => {
+                let answer = ApiResponse::json(
+                    504,
+                    json!({"state": "provider_unavailable", "reason": reason, "retryable": false}),
+                );
+                if r { replayed(answer) } else { answer }
+            }
+            Ok(other) => {
+                tracing::error!("unexpected ledger answer: {other:?}");
+                ApiResponse::json(500, json!({"error": "unexpected ledger answer"}))
+            }
+            Err(e) => self.ledger_error(e),
         }
     }
 
@@ -1109,6 +823,48 @@ impl AppState {
                 tracing::error!("ledger error: {other}");
                 ApiResponse::json(500, json!({"error": other.to_string()}))
             }
+        }
+    }
+}
+
+/// What `X-Simulate` asks of the simulated provider.
+#[derive(Debug, Clone, Copy)]
+enum Simulate {
+    Success,
+    CredentialError,
+    Timeout,
+    Rejected,
+}
+
+/// The simulated provider call, as a service writes its own for
+/// [`AsyncLedger::execute`]: what can fail before anything is sent fails
+/// first; then the dispatch mark; then the request (`delay` ms).
+async fn provider(mut dispatch: Dispatch, simulate: Simulate, delay: u64, key: &Key) -> Call {
+    // Credentials are checked before anything is sent.
+    if let Simulate::CredentialError = simulate {
+        return Call::PreProvider("credential error".into());
+    }
+    // Durably dispatched BEFORE the provider sees anything.
+    if let Err(e) = dispatch.send().await {
+        return Call::PreProvider(format!("not sent: {e}"));
+    }
+    tokio::time::sleep(Duration::from_millis(delay)).await;
+    let body = |v: Value| v.to_string().into_bytes();
+    match simulate {
+        Simulate::Timeout => Call::Ambiguous("provider timed out".into()),
+        Simulate::Rejected => Call::Rejected(Response::new(
+            502,
+            body(json!({
+                "state": "failed_at_provider",
+                "outcome": {"provider": "rejected", "reason": "simulated rejection"},
+            })),
+        )),
+        Simulate::Success | Simulate::CredentialError => {
+            let receipt = format!("rcpt-{:x}", Sha256::digest(key.encode().as_bytes()));
+            Call::Succeeded(Response::new(
+                200,
+                body(json!({"provider": "ok", "receipt": receipt})),
+            ))
         }
     }
 }
@@ -1172,10 +928,6 @@ async fn drain_then_stop(
 /// close frame before it drops the connection anyway. Within the second the
 /// shutdown gives open sessions after it signals them to close.
 pub const CLOSE_HANDSHAKE: Duration = Duration::from_millis(500);
-
-/// How long an `/invoke` waits for a store that fails as it begins or
-/// marks the try dispatched (the client is waiting) before it answers 503.
-const STORE_RETRY: Duration = Duration::from_secs(1);
 
 /// The largest request body the services read (1 MiB, under the 1.5 MiB
 /// Kubernetes allows an object): the same on both frameworks, whose own

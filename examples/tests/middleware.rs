@@ -171,7 +171,7 @@ async fn ready_is_503_starting_until_the_startup_checks_pass() {
     use tower::ServiceExt;
     let dir = tempfile::tempdir().unwrap();
     let config = ate_examples::Config::from_env(dir.path().to_path_buf()).unwrap();
-    let state = ate_examples::AppState::new(config).unwrap();
+    let state = ate_examples::AppState::new(config).await.unwrap();
     let app = ate_examples::axum_app::router(state.clone());
     let get = |path: &'static str| {
         let app = app.clone();

@@ -8,17 +8,17 @@ use axum::body::Body;
 use axum::extract::ConnectInfo;
 use tower::ServiceExt;
 
-fn state() -> (ate_examples::service::Shared, tempfile::TempDir) {
+async fn state() -> (ate_examples::service::Shared, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let config = Config::from_env(dir.path().to_path_buf()).unwrap();
-    let state = AppState::new(config).unwrap();
+    let state = AppState::new(config).await.unwrap();
     // What the binaries do once their startup checks pass.
     state.gate.mark_ready();
     (state, dir)
 }
 
 async fn axum_drain(peer: &str) -> (u16, bool) {
-    let (state, _dir) = state();
+    let (state, _dir) = state().await;
     let app = ate_examples::axum_app::router(state.clone());
     let mut req = axum::http::Request::post("/__internal/drain")
         .body(Body::empty())
@@ -31,7 +31,7 @@ async fn axum_drain(peer: &str) -> (u16, bool) {
 
 async fn actix_drain(peer: &str) -> (u16, bool) {
     use actix_web::{App, test, web};
-    let (state, _dir) = state();
+    let (state, _dir) = state().await;
     let app = test::init_service(
         App::new()
             .app_data(web::Data::new(state.clone()))
