@@ -212,29 +212,45 @@ pub async fn load(
     warmup: Duration,
     duration: Duration,
 ) -> std::io::Result<LoadResult> {
+    let request =
+        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nX-Caller: bench\r\n\r\n").into_bytes();
+    load_with(addr, connections, warmup, duration, move |_, _| {
+        request.clone()
+    })
+    .await
+}
+
+/// As [`load`], with each request's bytes from `request(connection, n)`
+/// (the `n`th request of that connection), and only `2xx` answers
+/// counted: any other status is an error that ends the run.
+pub async fn load_with(
+    addr: SocketAddr,
+    connections: usize,
+    warmup: Duration,
+    duration: Duration,
+    request: impl Fn(usize, u64) -> Vec<u8> + Clone + Send + 'static,
+) -> std::io::Result<LoadResult> {
     assert!(
         addr.ip().is_loopback(),
         "the load generator only targets loopback"
     );
-    let request =
-        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nX-Caller: bench\r\n\r\n").into_bytes();
     let start = Instant::now();
     let measure_from = start + warmup;
     let end = measure_from + duration;
     let mut tasks = Vec::new();
-    for _ in 0..connections {
+    for connection in 0..connections {
         let request = request.clone();
         tasks.push(tokio::spawn(async move {
             let mut latencies = Vec::new();
             let mut stream = TcpStream::connect(addr).await?;
             stream.set_nodelay(true)?;
             let mut buf = vec![0u8; 4096];
-            loop {
+            for n in 0_u64.. {
                 let t0 = Instant::now();
                 if t0 >= end {
                     break;
                 }
-                stream.write_all(&request).await?;
+                stream.write_all(&request(connection, n)).await?;
                 read_response(&mut stream, &mut buf).await?;
                 if t0 >= measure_from {
                     latencies.push(t0.elapsed());
@@ -276,6 +292,10 @@ async fn read_response(stream: &mut TcpStream, buf: &mut [u8]) -> std::io::Resul
         let text = &buf[..have];
         if let Some(end) = text.windows(4).position(|w| w == b"\r\n\r\n") {
             let head = std::str::from_utf8(&text[..end]).unwrap_or("");
+            let status = head.split(' ').nth(1).unwrap_or("");
+            if !status.starts_with('2') {
+                return Err(std::io::Error::other(format!("answered {head:?}")));
+            }
             let len: usize = head
                 .lines()
                 .find_map(|l| {
