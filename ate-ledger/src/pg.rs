@@ -12,7 +12,7 @@ use postgres::{Client, Config, NoTls, Socket};
 
 use crate::pg_sql::{
     INSERT, OPEN_AT, PURGE, PURGE_BATCH, READ_AT, SCHEMA_CHECK, SCHEMA_VERSION, SETUP, SETUP_LOCK,
-    UPDATE, VERSION_OF, decode, open_rows, read_row, to_i64,
+    UPDATE, VERSION_OF, before_first_day, decode, open_rows, read_row, to_i64,
 };
 use crate::store::{Read, Store};
 use crate::{Error, Key, Record};
@@ -481,14 +481,7 @@ impl Store for PgStore {
     /// without fsync). A row revived since it was picked is kept: the
     /// `DELETE` checks `NOT open` on the row as it is when it deletes.
     fn purge(&self, cutoff: DateTime<Utc>) -> Result<usize, Error> {
-        // `timestamptz` starts at 4714-11-24 BC (chrono's year -4713): no
-        // row ended before that, and such a cutoff (a retention of
-        // thousands of years, "keep forever") is out of the column's
-        // range, an error from the server.
-        let first = chrono::NaiveDate::from_ymd_opt(-4713, 11, 24)
-            .and_then(|d| d.and_hms_opt(0, 0, 0))
-            .map(|t| t.and_utc());
-        if first.is_some_and(|first| cutoff < first) {
+        if before_first_day(cutoff) {
             return Ok(0);
         }
         let mut purged = 0;

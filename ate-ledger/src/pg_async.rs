@@ -7,7 +7,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 
 use crate::pg_sql::{
     INSERT, OPEN_AT, PURGE, PURGE_BATCH, READ_AT, SCHEMA_CHECK, SCHEMA_VERSION, SETUP, SETUP_LOCK,
-    UPDATE, VERSION_OF, open_rows, read_row, to_i64,
+    UPDATE, VERSION_OF, before_first_day, open_rows, read_row, to_i64,
 };
 use crate::store::{AsyncStore, Read, StoreFuture};
 use crate::{Error, Key, Record};
@@ -196,10 +196,7 @@ impl AsyncStore for AsyncPgStore {
 
     fn purge(&self, cutoff: DateTime<Utc>) -> StoreFuture<'_, usize> {
         Box::pin(async move {
-            let first = chrono::NaiveDate::from_ymd_opt(-4713, 11, 24)
-                .and_then(|d| d.and_hms_opt(0, 0, 0))
-                .map(|t| t.and_utc());
-            if first.is_some_and(|first| cutoff < first) {
+            if before_first_day(cutoff) {
                 return Ok(0);
             }
             let mut purged = 0;

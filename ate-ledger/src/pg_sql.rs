@@ -57,6 +57,16 @@ pub(crate) const PURGE: &str = "DELETE FROM ate_ledger_records
          SELECT scope, id FROM ate_ledger_records
          WHERE NOT open AND ended_at < $1 LIMIT $2)";
 
+/// Whether no row can have ended before `cutoff`: `timestamptz` starts at
+/// 4714-11-24 BC (chrono's year -4713), and such a cutoff (a retention of
+/// thousands of years, "keep forever") is out of the column's range, an
+/// error from the server. A purge then deletes nothing without asking.
+pub(crate) fn before_first_day(cutoff: DateTime<Utc>) -> bool {
+    chrono::NaiveDate::from_ymd_opt(-4713, 11, 24)
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+        .is_some_and(|first| cutoff < first.and_utc())
+}
+
 pub(crate) fn to_i64(key: &Key, version: u64) -> Result<i64, Error> {
     i64::try_from(version)
         .map_err(|_| Error::Storage(format!("{key}: version {version} does not fit a BIGINT")))

@@ -114,35 +114,27 @@ pub trait AsyncStore: std::fmt::Debug + Send + Sync {
     fn purge(&self, cutoff: DateTime<Utc>) -> StoreFuture<'_, usize>;
 }
 
-impl<T: AsyncStore + ?Sized> AsyncStore for &T {
-    fn get<'a>(&'a self, key: &'a Key) -> StoreFuture<'a, Read> {
-        (**self).get(key)
-    }
-    fn put<'a>(&'a self, record: &'a Record, expected: Option<u64>) -> StoreFuture<'a, ()> {
-        (**self).put(record, expected)
-    }
-    fn open(&self) -> StoreFuture<'_, (Vec<Record>, Option<DateTime<Utc>>)> {
-        (**self).open()
-    }
-    fn purge(&self, cutoff: DateTime<Utc>) -> StoreFuture<'_, usize> {
-        (**self).purge(cutoff)
-    }
+/// `AsyncStore` for a pointer to a store: every call forwarded.
+macro_rules! forward_async_store {
+    ($($pointer:ty),*) => {$(
+        impl<T: AsyncStore + ?Sized> AsyncStore for $pointer {
+            fn get<'a>(&'a self, key: &'a Key) -> StoreFuture<'a, Read> {
+                (**self).get(key)
+            }
+            fn put<'a>(&'a self, record: &'a Record, expected: Option<u64>) -> StoreFuture<'a, ()> {
+                (**self).put(record, expected)
+            }
+            fn open(&self) -> StoreFuture<'_, (Vec<Record>, Option<DateTime<Utc>>)> {
+                (**self).open()
+            }
+            fn purge(&self, cutoff: DateTime<Utc>) -> StoreFuture<'_, usize> {
+                (**self).purge(cutoff)
+            }
+        }
+    )*};
 }
 
-impl<T: AsyncStore + ?Sized> AsyncStore for std::sync::Arc<T> {
-    fn get<'a>(&'a self, key: &'a Key) -> StoreFuture<'a, Read> {
-        (**self).get(key)
-    }
-    fn put<'a>(&'a self, record: &'a Record, expected: Option<u64>) -> StoreFuture<'a, ()> {
-        (**self).put(record, expected)
-    }
-    fn open(&self) -> StoreFuture<'_, (Vec<Record>, Option<DateTime<Utc>>)> {
-        (**self).open()
-    }
-    fn purge(&self, cutoff: DateTime<Utc>) -> StoreFuture<'_, usize> {
-        (**self).purge(cutoff)
-    }
-}
+forward_async_store!(&T, std::sync::Arc<T>);
 
 /// In memory, nothing waits: the async front uses it as is.
 impl AsyncStore for MemoryStore {
