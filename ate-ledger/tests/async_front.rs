@@ -72,6 +72,12 @@ proptest! {
     }
 }
 
+/// A call that marks the dispatch and answers `call`.
+async fn sent(mut dispatch: ate_ledger::Dispatch, call: Call) -> Call {
+    dispatch.send().await.unwrap();
+    call
+}
+
 fn fp(body: &serde_json::Value) -> Fingerprint {
     Fingerprint::of_json(body)
 }
@@ -142,9 +148,8 @@ async fn a_pre_provider_failure_runs_again_and_an_ambiguous_one_never_does() {
         }
     );
     let revived = ledger
-        .execute(&pre, &fp(&body), "w", |mut d| async move {
-            d.send().await.unwrap();
-            Call::Succeeded(Response::new(200, b"ok".to_vec()))
+        .execute(&pre, &fp(&body), "w", |d| {
+            sent(d, Call::Succeeded(Response::new(200, b"ok".to_vec())))
         })
         .await
         .unwrap();
@@ -155,9 +160,8 @@ async fn a_pre_provider_failure_runs_again_and_an_ambiguous_one_never_does() {
     assert_eq!(ledger.get(&pre).await.unwrap().unwrap().tries.len(), 2);
     // Sent, then no answer: never again, whatever the repeat's call would do.
     let lost = ledger
-        .execute(&amb, &fp(&body), "w", |mut d| async move {
-            d.send().await.unwrap();
-            Call::Ambiguous("timeout".into())
+        .execute(&amb, &fp(&body), "w", |d| {
+            sent(d, Call::Ambiguous("timeout".into()))
         })
         .await
         .unwrap();
@@ -184,9 +188,8 @@ async fn a_pre_provider_failure_runs_again_and_an_ambiguous_one_never_does() {
     // A "pre-provider" failure after the dispatch mark is ambiguous too.
     let late = Key::new("c", "late");
     let r = ledger
-        .execute(&late, &fp(&body), "w", |mut d| async move {
-            d.send().await.unwrap();
-            Call::PreProvider("said too late".into())
+        .execute(&late, &fp(&body), "w", |d| {
+            sent(d, Call::PreProvider("said too late".into()))
         })
         .await
         .unwrap();
@@ -245,9 +248,8 @@ async fn a_begin_whose_answer_was_lost_is_taken_over_by_its_owner() {
     // The begin landed; its answer never came back.
     let _lost = ledger.begin(&key, &fp(&body), "pod-a").await.unwrap();
     let r = ledger
-        .execute(&key, &fp(&body), "pod-a", |mut d| async move {
-            d.send().await.unwrap();
-            Call::Succeeded(Response::new(200, b"ok".to_vec()))
+        .execute(&key, &fp(&body), "pod-a", |d| {
+            sent(d, Call::Succeeded(Response::new(200, b"ok".to_vec())))
         })
         .await
         .unwrap();
@@ -521,9 +523,8 @@ async fn a_store_failure_at_the_dispatch_answers_at_once_and_frees_the_key() {
     // Back: the next call on the key here takes the try over and runs.
     fail(0);
     let r = ledger
-        .execute(&key, &fp(&body), "w", |mut d| async move {
-            d.send().await.unwrap();
-            Call::Succeeded(Response::new(200, b"ok".to_vec()))
+        .execute(&key, &fp(&body), "w", |d| {
+            sent(d, Call::Succeeded(Response::new(200, b"ok".to_vec())))
         })
         .await;
     assert!(
