@@ -291,9 +291,9 @@ pub fn parse_object_id(s: &str) -> Result<ObjectId, InputError> {
 /// keys the API server takes.
 ///
 /// ```
-/// let r = ate_configguard::parse_retired_key("cm/shop/api-config/db_password").unwrap();
+/// let r = ate_configguard::manifest::parse_retired_key("cm/shop/api-config/db_password").unwrap();
 /// assert_eq!(r.to_string(), "ConfigMap/shop/api-config/db_password");
-/// assert!(ate_configguard::parse_retired_key("cm/shop/api-config").is_err());
+/// assert!(ate_configguard::manifest::parse_retired_key("cm/shop/api-config").is_err());
 /// ```
 ///
 /// # Errors

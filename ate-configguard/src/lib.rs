@@ -13,41 +13,41 @@
 //! reference resolve in the proposed config state: the object exists, in the
 //! workload's namespace, as the same kind, and holds the key. Bulk loads
 //! (`envFrom`, volumes without `items`) must keep every key they had,
-//! unless the change retires that key on purpose ([`RetiredKey`]: then a
+//! unless the change retires that key on purpose ([`RetiredKey`](manifest::RetiredKey): then a
 //! warning).
 //! A current workload that live state shows to be dormant (a finished Pod
 //! or Job, a Deployment's old ReplicaSet at 0 replicas; see
-//! [`Workload::dormant`]) serves nothing, so what the transition breaks for
+//! [`Workload::dormant`](manifest::Workload::dormant)) serves nothing, so what the transition breaks for
 //! it is a warning: rolling back to that revision would fail. A Deployment
 //! or StatefulSet at 0 replicas still counts as serving, since an
 //! autoscaler may scale it up at any time.
 //!
 //! A proposed workload that runs as a hook BEFORE the change is applied (a
 //! Helm `pre-install` / `pre-upgrade` hook, an Argo CD `PreSync` hook; see
-//! [`Hook`]), such as a database migration Job, sees the state before the
+//! [`Hook`](manifest::Hook)), such as a database migration Job, sees the state before the
 //! change instead: the current objects, and the ConfigMaps and Secrets
 //! that are hooks of its phase created before it. What only the change
 //! brings is a failure of its own, `applied-after-hook`. Likewise a
 //! workload that Argo CD syncs in an earlier wave than a config object it
-//! reads ([`Workload::sync_wave`]) starts while that object is as it was:
+//! reads ([`Workload::sync_wave`](manifest::Workload::sync_wave)) starts while that object is as it was:
 //! `later-sync-wave`; and one that reads what only a hook run after the
 //! change brings (`post-upgrade`, `PostSync`) cannot start before it:
 //! `created-by-post-hook`. A config object that is a hook the change does
 //! not create (`test`, `pre-rollback`, `Skip`, ...) or deletes once its
 //! hooks succeed (`hook-succeeded`, `HookSucceeded`) is not there after
-//! the change ([`HookPhase`]).
+//! the change ([`HookPhase`](manifest::HookPhase)).
 //!
 //! - [`load_paths`] / [`load_str`] → [`Manifests`]: names only. A
 //!   `SealedSecret`, an `ExternalSecret`, a cert-manager `Certificate` or
 //!   a `SecretProviderClass` stands for the Secret its controller makes
-//!   ([`ConfigObject::made_by`]). A document without a namespace is read
-//!   in [`LoadOptions::default_namespace`]; [`unplaced_namespace`] tells
+//!   ([`ConfigObject::made_by`](manifest::ConfigObject::made_by)). A document without a namespace is read
+//!   in [`LoadOptions::default_namespace`]; [`unplaced_namespace`](manifest::unplaced_namespace) tells
 //!   when that misses the other state (rendered manifests against a live
 //!   state of another namespace), unless the user chose it.
 //! - Typed objects a service already holds (read with `kube`, say):
-//!   [`ConfigObject::from_config_map`], [`ConfigObject::from_secret`],
-//!   [`ServiceAccount::from_service_account`] and
-//!   [`Workload::from_pod_spec`] build the same names-only [`Manifests`].
+//!   [`ConfigObject::from_config_map`](manifest::ConfigObject::from_config_map), [`ConfigObject::from_secret`](manifest::ConfigObject::from_secret),
+//!   [`ServiceAccount::from_service_account`](manifest::ServiceAccount::from_service_account) and
+//!   [`Workload::from_pod_spec`](manifest::Workload::from_pod_spec) build the same names-only [`Manifests`].
 //! - [`check`] with a [`CheckInput`] → [`Report`] ([`Finding`]s).
 //! - [`drift`] → [`Report`]: defaults vs base vs overlays.
 //! - [`InputError`]: unusable input (the CLI's exit 2).
@@ -122,20 +122,28 @@ mod parse;
 #[cfg(feature = "test-util")]
 pub mod testing;
 
-pub use check::{
-    CONTROL_PLANE_OBJECTS, CheckInput, Deletion, Report, Verdict, check, inventory,
-    parse_object_id, parse_retired_key,
-};
+pub use check::{CheckInput, Deletion, Report, Verdict, check};
 pub use drift::{Source, drift};
-pub use load::{
-    LoadOptions, decode_text, load_paths, load_str, parse_selector, pod_references, read_text,
-    unplaced_namespace,
-};
-pub use model::{
-    Code, ConfigKind, ConfigObject, Finding, Hook, HookPhase, Inventory, Manifests, ObjectId,
-    PULL_SECRET_KEYS, Place, Reference, RetiredKey, ServiceAccount, Severity, Side, Workload,
-    WorkloadId,
-};
+pub use load::{LoadOptions, load_paths, load_str};
+pub use model::{Code, Finding, Manifests, Place, Severity, Side};
+
+/// What the guard reads from manifests: config objects, workloads and the
+/// references between them, the names it knows the platform provides, and
+/// the parsers for the names a user gives on the command line.
+pub mod manifest {
+    pub use crate::check::{CONTROL_PLANE_OBJECTS, inventory, parse_object_id, parse_retired_key};
+    pub use crate::load::{pod_references, unplaced_namespace};
+    pub use crate::model::{
+        ConfigKind, ConfigObject, Hook, HookPhase, Inventory, ObjectId, PULL_SECRET_KEYS,
+        Reference, RetiredKey, ServiceAccount, Workload, WorkloadId,
+    };
+}
+
+/// Reading input text: files and stdin decoded as the loaders do, and the
+/// `--prune-selector` label selector.
+pub mod text {
+    pub use crate::load::{decode_text, parse_selector, read_text};
+}
 
 /// Input the guard cannot use: the CLI exits 2. Messages name files,
 /// documents, fields and key names, never values.

@@ -10,9 +10,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use ate_configguard::{
-    CheckInput, Deletion, InputError, Inventory, LoadOptions, Manifests, Report, Source, check,
-    decode_text, drift, inventory, load_paths, load_str, parse_object_id, parse_retired_key,
-    parse_selector, read_text, unplaced_namespace,
+    CheckInput, Deletion, InputError, LoadOptions, Manifests, Report, Source, check, drift,
+    load_paths, load_str,
+    manifest::{Inventory, inventory, parse_object_id, parse_retired_key, unplaced_namespace},
+    text::{decode_text, parse_selector, read_text},
 };
 use clap::{Parser, Subcommand, ValueEnum};
 

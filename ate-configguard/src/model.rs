@@ -61,7 +61,7 @@ impl fmt::Display for ObjectId {
 }
 
 /// A key that a change removes from a ConfigMap or Secret on purpose
-/// (`KIND/NAMESPACE/NAME/KEY`, [`parse_retired_key`](crate::parse_retired_key)).
+/// (`KIND/NAMESPACE/NAME/KEY`, [`parse_retired_key`](crate::manifest::parse_retired_key)).
 ///
 /// A bulk load ([`Reference::bulk`]: `envFrom`, a volume without `items`)
 /// that loses a retired key is a warning instead of a `bulk-key-removed`
@@ -681,7 +681,7 @@ impl Inventory {
     /// one of another format version.
     ///
     /// ```
-    /// use ate_configguard::Inventory;
+    /// use ate_configguard::manifest::Inventory;
     ///
     /// let inv = Inventory::from_json(r#"{"version": 1, "objects": []}"#, "inv.json").unwrap();
     /// assert!(inv.objects.is_empty());
@@ -730,7 +730,7 @@ pub struct Manifests {
     /// How many documents that gave an object, a workload or a
     /// ServiceAccount had no `metadata.namespace`, and so were read in
     /// [`LoadOptions::default_namespace`](crate::LoadOptions::default_namespace)
-    /// (see [`unplaced_namespace`](crate::unplaced_namespace)).
+    /// (see [`unplaced_namespace`](crate::manifest::unplaced_namespace)).
     pub unplaced: usize,
 }
 

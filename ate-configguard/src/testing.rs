@@ -43,7 +43,7 @@ use crate::{CheckInput, Deletion};
 ///   creates, in that object as it is now as well;
 ///
 /// where `ca.crt` of the root CA ConfigMap Kubernetes keeps
-/// ([`crate::CONTROL_PLANE_OBJECTS`]) is there when no state gives the
+/// ([`CONTROL_PLANE_OBJECTS`](crate::manifest::CONTROL_PLANE_OBJECTS)) is there when no state gives the
 /// ConfigMap, and `--prune` never deletes it; where a bulk load must keep
 /// every key the object had before the change or in the previous
 /// inventory ([`CheckInput::inventory`]), but the ones
@@ -503,7 +503,7 @@ fn reference() -> impl Strategy<Value = Reference> {
 }
 
 /// The ConfigMap Kubernetes itself keeps in every namespace (one of
-/// [`crate::CONTROL_PLANE_OBJECTS`]).
+/// [`CONTROL_PLANE_OBJECTS`](crate::manifest::CONTROL_PLANE_OBJECTS)).
 const ROOT_CA: &str = "kube-root-ca.crt";
 
 /// Whether Kubernetes itself keeps `id`, and `key` in it, whatever the

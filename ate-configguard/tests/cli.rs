@@ -194,7 +194,7 @@ fn inventory_reads_an_allowed_unknown_kind_as_check_does() {
         .output()
         .unwrap();
     assert_eq!(inv.status.code(), Some(0), "{}", all_output(&inv));
-    let inv: ate_configguard::Inventory = serde_json::from_slice(&inv.stdout).unwrap();
+    let inv: ate_configguard::manifest::Inventory = serde_json::from_slice(&inv.stdout).unwrap();
     let json = serde_json::to_string(&inv).unwrap();
     assert!(json.contains("DB_HOST"), "{json}");
 }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use ate_configguard::{LoadOptions, inventory, load_str};
+use ate_configguard::{LoadOptions, load_str, manifest::inventory};
 use common::*;
 
 /// A Job made with `generateName: PREFIX` whose container reads `key` of

@@ -30,7 +30,7 @@ proptest! {
 /// phase.
 #[test]
 fn the_strategies_reach_every_case_they_are_for() {
-    use ate_configguard::{ConfigKind, HookPhase, PULL_SECRET_KEYS};
+    use ate_configguard::manifest::{ConfigKind, HookPhase, PULL_SECRET_KEYS};
     use proptest::strategy::ValueTree;
     use proptest::test_runner::TestRunner;
     use std::collections::BTreeSet;
@@ -75,7 +75,7 @@ fn the_strategies_reach_every_case_they_are_for() {
         // applies only after it (a later wave, a hook after the change or
         // none it runs), while the account is there now.
         if (input.proposed.workloads.iter()).any(|w| {
-            let late = |a: &&ate_configguard::ServiceAccount| match &a.hook {
+            let late = |a: &&ate_configguard::manifest::ServiceAccount| match &a.hook {
                 None => a.sync_wave.unwrap_or(0) > w.sync_wave.unwrap_or(0),
                 Some(h) => h.phase > HookPhase::WithChange,
             };
@@ -110,8 +110,8 @@ fn the_strategies_reach_every_case_they_are_for() {
         }
         // A key only the previous inventory holds, which the proposed
         // object lacks.
-        let only_previous = |o: &&ate_configguard::ConfigObject| {
-            let has = |objects: &[ate_configguard::ConfigObject], k: &String| {
+        let only_previous = |o: &&ate_configguard::manifest::ConfigObject| {
+            let has = |objects: &[ate_configguard::manifest::ConfigObject], k: &String| {
                 objects.iter().any(|p| p.id == o.id && p.keys.contains(k))
             };
             (input.proposed.objects.iter()).any(|p| p.id == o.id)
@@ -194,7 +194,7 @@ fn the_strategies_reach_every_case_they_are_for() {
         } else {
             assert_eq!(job.sync_wave, None, "{hook:?}");
         }
-        let same_phase = |h: &&ate_configguard::Hook| h.phase == hook.phase;
+        let same_phase = |h: &&ate_configguard::manifest::Hook| h.phase == hook.phase;
         let weights: BTreeSet<i64> = (input.proposed.objects.iter())
             .filter_map(|o| o.hook.as_ref().filter(same_phase))
             .map(|h| h.weight)

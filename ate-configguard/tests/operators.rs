@@ -170,7 +170,9 @@ fn an_allow_listed_kind_has_its_volumes_and_key_references_read_like_a_pods() {
         proposed,
         inventory: None,
         deletion: Deletion::Listed,
-        delete: vec![ate_configguard::parse_object_id("Secret/default/jaeger-es-certs").unwrap()],
+        delete: vec![
+            ate_configguard::manifest::parse_object_id("Secret/default/jaeger-es-certs").unwrap(),
+        ],
         retired: Vec::new(),
     })
     .unwrap();
@@ -349,7 +351,7 @@ fn a_prune_selector_keeps_what_it_does_not_match() {
     ]);
     let proposed = docs(&[&reader("a", "web-db"), &reader("b", "other-db")]);
     let options = LoadOptions {
-        prune_selector: ate_configguard::parse_selector("app=web").unwrap(),
+        prune_selector: ate_configguard::text::parse_selector("app=web").unwrap(),
         ..LoadOptions::default()
     };
     let report = ate_configguard::check(&ate_configguard::CheckInput {
@@ -370,6 +372,6 @@ fn a_prune_selector_keeps_what_it_does_not_match() {
         "{report:?}"
     );
     for bad in ["app!=web", "env in (a)", "=x"] {
-        assert!(ate_configguard::parse_selector(bad).is_err(), "{bad}");
+        assert!(ate_configguard::text::parse_selector(bad).is_err(), "{bad}");
     }
 }

@@ -6,8 +6,8 @@ mod common;
 
 use ate_configguard::testing::naive_safe;
 use ate_configguard::{
-    CheckInput, LoadOptions, Report, RetiredKey, Severity, check, inventory, load_str,
-    parse_retired_key,
+    CheckInput, LoadOptions, Report, Severity, check, load_str,
+    manifest::{RetiredKey, inventory, parse_retired_key},
 };
 use common::*;
 

@@ -4,8 +4,9 @@
 use std::collections::BTreeSet;
 
 use ate_configguard::{
-    CheckInput, Deletion, Inventory, LoadOptions, Source, check, decode_text, drift, load_str,
-    parse_object_id, unplaced_namespace,
+    CheckInput, Deletion, LoadOptions, Source, check, drift, load_str,
+    manifest::{Inventory, parse_object_id, unplaced_namespace},
+    text::decode_text,
 };
 use proptest::prelude::*;
 

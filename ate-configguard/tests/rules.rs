@@ -3,8 +3,8 @@
 mod common;
 
 use ate_configguard::{
-    CheckInput, Deletion, Inventory, LoadOptions, Severity, Side, check, inventory, load_str,
-    parse_object_id, unplaced_namespace,
+    CheckInput, Deletion, LoadOptions, Severity, Side, check, load_str,
+    manifest::{Inventory, inventory, parse_object_id, unplaced_namespace},
 };
 use common::*;
 
@@ -433,7 +433,7 @@ fn a_previous_inventory_of_another_version_or_with_an_object_twice_is_unusable_i
 
 #[test]
 fn an_inventory_round_trips_every_field_and_refuses_a_field_it_does_not_have() {
-    use ate_configguard::{ConfigKind, ConfigObject, Hook, HookPhase, ObjectId};
+    use ate_configguard::manifest::{ConfigKind, ConfigObject, Hook, HookPhase, ObjectId};
     let object = ConfigObject {
         id: ObjectId {
             kind: ConfigKind::Secret,

@@ -2,7 +2,7 @@
 
 mod common;
 
-use ate_configguard::ConfigKind;
+use ate_configguard::manifest::ConfigKind;
 use common::*;
 
 const POD_SPEC: &str = r#"

@@ -2,7 +2,9 @@
 
 mod common;
 
-use ate_configguard::{CheckInput, Deletion, LoadOptions, check, load_str, parse_object_id};
+use ate_configguard::{
+    CheckInput, Deletion, LoadOptions, check, load_str, manifest::parse_object_id,
+};
 use common::*;
 
 #[test]
@@ -918,16 +920,16 @@ fn a_namespace_or_config_object_name_the_api_server_refuses_is_an_input_error() 
     // Typed objects too.
     let mut typed = k8s_openapi::api::core::v1::ConfigMap::default();
     typed.metadata.name = Some("Bad_Name".into());
-    let err = ate_configguard::ConfigObject::from_config_map(&typed, "default")
+    let err = ate_configguard::manifest::ConfigObject::from_config_map(&typed, "default")
         .unwrap_err()
         .to_string();
     assert!(err.contains("Bad_Name"), "{err}");
     typed.metadata.name = Some("good".into());
-    let err = ate_configguard::ConfigObject::from_config_map(&typed, "")
+    let err = ate_configguard::manifest::ConfigObject::from_config_map(&typed, "")
         .unwrap_err()
         .to_string();
     assert!(err.contains("namespace"), "{err}");
-    assert!(ate_configguard::ConfigObject::from_config_map(&typed, "default").is_ok());
+    assert!(ate_configguard::manifest::ConfigObject::from_config_map(&typed, "default").is_ok());
 }
 
 #[test]

@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 
 use ate_configguard::{
-    CheckInput, ConfigObject, HookPhase, LoadOptions, Manifests, Workload, check, load_str,
+    CheckInput, LoadOptions, Manifests, check, load_str,
+    manifest::{ConfigObject, HookPhase, Workload},
 };
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -222,17 +223,20 @@ fn a_typed_service_account_reads_as_its_manifest_does() {
     for (manifest, typed) in manifests.iter().zip([&app, &web]) {
         let read = load_str(manifest, "m.yaml", &LoadOptions::default()).unwrap();
         let typed =
-            ate_configguard::ServiceAccount::from_service_account(typed, "default").unwrap();
+            ate_configguard::manifest::ServiceAccount::from_service_account(typed, "default")
+                .unwrap();
         assert_eq!(typed, read.service_accounts[0]);
     }
-    let app = ate_configguard::ServiceAccount::from_service_account(&app, "default").unwrap();
+    let app =
+        ate_configguard::manifest::ServiceAccount::from_service_account(&app, "default").unwrap();
     assert_eq!(app.namespace, "shop");
     assert_eq!(app.image_pull_secrets, ["regcred", "mirror"]);
     assert_eq!(
         app.hook.as_ref().map(|h| (h.phase, h.weight)),
         Some((HookPhase::BeforeChange, -5))
     );
-    let web = ate_configguard::ServiceAccount::from_service_account(&web, "shop").unwrap();
+    let web =
+        ate_configguard::manifest::ServiceAccount::from_service_account(&web, "shop").unwrap();
     assert_eq!(
         (web.namespace.as_str(), web.sync_wave, web.hook),
         ("shop", Some(2), None)
@@ -240,21 +244,27 @@ fn a_typed_service_account_reads_as_its_manifest_does() {
 
     // No name, a pull secret without one, a namespace the API server
     // refuses: input errors naming what is wrong.
-    let err = ate_configguard::ServiceAccount::from_service_account(&Account::default(), "default")
-        .unwrap_err();
+    let err = ate_configguard::manifest::ServiceAccount::from_service_account(
+        &Account::default(),
+        "default",
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("metadata.name"), "{err}");
     let nameless_secret = Account {
         metadata: meta("app", None),
         image_pull_secrets: Some(vec![LocalObjectReference::default()]),
         ..Default::default()
     };
-    let err = ate_configguard::ServiceAccount::from_service_account(&nameless_secret, "default")
-        .unwrap_err();
+    let err = ate_configguard::manifest::ServiceAccount::from_service_account(
+        &nameless_secret,
+        "default",
+    )
+    .unwrap_err();
     assert!(
         err.to_string().contains("imagePullSecrets name is empty"),
         "{err}"
     );
-    let err = ate_configguard::ServiceAccount::from_service_account(
+    let err = ate_configguard::manifest::ServiceAccount::from_service_account(
         &Account {
             metadata: meta("app", Some("Not_A_Namespace")),
             ..Default::default()

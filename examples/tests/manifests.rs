@@ -3,7 +3,9 @@
 
 use std::path::PathBuf;
 
-use ate_configguard::{CheckInput, LoadOptions, check, load_paths, load_str, parse_retired_key};
+use ate_configguard::{
+    CheckInput, LoadOptions, check, load_paths, load_str, manifest::parse_retired_key,
+};
 use k8s_openapi::api::apps::v1::Deployment;
 
 fn manifest() -> PathBuf {

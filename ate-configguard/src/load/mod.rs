@@ -1191,7 +1191,7 @@ fn dormant(kind: &str, doc: &Node) -> Option<String> {
 /// document went without one.
 ///
 /// ```
-/// use ate_configguard::{LoadOptions, load_str, unplaced_namespace};
+/// use ate_configguard::{LoadOptions, load_str, manifest::unplaced_namespace};
 ///
 /// let live = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app, namespace: prod}\ndata: {A: x}\n";
 /// let rendered = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app}\ndata: {B: x}\n";

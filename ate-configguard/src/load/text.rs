@@ -58,7 +58,7 @@ pub fn read_text(path: &Path) -> Result<String, InputError> {
 /// The byte-order mark is dropped. `source` names the file in errors.
 ///
 /// ```
-/// use ate_configguard::decode_text;
+/// use ate_configguard::text::decode_text;
 ///
 /// let utf16: Vec<u8> = [0xFF, 0xFE]
 ///     .into_iter()

@@ -18,7 +18,7 @@ pub fn run_with(current: &str, proposed: &str, deletion: Deletion, delete: &[&st
         deletion,
         delete: delete
             .iter()
-            .map(|d| ate_configguard::parse_object_id(d).unwrap())
+            .map(|d| ate_configguard::manifest::parse_object_id(d).unwrap())
             .collect(),
         retired: Vec::new(),
     };
