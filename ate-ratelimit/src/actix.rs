@@ -64,12 +64,12 @@ impl Head for HttpRequest {
 /// caller cannot be told). [`Checked`] is in an allowed request's
 /// extensions (`web::ReqData<Checked>`).
 #[derive(Clone)]
-pub struct RateLimit<C: crate::Clock + Clone = MonotonicClock> {
+pub struct RateLimit<C: crate::clock::Clock + Clone = MonotonicClock> {
     rules: Arc<Rules<C>>,
     caller: Caller,
 }
 
-impl<C: crate::Clock + Clone> std::fmt::Debug for RateLimit<C> {
+impl<C: crate::clock::Clock + Clone> std::fmt::Debug for RateLimit<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RateLimit")
             .field("rules", &self.rules)
@@ -78,7 +78,7 @@ impl<C: crate::Clock + Clone> std::fmt::Debug for RateLimit<C> {
     }
 }
 
-impl<C: crate::Clock + Clone> RateLimit<C> {
+impl<C: crate::clock::Clock + Clone> RateLimit<C> {
     /// A middleware over `limits`, with no routes yet and the peer as
     /// caller.
     pub fn new(limits: Arc<Limits<C>>) -> Self {
@@ -125,7 +125,7 @@ impl<S, B, C> Transform<S, ServiceRequest> for RateLimit<C>
 where
     S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = actix_web::Error> + 'static,
     B: MessageBody + 'static,
-    C: crate::Clock + Clone + 'static,
+    C: crate::clock::Clock + Clone + 'static,
 {
     type Response = ServiceResponse<EitherBody<B>>;
     type Error = actix_web::Error;
@@ -142,12 +142,12 @@ where
 }
 
 /// The service [`RateLimit`] wraps around yours.
-pub struct RateLimitMiddleware<S, C: crate::Clock + Clone = MonotonicClock> {
+pub struct RateLimitMiddleware<S, C: crate::clock::Clock + Clone = MonotonicClock> {
     service: Rc<S>,
     layer: RateLimit<C>,
 }
 
-impl<S, C: crate::Clock + Clone> std::fmt::Debug for RateLimitMiddleware<S, C> {
+impl<S, C: crate::clock::Clock + Clone> std::fmt::Debug for RateLimitMiddleware<S, C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RateLimitMiddleware")
             .field("layer", &self.layer)
@@ -161,7 +161,7 @@ impl<S, B, C> Service<ServiceRequest> for RateLimitMiddleware<S, C>
 where
     S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = actix_web::Error> + 'static,
     B: MessageBody + 'static,
-    C: crate::Clock + Clone + 'static,
+    C: crate::clock::Clock + Clone + 'static,
 {
     type Response = ServiceResponse<EitherBody<B>>;
     type Error = actix_web::Error;

@@ -10,7 +10,10 @@ use std::time::Duration;
 use hashbrown::DefaultHashBuilder;
 use parking_lot::Mutex;
 
-use crate::{Clock, Decision, MonotonicClock, Policy, Timestamp};
+use crate::{
+    Decision, MonotonicClock, Policy,
+    clock::{Clock, Timestamp},
+};
 
 /// N attempts per trailing window W, counted in B buckets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

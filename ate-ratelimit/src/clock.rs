@@ -84,7 +84,7 @@ pub trait Clock: Send + Sync + fmt::Debug + 'static {
     /// ```
     /// use std::num::NonZeroU32;
     /// use std::time::{Duration, SystemTime};
-    /// use ate_ratelimit::{Clock, KeyedLimiter, Quota};
+    /// use ate_ratelimit::{KeyedLimiter, Quota, clock::Clock};
     ///
     /// let limiter = KeyedLimiter::new(Quota::per_minute(NonZeroU32::new(2).unwrap()));
     /// // From the audit trail of the previous run: two attempts by alice,
@@ -267,7 +267,7 @@ impl Clock for MonotonicClock {
 /// // In a test: #[tokio::test(start_paused = true)]
 /// use std::num::NonZeroU32;
 /// use std::time::Duration;
-/// use ate_ratelimit::{Limiter, Quota, TokioClock};
+/// use ate_ratelimit::{Limiter, Quota, clock::TokioClock};
 ///
 /// let quota = Quota::new(NonZeroU32::new(1).unwrap(), Duration::from_secs(60)).unwrap();
 /// let limiter = Limiter::with_clock(quota, TokioClock::new());

@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-use crate::{Clock, Error, LimitSet, Policy, Quota};
+use crate::{Error, LimitSet, Policy, Quota, clock::Clock};
 
 /// One named limit: its default, the variable that may override it, and its
 /// window.
@@ -58,7 +58,7 @@ mod secs {
 ///
 /// ```
 /// use std::num::NonZeroU32;
-/// use ate_ratelimit::LimitTable;
+/// use ate_ratelimit::config::LimitTable;
 ///
 /// let table = LimitTable::new()
 ///     .limit("notifications", "APP_NOTIFICATIONS_PER_MIN", NonZeroU32::new(150).unwrap())

@@ -181,13 +181,13 @@ pub(crate) struct Route {
 
 /// The routes, the limits and the decision hook: a layer's whole
 /// configuration but the caller.
-pub(crate) struct Rules<C: crate::Clock + Clone> {
+pub(crate) struct Rules<C: crate::clock::Clock + Clone> {
     limits: Arc<Limits<C>>,
     routes: Vec<Route>,
     on_decision: Option<DecisionFn>,
 }
 
-impl<C: crate::Clock + Clone> Clone for Rules<C> {
+impl<C: crate::clock::Clock + Clone> Clone for Rules<C> {
     fn clone(&self) -> Self {
         Self {
             limits: self.limits.clone(),
@@ -197,7 +197,7 @@ impl<C: crate::Clock + Clone> Clone for Rules<C> {
     }
 }
 
-impl<C: crate::Clock + Clone> std::fmt::Debug for Rules<C> {
+impl<C: crate::clock::Clock + Clone> std::fmt::Debug for Rules<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Rules")
             .field("routes", &self.routes)
@@ -231,7 +231,7 @@ pub(crate) enum Verdict {
 pub(crate) const RATELIMIT_POLICY: &str = "ratelimit-policy";
 pub(crate) const RATELIMIT: &str = "ratelimit";
 
-impl<C: crate::Clock + Clone> Rules<C> {
+impl<C: crate::clock::Clock + Clone> Rules<C> {
     pub(crate) fn new(limits: Arc<Limits<C>>) -> Self {
         Self {
             limits,

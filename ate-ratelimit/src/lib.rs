@@ -14,27 +14,27 @@
 //!   a shared bucket), denying if any denies and naming which.
 //! - [`Decision`] / [`Combined`]: allowed with `remaining`, or denied with an
 //!   exact `retry_after`.
-//! - [`ApproxKeyedLimiter`] / [`BucketQuota`]: for very large N, B
+//! - [`ApproxKeyedLimiter`](approx::ApproxKeyedLimiter) / [`BucketQuota`](approx::BucketQuota): for very large N, B
 //!   sub-window counters per key; never admits more than N in any trailing
 //!   W, may deny for at most W/B too long.
 //! - [`Limits`]: one async check for a [`LimitSet`] kept in this process
 //!   or, with the `redis` feature, in a Redis every replica shares
 //!   (`Limits::redis`, `RedisConfig`), with a per-process fallback while
 //!   the store cannot answer; [`Scope`] says where a decision was made.
-//! - [`LimitTable`]: limits from code defaults overridden by environment
+//! - [`LimitTable`](config::LimitTable): limits from code defaults overridden by environment
 //!   variables, with startup errors that name the variable and value.
-//! - [`Clock`], [`MonotonicClock`], [`ManualClock`], [`Timestamp`]: time is
+//! - [`Clock`](clock::Clock), [`MonotonicClock`], [`ManualClock`](clock::ManualClock), [`Timestamp`](clock::Timestamp): time is
 //!   injected; tests never sleep.
 //! - [`Limiter::seed`] / [`KeyedLimiter::seed`]: rebuild windows from an
 //!   audit trail after a restart, instead of handing everyone a fresh burst
-//!   ([`Clock::at_wall_time`] places the trail's wall-clock times).
+//!   ([`Clock::at_wall_time`](clock::Clock::at_wall_time) places the trail's wall-clock times).
 //!
 //! # Example
 //!
 //! ```
 //! use std::num::NonZeroU32;
 //! use std::time::Duration;
-//! use ate_ratelimit::{KeyedLimiter, ManualClock, Quota};
+//! use ate_ratelimit::{KeyedLimiter, Quota, clock::ManualClock};
 //!
 //! let clock = ManualClock::default();
 //! let quota = Quota::per_minute(NonZeroU32::new(2).unwrap());
@@ -86,7 +86,7 @@
 //!
 //! # Feature flags
 //!
-//! - `serde`: deserialize [`LimitTable`] entries and [`Policy`].
+//! - `serde`: deserialize [`LimitTable`](config::LimitTable) entries and [`Policy`].
 //! - `tokio`: `Limiter::until_allowed` and `KeyedLimiter::until_allowed`,
 //!   async waits that do not record attempts while they sleep, and
 //!   `TokioClock`, a clock on tokio's time for tests of them with paused
@@ -99,9 +99,9 @@
 
 #[cfg(feature = "actix")]
 pub mod actix;
-mod approx;
-mod clock;
-mod config;
+pub mod approx;
+pub mod clock;
+pub mod config;
 mod decision;
 #[cfg(any(feature = "tower", feature = "actix"))]
 pub mod http;
@@ -121,11 +121,7 @@ mod testing_redis;
 pub mod tower;
 mod window;
 
-pub use approx::{ApproxKeyedLimiter, BucketQuota};
-#[cfg(feature = "tokio")]
-pub use clock::TokioClock;
-pub use clock::{Clock, ManualClock, MonotonicClock, Timestamp};
-pub use config::{LimitSpec, LimitTable, parse_positive};
+pub use clock::MonotonicClock;
 pub use decision::{Combined, Decision, Scope};
 pub use limiter::{KeyedBuilder, KeyedLimiter, LimitId, LimitSet, Limiter, Policy, Quota, Seeded};
 pub use limits::Limits;

@@ -317,7 +317,7 @@ impl<C: Clock> Limiter<C> {
     /// ```
     /// use std::num::NonZeroU32;
     /// use std::time::Duration;
-    /// use ate_ratelimit::{Limiter, ManualClock, Quota};
+    /// use ate_ratelimit::{Limiter, Quota, clock::ManualClock};
     ///
     /// let quota = Quota::new(NonZeroU32::new(10).unwrap(), Duration::from_secs(60))?;
     /// let l = Limiter::with_clock(quota, ManualClock::default());
@@ -387,7 +387,7 @@ impl<C: Clock> Limiter<C> {
     /// ```
     /// use std::num::NonZeroU32;
     /// use std::time::Duration;
-    /// use ate_ratelimit::{Limiter, ManualClock, Quota, Timestamp};
+    /// use ate_ratelimit::{Limiter, Quota, clock::{ManualClock, Timestamp}};
     ///
     /// let quota = Quota::new(NonZeroU32::new(2).unwrap(), Duration::from_secs(60)).unwrap();
     /// let l = Limiter::with_clock(quota, ManualClock::new(Timestamp::from_secs(100)));
@@ -414,8 +414,8 @@ impl<C: Clock> Limiter<C> {
     /// hanging up) leaves the window as it found it. Sleeps with tokio
     /// time for the exact `retry_after` of each denial, so the limiter's
     /// clock must move with tokio time: [`MonotonicClock`] in a service,
-    /// [`TokioClock`](crate::TokioClock) in a test with paused time. With a
-    /// [`ManualClock`](crate::ManualClock) nothing advances the clock during
+    /// [`TokioClock`](crate::clock::TokioClock) in a test with paused time. With a
+    /// [`ManualClock`](crate::clock::ManualClock) nothing advances the clock during
     /// the sleep, and the wait never ends.
     #[cfg(feature = "tokio")]
     pub async fn until_allowed(&self) -> Decision {
@@ -1099,7 +1099,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     ///
     /// ```
     /// use std::num::NonZeroU32;
-    /// use ate_ratelimit::{KeyedLimiter, ManualClock, Quota, Timestamp};
+    /// use ate_ratelimit::{KeyedLimiter, Quota, clock::{ManualClock, Timestamp}};
     ///
     /// let quota = Quota::per_minute(NonZeroU32::new(5).unwrap());
     /// let limiter = KeyedLimiter::builder(quota)
@@ -1130,8 +1130,8 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// hanging up) leaves the window as it found it. Sleeps with tokio
     /// time for the exact `retry_after` of each denial, so the limiter's
     /// clock must move with tokio time: [`MonotonicClock`] in a service,
-    /// [`TokioClock`](crate::TokioClock) in a test with paused time. With a
-    /// [`ManualClock`](crate::ManualClock) nothing advances the clock during
+    /// [`TokioClock`](crate::clock::TokioClock) in a test with paused time. With a
+    /// [`ManualClock`](crate::clock::ManualClock) nothing advances the clock during
     /// the sleep, and the wait never ends.
     #[cfg(feature = "tokio")]
     pub async fn until_allowed<Q>(&self, key: &Q) -> Decision

@@ -8,7 +8,7 @@
 //! use std::num::NonZeroU32;
 //! use std::time::Duration;
 //! use ate_ratelimit::testing::{Model, traffic};
-//! use ate_ratelimit::{KeyedLimiter, ManualClock, Policy, Quota};
+//! use ate_ratelimit::{KeyedLimiter, Policy, Quota, clock::ManualClock};
 //! use proptest::prelude::*;
 //!
 //! proptest!(|(steps in traffic(4, 50))| {
@@ -31,7 +31,10 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 
-use crate::{Clock, Decision, ManualClock, Policy, Quota, Timestamp};
+use crate::{
+    Decision, Policy, Quota,
+    clock::{Clock, ManualClock, Timestamp},
+};
 
 #[cfg(feature = "redis")]
 pub use crate::testing_redis::TestRedis;
@@ -204,7 +207,7 @@ impl ManualClock {
 ///
 /// ```
 /// use std::time::Duration;
-/// use ate_ratelimit::Timestamp;
+/// use ate_ratelimit::clock::Timestamp;
 /// use ate_ratelimit::testing::max_in_any_window;
 ///
 /// let at = |s| Timestamp::from_secs(s);

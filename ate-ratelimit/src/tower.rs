@@ -74,19 +74,19 @@ impl Head for Parts {
 /// the service chose to refuse; 400 naming the problem when the caller
 /// cannot be told. Paths with no route pass through unchecked.
 #[derive(Clone)]
-pub struct RateLimitLayer<C: crate::Clock + Clone = MonotonicClock> {
+pub struct RateLimitLayer<C: crate::clock::Clock + Clone = MonotonicClock> {
     // One pointer: the service is cloned for every request in axum.
     config: Arc<Config<C>>,
 }
 
 /// A layer's configuration, shared by every clone of its service.
 #[derive(Clone)]
-struct Config<C: crate::Clock + Clone> {
+struct Config<C: crate::clock::Clock + Clone> {
     rules: Rules<C>,
     caller: Caller,
 }
 
-impl<C: crate::Clock + Clone> std::fmt::Debug for RateLimitLayer<C> {
+impl<C: crate::clock::Clock + Clone> std::fmt::Debug for RateLimitLayer<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RateLimitLayer")
             .field("rules", &self.config.rules)
@@ -95,7 +95,7 @@ impl<C: crate::Clock + Clone> std::fmt::Debug for RateLimitLayer<C> {
     }
 }
 
-impl<C: crate::Clock + Clone> RateLimitLayer<C> {
+impl<C: crate::clock::Clock + Clone> RateLimitLayer<C> {
     /// A layer over `limits`, with no routes yet and the peer as caller.
     pub fn new(limits: Arc<Limits<C>>) -> Self {
         Self {
@@ -139,7 +139,7 @@ impl<C: crate::Clock + Clone> RateLimitLayer<C> {
     }
 }
 
-impl<S, C: crate::Clock + Clone> Layer<S> for RateLimitLayer<C> {
+impl<S, C: crate::clock::Clock + Clone> Layer<S> for RateLimitLayer<C> {
     type Service = RateLimit<S, C>;
 
     fn layer(&self, inner: S) -> RateLimit<S, C> {
@@ -152,12 +152,12 @@ impl<S, C: crate::Clock + Clone> Layer<S> for RateLimitLayer<C> {
 
 /// The service [`RateLimitLayer`] wraps around yours.
 #[derive(Clone)]
-pub struct RateLimit<S, C: crate::Clock + Clone = MonotonicClock> {
+pub struct RateLimit<S, C: crate::clock::Clock + Clone = MonotonicClock> {
     inner: S,
     layer: RateLimitLayer<C>,
 }
 
-impl<S, C: crate::Clock + Clone> std::fmt::Debug for RateLimit<S, C> {
+impl<S, C: crate::clock::Clock + Clone> std::fmt::Debug for RateLimit<S, C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RateLimit")
             .field("layer", &self.layer)
@@ -172,7 +172,7 @@ impl<S, C, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, C>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
     S::Future: Send,
-    C: crate::Clock + Clone + Send + Sync + 'static,
+    C: crate::clock::Clock + Clone + Send + Sync + 'static,
     ReqBody: Send + 'static,
     ResBody: Body<Data = Bytes>,
 {

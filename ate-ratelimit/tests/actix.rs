@@ -15,7 +15,7 @@ use actix_web::body::MessageBody;
 use actix_web::{App, test, web};
 use ate_ratelimit::actix::{Caller, Checked, RateLimit};
 use ate_ratelimit::http::TrustedProxies;
-use ate_ratelimit::{LimitId, LimitSet, Limits, ManualClock, Policy, Quota};
+use ate_ratelimit::{LimitId, LimitSet, Limits, Policy, Quota, clock::ManualClock};
 
 fn limits(n: u32) -> (Arc<Limits<ManualClock>>, LimitId, LimitId) {
     let mut set = LimitSet::new(Policy::CountDenied, ManualClock::default());

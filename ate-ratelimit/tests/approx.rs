@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use ate_ratelimit::testing::{Model, max_in_any_window, traffic};
 use ate_ratelimit::{
-    ApproxKeyedLimiter, BucketQuota, Clock, ManualClock, Policy, Quota, Timestamp,
+    Policy, Quota,
+    approx::{ApproxKeyedLimiter, BucketQuota},
+    clock::{Clock, ManualClock, Timestamp},
 };
 use proptest::prelude::*;
 

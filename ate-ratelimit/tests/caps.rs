@@ -7,8 +7,9 @@ use std::sync::Barrier;
 use std::time::Duration;
 
 use ate_ratelimit::{
-    Decision, Error, KeyedLimiter, LimitSet, LimitTable, Limiter, ManualClock, Policy, Quota,
-    Timestamp,
+    Decision, Error, KeyedLimiter, LimitSet, Limiter, Policy, Quota,
+    clock::{ManualClock, Timestamp},
+    config::LimitTable,
 };
 
 fn quota(n: u32, secs: u64) -> Quota {

@@ -2,7 +2,10 @@
 
 use std::num::NonZeroU32;
 
-use ate_ratelimit::{Error, LimitTable, parse_positive};
+use ate_ratelimit::{
+    Error,
+    config::{LimitTable, parse_positive},
+};
 
 #[test]
 fn env_values_must_be_positive_integers() {

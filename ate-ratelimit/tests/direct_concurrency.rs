@@ -8,7 +8,7 @@ use std::time::Duration;
 mod common;
 
 use ate_ratelimit::testing::max_in_any_window;
-use ate_ratelimit::{Decision, Limiter, ManualClock, Policy, Quota};
+use ate_ratelimit::{Decision, Limiter, Policy, Quota, clock::ManualClock};
 
 fn quota(n: u32, window: Duration) -> Quota {
     Quota::new(NonZeroU32::new(n).unwrap(), window).unwrap()
@@ -138,7 +138,7 @@ fn a_large_limit_matches_a_deque() {
     for i in 0..60_000u64 {
         // Bursts well above the limit, then pauses.
         now += if i % 20_000 < 15_000 { 37_000 } else { 400_000 };
-        clock.set(ate_ratelimit::Timestamp::from_nanos(now));
+        clock.set(ate_ratelimit::clock::Timestamp::from_nanos(now));
         while log.front().is_some_and(|&a| a + W <= now) {
             log.pop_front();
         }

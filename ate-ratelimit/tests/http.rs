@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use ate_ratelimit::http::{KeyError, TrustedProxies, client_ip};
 use ate_ratelimit::tower::{Caller, RateLimitLayer};
-use ate_ratelimit::{LimitId, LimitSet, Limits, ManualClock, Policy, Quota};
+use ate_ratelimit::{LimitId, LimitSet, Limits, Policy, Quota, clock::ManualClock};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::ConnectInfo;

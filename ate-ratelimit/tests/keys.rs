@@ -6,8 +6,9 @@ use std::time::{Duration, SystemTime};
 mod common;
 
 use ate_ratelimit::{
-    ApproxKeyedLimiter, BucketQuota, Clock, Decision, KeyedBuilder, KeyedLimiter, LimitSet,
-    Limiter, ManualClock, MonotonicClock, Policy, Quota, Timestamp,
+    Decision, KeyedBuilder, KeyedLimiter, LimitSet, Limiter, MonotonicClock, Policy, Quota,
+    approx::{ApproxKeyedLimiter, BucketQuota},
+    clock::{Clock, ManualClock, Timestamp},
 };
 
 fn quota(n: u32, secs: u64) -> Quota {

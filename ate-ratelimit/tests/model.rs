@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use ate_ratelimit::testing::{Model, max_in_any_window, traffic};
 use ate_ratelimit::{
-    Clock, Decision, KeyedLimiter, LimitSet, Limiter, ManualClock, Policy, Quota, Timestamp,
+    Decision, KeyedLimiter, LimitSet, Limiter, Policy, Quota,
+    clock::{Clock, ManualClock, Timestamp},
 };
 use proptest::prelude::*;
 

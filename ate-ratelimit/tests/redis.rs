@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use ate_ratelimit::testing::{Model, TestRedis, traffic};
 use ate_ratelimit::{
-    Decision, Fallback, LimitId, LimitSet, Limits, ManualClock, MonotonicClock, Policy, Quota,
-    RedisConfig, Scope, Timestamp,
+    Decision, Fallback, LimitId, LimitSet, Limits, MonotonicClock, Policy, Quota, RedisConfig,
+    Scope,
+    clock::{ManualClock, Timestamp},
 };
 use proptest::prelude::*;
 

@@ -4,7 +4,10 @@
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-use ate_ratelimit::{Clock, KeyedLimiter, Limiter, MonotonicClock, Quota, TokioClock};
+use ate_ratelimit::{
+    KeyedLimiter, Limiter, MonotonicClock, Quota,
+    clock::{Clock, TokioClock},
+};
 
 #[tokio::test(start_paused = true)]
 async fn until_allowed_sleeps_exactly_and_records_only_the_final_attempt() {

@@ -3,7 +3,10 @@
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-use ate_ratelimit::{Decision, KeyedLimiter, Limiter, ManualClock, Policy, Quota, Timestamp};
+use ate_ratelimit::{
+    Decision, KeyedLimiter, Limiter, Policy, Quota,
+    clock::{ManualClock, Timestamp},
+};
 
 fn quota(n: u32, secs: u64) -> Quota {
     Quota::new(NonZeroU32::new(n).unwrap(), Duration::from_secs(secs)).unwrap()

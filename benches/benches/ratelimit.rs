@@ -6,7 +6,9 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use ate_benches::{allowed_quotas, denied_quotas, limiter_paths, threaded};
-use ate_ratelimit::{KeyedLimiter, LimitSet, Limiter, MonotonicClock, Policy, Quota, Timestamp};
+use ate_ratelimit::{
+    KeyedLimiter, LimitSet, Limiter, MonotonicClock, Policy, Quota, clock::Timestamp,
+};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 
 fn nz(n: u32) -> NonZeroU32 {

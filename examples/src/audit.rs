@@ -32,7 +32,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use ate_ratelimit::{Clock, LimitId, LimitSet};
+use ate_ratelimit::{LimitId, LimitSet, clock::Clock};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
@@ -168,7 +168,7 @@ impl Audit {
             malformed,
             ..Loaded::default()
         };
-        let mut per_limit: HashMap<LimitId, Vec<(String, ate_ratelimit::Timestamp)>> =
+        let mut per_limit: HashMap<LimitId, Vec<(String, ate_ratelimit::clock::Timestamp)>> =
             HashMap::new();
         let mut kept = Vec::new();
         for line in lines {

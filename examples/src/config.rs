@@ -6,7 +6,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use ate_ratelimit::http::TrustedProxies;
-use ate_ratelimit::{Fallback, LimitTable, parse_positive};
+use ate_ratelimit::{
+    Fallback,
+    config::{LimitTable, parse_positive},
+};
 use ate_readiness::AdmissionPolicy;
 
 /// Limit names as reported in 429 bodies and metrics.

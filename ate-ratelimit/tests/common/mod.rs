@@ -4,7 +4,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::{Barrier, Mutex};
 use std::time::Duration;
 
-use ate_ratelimit::{ManualClock, Timestamp};
+use ate_ratelimit::clock::{ManualClock, Timestamp};
 
 /// Runs `threads` threads through `steps` steps of `clock`. In each step
 /// every thread calls `attempt` with the step's time and its own log; then,

@@ -22,7 +22,7 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use ate_benches::{Spread, interleaved};
-use ate_ratelimit::{Clock, Limiter, MonotonicClock, Quota};
+use ate_ratelimit::{Limiter, MonotonicClock, Quota, clock::Clock};
 
 const BATCHES: usize = 300;
 const CHECKS: u32 = 200_000;

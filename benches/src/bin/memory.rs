@@ -7,7 +7,10 @@ use std::alloc::System;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-use ate_ratelimit::{KeyedLimiter, ManualClock, Quota, Timestamp};
+use ate_ratelimit::{
+    KeyedLimiter, Quota,
+    clock::{ManualClock, Timestamp},
+};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 
 #[global_allocator]

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use ate_ratelimit::testing::TestRedis;
 use ate_ratelimit::{
     Fallback, LimitId, LimitSet, Limits, MonotonicClock, Policy, Quota, RedisConfig, Scope,
-    Timestamp,
+    clock::Timestamp,
 };
 use redis::aio::ConnectionManager;
 
