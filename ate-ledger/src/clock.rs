@@ -7,7 +7,7 @@ pub trait Clock: Send + Sync + std::fmt::Debug {
     /// The current time.
     fn now(&self) -> DateTime<Utc>;
 
-    /// Whether a store's own time ([`Store::read`](crate::Store::read):
+    /// Whether a store's own time ([`Store::read`](crate::store::Store::read):
     /// PostgreSQL's `now()`) decides leases instead of this clock: yes by
     /// default, so replicas with skewed clocks agree; a `ManualClock`
     /// (feature `test-util`) says no, so tests step time themselves.

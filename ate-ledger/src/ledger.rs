@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::clock::{Clock, SystemClock};
 use crate::core::{self, Core, Now};
-use crate::{Error, Fingerprint, Key, Lease, Record, State, Store, TryOutcome};
+use crate::{Error, Fingerprint, Key, Lease, Record, State, TryOutcome, store::Store};
 
 /// Ledger settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -24,7 +24,7 @@
 //!   leases, for a process that is the store's only worker (at its start);
 //!   [`Ledger::recover_owner`] to one owner's attempts, for a worker that
 //!   restarts under its name on a shared store.
-//! - [`Store`]: [`MemoryStore`]; `RedbStore` (feature `redb`, default),
+//! - [`Store`](store::Store): [`MemoryStore`]; `RedbStore` (feature `redb`, default),
 //!   which commits every transition in two fsynced phases, verifies every
 //!   page's checksum when it opens a file (a file altered since is
 //!   [`Error::Corrupt`], never read as another state), and locks its file:
@@ -74,7 +74,7 @@
 //!
 //! Every replica connects its own `PgStore` to one database (with
 //! `PgStore::connect_pooled`, over several connections for concurrent
-//! callers). [`Store`]
+//! callers). [`Store`](store::Store)
 //! maps onto one table keyed by `(scope, id)` with a `version` column:
 //! `put(.., None)` is `INSERT ... ON CONFLICT DO NOTHING` and `put(..,
 //! Some(v))` is `UPDATE ... WHERE version = v`, each checking the affected
@@ -87,7 +87,7 @@
 
 #[cfg(feature = "tokio")]
 mod async_ledger;
-mod clock;
+pub mod clock;
 mod core;
 mod ledger;
 mod model;
@@ -99,15 +99,12 @@ mod pg;
 mod pg_async;
 #[cfg(any(feature = "postgres", feature = "postgres-async"))]
 mod pg_sql;
-mod store;
+pub mod store;
 #[cfg(feature = "test-util")]
 pub mod testing;
 
 #[cfg(feature = "tokio")]
 pub use async_ledger::{AsyncLedger, Blocking, Dispatch};
-#[cfg(feature = "test-util")]
-pub use clock::ManualClock;
-pub use clock::{Clock, SystemClock};
 pub use ledger::{Begin, Close, Config, Ledger};
 pub use model::{Fingerprint, Key, Lease, Record, State, Try, TryOutcome};
 #[cfg(feature = "tokio")]
@@ -116,9 +113,9 @@ pub use outcome::{Call, Executed, Response, Step};
 pub use pg::PgStore;
 #[cfg(feature = "postgres-async")]
 pub use pg_async::AsyncPgStore;
+pub use store::MemoryStore;
 #[cfg(feature = "redb")]
 pub use store::RedbStore;
-pub use store::{AsyncStore, MemoryStore, Read, Store, StoreFuture};
 
 /// Errors of this crate.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -511,7 +511,10 @@ mod durable {
         use std::time::Duration;
 
         use super::*;
-        use crate::{Begin, Clock, Close, Config, Fingerprint, Ledger, ManualClock, State};
+        use crate::{
+            Begin, Close, Config, Fingerprint, Ledger, State,
+            clock::{Clock, ManualClock},
+        };
 
         #[test]
         fn a_record_revived_between_the_purge_scan_and_its_delete_is_kept() {

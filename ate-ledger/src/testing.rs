@@ -10,7 +10,7 @@
 //!
 //! ```
 //! use ate_ledger::testing::{Driver, Model, ops};
-//! use ate_ledger::{Config, Ledger, ManualClock, MemoryStore};
+//! use ate_ledger::{Config, Ledger, MemoryStore, clock::ManualClock};
 //! use proptest::prelude::*;
 //!
 //! proptest!(|(seq in ops(40))| {
@@ -36,7 +36,9 @@ pub use pg::{TestDatabase, fresh_database};
 use proptest::prelude::*;
 
 use crate::{
-    Begin, Clock, Close, Config, Error, Fingerprint, Key, Lease, Ledger, ManualClock, State, Store,
+    Begin, Close, Config, Error, Fingerprint, Key, Lease, Ledger, State,
+    clock::{Clock, ManualClock},
+    store::Store,
 };
 
 /// How an operation closes a try.
@@ -482,13 +484,13 @@ impl Driver {
     /// [`apply`](Self::apply) on the async front (feature `tokio`): the
     /// same operations and outcomes, awaited.
     #[cfg(feature = "tokio")]
-    pub async fn apply_async<S: crate::AsyncStore, C: Clock>(
+    pub async fn apply_async<S: crate::store::AsyncStore, C: Clock>(
         &mut self,
         ledger: &crate::AsyncLedger<S, C>,
         op: &Op,
     ) -> Outcome {
         let ttl = ledger.config().lease_ttl;
-        async fn state_of<S: crate::AsyncStore, C: Clock>(
+        async fn state_of<S: crate::store::AsyncStore, C: Clock>(
             ledger: &crate::AsyncLedger<S, C>,
             k: u8,
         ) -> &'static str {

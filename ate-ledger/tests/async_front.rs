@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use ate_ledger::testing::{Driver, Model, is_final, key, ops};
 use ate_ledger::{
-    AsyncLedger, AsyncStore, Blocking, Call, Config, Error, Executed, Fingerprint, Key,
-    ManualClock, MemoryStore, RedbStore, Response,
+    AsyncLedger, Blocking, Call, Config, Error, Executed, Fingerprint, Key, MemoryStore, RedbStore,
+    Response, clock::ManualClock, store::AsyncStore,
 };
 use proptest::prelude::*;
 
@@ -273,7 +273,7 @@ async fn a_long_call_keeps_its_lease_renewed() {
     // Time is tokio's (paused), so a 2-minute call takes no real time.
     #[derive(Debug)]
     struct TokioTime(chrono::DateTime<chrono::Utc>, tokio::time::Instant);
-    impl ate_ledger::Clock for TokioTime {
+    impl ate_ledger::clock::Clock for TokioTime {
         fn now(&self) -> chrono::DateTime<chrono::Utc> {
             self.0 + chrono::TimeDelta::from_std(self.1.elapsed()).unwrap()
         }
@@ -433,14 +433,17 @@ struct Flaky {
 }
 
 impl AsyncStore for Flaky {
-    fn get<'a>(&'a self, key: &'a Key) -> ate_ledger::StoreFuture<'a, ate_ledger::Read> {
+    fn get<'a>(
+        &'a self,
+        key: &'a Key,
+    ) -> ate_ledger::store::StoreFuture<'a, ate_ledger::store::Read> {
         AsyncStore::get(&self.inner, key)
     }
     fn put<'a>(
         &'a self,
         record: &'a ate_ledger::Record,
         expected: Option<u64>,
-    ) -> ate_ledger::StoreFuture<'a, ()> {
+    ) -> ate_ledger::store::StoreFuture<'a, ()> {
         let failing = self
             .fail
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
@@ -452,7 +455,7 @@ impl AsyncStore for Flaky {
     }
     fn open(
         &self,
-    ) -> ate_ledger::StoreFuture<
+    ) -> ate_ledger::store::StoreFuture<
         '_,
         (
             Vec<ate_ledger::Record>,
@@ -461,7 +464,10 @@ impl AsyncStore for Flaky {
     > {
         AsyncStore::open(&self.inner)
     }
-    fn purge(&self, cutoff: chrono::DateTime<chrono::Utc>) -> ate_ledger::StoreFuture<'_, usize> {
+    fn purge(
+        &self,
+        cutoff: chrono::DateTime<chrono::Utc>,
+    ) -> ate_ledger::store::StoreFuture<'_, usize> {
         AsyncStore::purge(&self.inner, cutoff)
     }
 }

@@ -10,7 +10,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use ate_ledger::{
-    Begin, Close, Config, Fingerprint, Key, Ledger, ManualClock, RedbStore, State, Store,
+    Begin, Close, Config, Fingerprint, Key, Ledger, RedbStore, State, clock::ManualClock,
+    store::Store,
 };
 
 const CHILD_ENV: &str = "ATE_LEDGER_CRASH_CHILD";

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use ate_ledger::{
-    Begin, Close, Error, Fingerprint, Key, Ledger, MemoryStore, RedbStore, State, Store, TryOutcome,
+    Begin, Close, Error, Fingerprint, Key, Ledger, MemoryStore, RedbStore, State, TryOutcome,
+    store::Store,
 };
 
 fn fp() -> Fingerprint {
@@ -204,7 +205,7 @@ fn racing_begin_and_revive_have_exactly_one_winner_on_redb() {
 
 #[test]
 fn purge_on_redb_deletes_exactly_the_ended_records_past_retention_in_batches() {
-    use ate_ledger::{Config, ManualClock};
+    use ate_ledger::{Config, clock::ManualClock};
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::default();
     let config = Config::default();
@@ -264,7 +265,7 @@ fn a_lease_that_never_expires_is_stored_and_read_back_on_redb() {
         let ledger = Ledger::with_clock(
             RedbStore::open(&path).unwrap(),
             config,
-            ate_ledger::SystemClock,
+            ate_ledger::clock::SystemClock,
         )
         .expect("a valid config");
         let Begin::Started(lease) = ledger.begin(&key, &fp(), "w").unwrap() else {

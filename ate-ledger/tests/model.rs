@@ -2,7 +2,7 @@
 //! (PostgreSQL with the `postgres` feature).
 
 use ate_ledger::testing::{Driver, Model, is_final, key, ops};
-use ate_ledger::{Config, Ledger, ManualClock, MemoryStore, RedbStore, Store};
+use ate_ledger::{Config, Ledger, MemoryStore, RedbStore, clock::ManualClock, store::Store};
 use proptest::prelude::*;
 
 fn check<S: Store>(store: S, seq: &[ate_ledger::testing::Op]) -> Result<(), TestCaseError> {

@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use ate_ledger::testing::TestDatabase;
 use ate_ledger::{
-    Begin, Close, Config, Error, Fingerprint, Key, Ledger, ManualClock, PgStore, Store,
+    Begin, Close, Config, Error, Fingerprint, Key, Ledger, PgStore, clock::ManualClock,
+    store::Store,
 };
 use chrono::{TimeZone, Utc};
 
@@ -220,7 +221,7 @@ fn more_connections_than_a_store_opens_is_an_error_naming_the_number() {
 }
 
 fn clock_now(clock: &ManualClock) -> chrono::DateTime<Utc> {
-    use ate_ledger::Clock;
+    use ate_ledger::clock::Clock;
     clock.now()
 }
 
@@ -1100,7 +1101,7 @@ fn a_lease_from_before_a_purge_never_drives_the_key_begun_again() {
 #[derive(Debug)]
 struct Skewed(chrono::TimeDelta);
 
-impl ate_ledger::Clock for Skewed {
+impl ate_ledger::clock::Clock for Skewed {
     fn now(&self) -> chrono::DateTime<Utc> {
         Utc::now() + self.0
     }

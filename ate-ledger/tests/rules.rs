@@ -3,8 +3,10 @@
 use std::time::Duration;
 
 use ate_ledger::{
-    Begin, Clock, Close, Config, Error, Fingerprint, Key, Lease, Ledger, ManualClock, MemoryStore,
-    State, Store, Try, TryOutcome,
+    Begin, Close, Config, Error, Fingerprint, Key, Lease, Ledger, MemoryStore, State, Try,
+    TryOutcome,
+    clock::{Clock, ManualClock},
+    store::Store,
 };
 
 fn setup() -> (Ledger<MemoryStore, ManualClock>, ManualClock) {
@@ -496,7 +498,7 @@ impl std::fmt::Debug for Interleave {
     }
 }
 
-impl ate_ledger::Store for Interleave {
+impl ate_ledger::store::Store for Interleave {
     fn get(&self, key: &Key) -> Result<Option<ate_ledger::Record>, Error> {
         self.inner.get(key)
     }

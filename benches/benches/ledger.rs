@@ -4,7 +4,7 @@
 use std::hint::black_box;
 use std::io::Write;
 
-use ate_ledger::{Begin, Close, Fingerprint, Key, Ledger, MemoryStore, RedbStore, Store};
+use ate_ledger::{Begin, Close, Fingerprint, Key, Ledger, MemoryStore, RedbStore, store::Store};
 use criterion::{Criterion, criterion_group, criterion_main};
 
 fn cycle<S: Store>(ledger: &Ledger<S>, n: u64) {

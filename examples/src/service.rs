@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use ate_generation::{Decision, Latch, Observe, Writer};
 use ate_ledger::{
-    AsyncLedger, AsyncPgStore, AsyncStore, Blocking, Call, Dispatch, Executed, Fingerprint, Key,
-    RedbStore, Response, SystemClock,
+    AsyncLedger, AsyncPgStore, Blocking, Call, Dispatch, Executed, Fingerprint, Key, RedbStore,
+    Response, clock::SystemClock, store::AsyncStore,
 };
 use ate_ratelimit::http::KeyError;
 use ate_ratelimit::{

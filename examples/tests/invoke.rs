@@ -305,7 +305,7 @@ fn a_data_dir_that_is_a_file_is_a_startup_error_saying_so() {
 #[derive(Debug)]
 struct Past(chrono::DateTime<chrono::Utc>);
 
-impl ate_ledger::Clock for Past {
+impl ate_ledger::clock::Clock for Past {
     fn now(&self) -> chrono::DateTime<chrono::Utc> {
         self.0
     }

@@ -7,7 +7,7 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use ate_ledger::{Begin, Close, Fingerprint, Key, Ledger, MemoryStore, RedbStore, Store};
+use ate_ledger::{Begin, Close, Fingerprint, Key, Ledger, MemoryStore, RedbStore, store::Store};
 
 fn pct(mut v: Vec<Duration>, p: f64) -> f64 {
     v.sort_unstable();
