@@ -40,7 +40,11 @@ use crate::{Error, Gate, OwnedGuard};
 
 /// The usual paths of the gate's endpoints, to exempt from admission:
 /// `/health`, `/ready` and the drain endpoint.
-pub const PATHS: [&str; 3] = ["/health", "/ready", crate::DrainRequest::DEFAULT_PATH];
+pub const PATHS: [&str; 3] = [
+    "/health",
+    "/ready",
+    crate::prestop::DrainRequest::DEFAULT_PATH,
+];
 
 /// Admits every request through the gate, as
 /// [`tower::ReadinessLayer`](https://docs.rs/ate-readiness) does for tower
@@ -218,7 +222,7 @@ pub fn probes(gate: Gate) -> impl FnOnce(&mut web::ServiceConfig) + Clone {
         cfg.service(get_and_head("/health", move || health.health_answer()))
             .service(get_and_head("/ready", move || ready_gate.ready_answer()))
             .service(
-                web::resource(crate::DrainRequest::DEFAULT_PATH).route(web::post().to(
+                web::resource(crate::prestop::DrainRequest::DEFAULT_PATH).route(web::post().to(
                     move |req: HttpRequest| {
                         let peer = req.peer_addr().map(|a| a.ip());
                         let reply =

@@ -14,9 +14,9 @@
 //!   `Gate::wait_idle_async`: bounded waits that report a [`WaitOutcome`].
 //! - [`Gate::snapshot`] → [`Snapshot`]: state, drain start, in-flight count
 //!   and last wait outcome, for metrics.
-//! - [`is_local_caller`]: who may trigger the drain endpoint (a loopback
-//!   peer, [`is_loopback_peer`], that is not a proxy forwarding a request).
-//! - [`DrainRequest`]: the other end, for the service binary's own `drain`
+//! - [`is_local_caller`](peer::is_local_caller): who may trigger the drain endpoint (a loopback
+//!   peer, [`is_loopback_peer`](peer::is_loopback_peer), that is not a proxy forwarding a request).
+//! - [`DrainRequest`](prestop::DrainRequest): the other end, for the service binary's own `drain`
 //!   subcommand that the `exec` preStop hook runs (POST on loopback, then
 //!   sleep), with std networking only.
 //!
@@ -53,7 +53,7 @@
 //! 1. The kubelet runs the pod's `preStop` hook. Use an `exec` hook that runs
 //!    the service binary's own `drain` subcommand: an `httpGet` hook can only
 //!    send GET and comes from the node, not loopback, and distroless images
-//!    have no `curl`. The subcommand ([`DrainRequest::run_hook`]) POSTs to
+//!    have no `curl`. The subcommand ([`DrainRequest::run_hook`](prestop::DrainRequest::run_hook)) POSTs to
 //!    the loopback-only drain endpoint, which calls [`Gate::begin_drain`],
 //!    then sleeps.
 //! 2. `/ready` now answers 503; the readiness probe fails and the load
@@ -82,7 +82,7 @@
 //!
 //! # Testing
 //!
-//! Time is injected through [`Clock`]; the drain start time comes from it.
+//! Time is injected through [`Clock`](clock::Clock); the drain start time comes from it.
 //! With `test-util`, the `testing` module holds the reference model this
 //! crate's own property tests compare the gate against, so a service can
 //! property-test its own integration the same way.
@@ -90,27 +90,22 @@
 
 #[cfg(feature = "actix")]
 pub mod actix;
-mod clock;
+pub mod clock;
 mod gate;
-mod peer;
-mod prestop;
+pub mod peer;
+pub mod prestop;
 mod probe;
 #[cfg(feature = "test-util")]
 pub mod testing;
 #[cfg(feature = "tower")]
 pub mod tower;
 
-#[cfg(any(test, feature = "test-util"))]
-pub use clock::ManualClock;
-pub use clock::{Clock, SystemClock};
 pub use gate::{
     AdmissionPolicy, Admitted, BeginDrain, Gate, GateBuilder, Guard, OwnedGuard, SessionAdmission,
     Snapshot, State, WaitOutcome,
 };
 #[cfg(feature = "tokio")]
 pub use gate::{drain_on_signal, next_signal};
-pub use peer::{is_forwarding_header, is_local_caller, is_loopback_peer};
-pub use prestop::{DrainReply, DrainRequest, PreStopError};
 pub use probe::Answer;
 
 /// WebSocket close code "going away" (RFC 6455 §7.4.1), sent to sessions

@@ -11,7 +11,7 @@ use std::net::IpAddr;
 /// IPv4-compatible form `::127.0.0.1`.
 ///
 /// ```
-/// use ate_readiness::is_loopback_peer;
+/// use ate_readiness::peer::is_loopback_peer;
 /// assert!(is_loopback_peer("127.0.0.1".parse().unwrap()));
 /// assert!(is_loopback_peer("::ffff:127.0.0.1".parse().unwrap()));
 /// assert!(!is_loopback_peer("10.0.0.7".parse().unwrap()));
@@ -66,7 +66,7 @@ pub fn is_forwarding_header(name: &str) -> bool {
 /// `pods/portforward`) may drain it, as whoever may `exec` into it could.
 ///
 /// ```
-/// use ate_readiness::is_local_caller;
+/// use ate_readiness::peer::is_local_caller;
 /// let loopback = "127.0.0.1".parse().unwrap();
 /// assert!(is_local_caller(loopback, ["host", "content-length"]));
 /// // Envoy forwarding a request from another pod, from 127.0.0.6:

@@ -11,7 +11,7 @@
 //! ```no_run
 //! use std::process::ExitCode;
 //! use std::time::Duration;
-//! use ate_readiness::DrainRequest;
+//! use ate_readiness::prestop::DrainRequest;
 //!
 //! fn main() -> ExitCode {
 //!     // `my-service drain`, as the hook runs it:
@@ -38,7 +38,7 @@ use std::time::Duration;
 /// The service must listen on a wildcard or loopback address (`0.0.0.0`,
 /// `[::]` or `127.0.0.1`): bound to the pod's IP alone it cannot be reached
 /// on loopback, and a request to the pod's IP comes from that IP, which the
-/// endpoint must refuse ([`is_local_caller`](crate::is_local_caller)).
+/// endpoint must refuse ([`is_local_caller`](crate::peer::is_local_caller)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use = "a drain request does nothing until it is sent"]
 pub struct DrainRequest {

@@ -67,7 +67,7 @@ impl Gate {
     }
 
     /// The drain endpoint (`POST /__internal/drain`, which the preStop
-    /// hook's [`DrainRequest`](crate::DrainRequest) calls): from a loopback
+    /// hook's [`DrainRequest`](crate::prestop::DrainRequest) calls): from a loopback
     /// peer that forwards no one else's request ([`is_local_caller`]) it
     /// begins the drain and answers 200
     /// `{"started":true,"draining_since":"2026-...Z"}` (`started` is false

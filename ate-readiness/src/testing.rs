@@ -6,7 +6,7 @@
 //!
 //! ```
 //! use ate_readiness::testing::{Model, Op, ops};
-//! use ate_readiness::{Gate, ManualClock};
+//! use ate_readiness::{Gate, clock::ManualClock};
 //! use proptest::prelude::*;
 //!
 //! proptest!(|(seq in ops(40))| {
@@ -38,7 +38,10 @@
 use chrono::{DateTime, Utc};
 use proptest::prelude::*;
 
-use crate::{AdmissionPolicy, Clock, ManualClock, State};
+use crate::{
+    AdmissionPolicy, State,
+    clock::{Clock, ManualClock},
+};
 
 /// One operation on a gate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -230,13 +233,13 @@ impl ManualClock {
 /// ephemeral range every `:0` bind draws from (32768-60999 on Linux,
 /// 49152-65535 elsewhere), so no other test's `:0` bind can take the same
 /// number meanwhile: with an ephemeral port, one on the other loopback
-/// could, and [`DrainRequest`](crate::DrainRequest), which tries 127.0.0.1
+/// could, and [`DrainRequest`](crate::prestop::DrainRequest), which tries 127.0.0.1
 /// first, would reach it instead. Tests that must not meet each other take
 /// apart ranges.
 ///
 /// ```
 /// use ate_readiness::testing::unused_loopback_port;
-/// use ate_readiness::{DrainRequest, PreStopError};
+/// use ate_readiness::{prestop::{DrainRequest, PreStopError}};
 ///
 /// let port = unused_loopback_port(25_000);
 /// let err = DrainRequest::new(port).send().unwrap_err();

@@ -319,8 +319,12 @@ fn socket_addr_peer(parts: &http::request::Parts) -> Option<IpAddr> {
 
 impl Probe {
     /// The usual paths of the three endpoints, to exempt from admission:
-    /// `/health`, `/ready` and [`DrainRequest::DEFAULT_PATH`](crate::DrainRequest::DEFAULT_PATH).
-    pub const PATHS: [&'static str; 3] = ["/health", "/ready", crate::DrainRequest::DEFAULT_PATH];
+    /// `/health`, `/ready` and [`DrainRequest::DEFAULT_PATH`](crate::prestop::DrainRequest::DEFAULT_PATH).
+    pub const PATHS: [&'static str; 3] = [
+        "/health",
+        "/ready",
+        crate::prestop::DrainRequest::DEFAULT_PATH,
+    ];
 
     fn new(gate: Gate, kind: ProbeKind) -> Self {
         Self {

@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use ate_readiness::{
-    AdmissionPolicy, BeginDrain, Error, Gate, ManualClock, SessionAdmission, State, WaitOutcome,
+    AdmissionPolicy, BeginDrain, Error, Gate, SessionAdmission, State, WaitOutcome,
+    clock::ManualClock,
 };
 use chrono::{TimeDelta, TimeZone, Utc};
 

@@ -1,6 +1,6 @@
 //! The loopback rule for the drain trigger endpoint.
 
-use ate_readiness::{is_forwarding_header, is_local_caller, is_loopback_peer};
+use ate_readiness::peer::{is_forwarding_header, is_local_caller, is_loopback_peer};
 
 #[test]
 fn only_loopback_peers_may_trigger_the_drain() {

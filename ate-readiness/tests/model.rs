@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use ate_readiness::testing::{Expect, Model, Op, ops};
 use ate_readiness::{
-    AdmissionPolicy, Error, Gate, ManualClock, OwnedGuard, SessionAdmission, State, WaitOutcome,
+    AdmissionPolicy, Error, Gate, OwnedGuard, SessionAdmission, State, WaitOutcome,
+    clock::ManualClock,
 };
 use chrono::TimeDelta;
 use proptest::prelude::*;

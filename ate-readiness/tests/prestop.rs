@@ -5,8 +5,8 @@ use std::net::{SocketAddr, TcpListener};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use ate_readiness::prestop::{DrainRequest, PreStopError};
 use ate_readiness::testing::unused_loopback_port;
-use ate_readiness::{DrainRequest, PreStopError};
 
 /// A one-shot server on `bind` that answers `answer` and hands back the
 /// request it read.

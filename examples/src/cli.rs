@@ -59,7 +59,8 @@ pub fn main(
         // The preStop hook: POST the loopback drain endpoint, print its
         // answer, sleep while the load balancer converges (exit 1 if the
         // POST failed, after sleeping anyway).
-        return ate_readiness::DrainRequest::new(port).run_hook(Duration::from_secs(sleep));
+        return ate_readiness::prestop::DrainRequest::new(port)
+            .run_hook(Duration::from_secs(sleep));
     }
     if let Some(Command::Defaults) = args.command {
         return match serde_json::to_string_pretty(&crate::config::defaults()) {
