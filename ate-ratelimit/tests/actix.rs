@@ -6,6 +6,9 @@
 //! decision hook and `Checked` for the handler.
 #![cfg(feature = "actix")]
 
+mod fields;
+use fields::parse_field;
+
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
@@ -46,25 +49,6 @@ fn app(
         )
         .route("/export", web::post().to(|| async { "exported" }))
         .route("/free", web::post().to(|| async { "free" }))
-}
-
-/// The fields as an RFC 9651 parser reads them: (name, [(param, int)]).
-fn parse_field(value: &str) -> Vec<(String, Vec<(String, i64)>)> {
-    let list: sfv::List = sfv::Parser::new(value)
-        .parse()
-        .unwrap_or_else(|e| panic!("{value:?}: {e}"));
-    list.into_iter()
-        .map(|entry| match entry {
-            sfv::ListEntry::Item(item) => (
-                item.bare_item.as_string().unwrap().as_str().to_owned(),
-                item.params
-                    .iter()
-                    .map(|(k, v)| (k.as_str().to_owned(), i64::from(v.as_integer().unwrap())))
-                    .collect(),
-            ),
-            other => panic!("not an item: {other:?}"),
-        })
-        .collect()
 }
 
 fn post(path: &str, peer: &str, headers: &[(&str, &str)]) -> test::TestRequest {

@@ -5,6 +5,9 @@
 //! parser reads them.
 #![cfg(feature = "tower")]
 
+mod fields;
+use fields::parse_field;
+
 use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU32;
 use std::sync::Arc;
@@ -241,25 +244,6 @@ async fn call(
         parts.headers,
         String::from_utf8_lossy(&body).into(),
     )
-}
-
-/// The fields as an RFC 9651 parser reads them: (name, [(param, int)]).
-fn parse_field(value: &str) -> Vec<(String, Vec<(String, i64)>)> {
-    let list: sfv::List = sfv::Parser::new(value)
-        .parse()
-        .unwrap_or_else(|e| panic!("{value:?}: {e}"));
-    list.into_iter()
-        .map(|entry| match entry {
-            sfv::ListEntry::Item(item) => (
-                item.bare_item.as_string().unwrap().as_str().to_owned(),
-                item.params
-                    .iter()
-                    .map(|(k, v)| (k.as_str().to_owned(), i64::from(v.as_integer().unwrap())))
-                    .collect(),
-            ),
-            other => panic!("not an item: {other:?}"),
-        })
-        .collect()
 }
 
 #[tokio::test]
