@@ -312,13 +312,16 @@ fn a_prune_deletes_only_what_the_applier_owns() {
         "api",
         "  annotations: {kubectl.kubernetes.io/last-applied-configuration: \"\"}\n",
     );
+    // Argo CD's default tracking label.
+    let argo = live_secret("argo", "  labels: {app.kubernetes.io/instance: shop}\n");
     let readers = [
         reader("a", "webhook-certs"),
         reader("b", "token"),
         reader("c", "db"),
         reader("d", "api"),
+        reader("e", "argo"),
     ];
-    let mut current: Vec<&str> = vec![&job_written, &owned, &helm, &applied];
+    let mut current: Vec<&str> = vec![&job_written, &owned, &helm, &applied, &argo];
     current.extend(readers.iter().map(String::as_str));
     let current = docs(&current);
     // The new release renders the Deployments and none of the Secrets.
@@ -331,8 +334,9 @@ fn a_prune_deletes_only_what_the_applier_owns() {
         .collect();
     pruned.sort();
     pruned.dedup();
-    // Helm's and kubectl's own Secrets go; the Job's and the owned one stay.
-    assert_eq!(pruned, ["api", "db"], "{report:?}");
+    // Helm's, kubectl's and Argo CD's own Secrets go; the Job's and the
+    // owned one stay.
+    assert_eq!(pruned, ["api", "argo", "db"], "{report:?}");
 }
 
 #[test]

@@ -41,7 +41,8 @@ pub fn parse_selector(s: &str) -> Result<Vec<(String, Option<String>)>, InputErr
 /// delete only what they applied: a live object is the applier's when it
 /// carries kubectl's last-applied annotation or an `Apply` entry in
 /// `managedFields`, Helm's release annotations or managed-by label, or
-/// Argo CD's tracking annotation or label; never one with
+/// Argo CD's tracking annotation or label (`app.kubernetes.io/instance`,
+/// its default, or `argocd.argoproj.io/instance`); never one with
 /// `ownerReferences` (its owner makes and deletes it), nor one another
 /// manager wrote (a Job's `kubectl create`, a controller). Objects read
 /// from manifests are the applier's own.
@@ -79,6 +80,9 @@ pub(super) fn not_pruned(doc: &Node, options: &LoadOptions) -> Option<String> {
             .and_then(|l| l.get("app.kubernetes.io/managed-by"))
             .and_then(Node::as_str)
             .is_some_and(|m| m.eq_ignore_ascii_case("helm"))
+        // Argo CD's tracking label: `app.kubernetes.io/instance` by
+        // default (label tracking), or the key a install configures.
+        || labelled("app.kubernetes.io/instance")
         || labelled("argocd.argoproj.io/instance")
         || matches!(field("managedFields"), Some(Node::Seq(entries))
             if entries.iter().any(|e| e.get("operation").and_then(Node::as_str) == Some("Apply")));
