@@ -30,6 +30,11 @@ fn storage(e: impl std::error::Error) -> Error {
 /// connector it was built with), or let [`connect`](Self::connect) build
 /// one without TLS.
 ///
+/// Reads and writes run as statements prepared once per connection
+/// (deadpool's statement cache), so each is one round trip. Behind
+/// PgBouncer in transaction mode that needs PgBouncer 1.21 or later with
+/// `max_prepared_statements` set.
+///
 /// ```no_run
 /// use ate_ledger::{AsyncLedger, AsyncPgStore};
 ///
@@ -134,8 +139,9 @@ impl AsyncStore for AsyncPgStore {
     fn get<'a>(&'a self, key: &'a Key) -> StoreFuture<'a, Read> {
         Box::pin(async move {
             let client = self.pool.get().await.map_err(storage)?;
+            let statement = client.prepare_cached(READ_AT).await.map_err(storage)?;
             let row = client
-                .query_one(READ_AT, &[&key.scope, &key.id])
+                .query_one(&statement, &[&key.scope, &key.id])
                 .await
                 .map_err(storage)?;
             read_row(key, &row)
@@ -152,17 +158,19 @@ impl AsyncStore for AsyncPgStore {
             let client = self.pool.get().await.map_err(storage)?;
             let written = match expected.map(|v| to_i64(key, v)).transpose()? {
                 None => {
+                    let statement = client.prepare_cached(INSERT).await.map_err(storage)?;
                     client
                         .execute(
-                            INSERT,
+                            &statement,
                             &[&key.scope, &key.id, &version, &open, &ended_at, &text],
                         )
                         .await
                 }
                 Some(expected) => {
+                    let statement = client.prepare_cached(UPDATE).await.map_err(storage)?;
                     client
                         .execute(
-                            UPDATE,
+                            &statement,
                             &[
                                 &key.scope, &key.id, &version, &open, &ended_at, &text, &expected,
                             ],

@@ -1,6 +1,8 @@
 //! One durable ledger transition on PostgreSQL against the floor: a bare
-//! conditional `UPDATE ... WHERE version = $1` round trip, both on the
-//! same `deadpool-postgres` pool, interleaved in rounds. The transition is
+//! conditional `UPDATE ... WHERE version = $1` round trip (prepared, as
+//! the store's statements are; the unprepared one, two round trips, is
+//! printed beside it), all on the same `deadpool-postgres` pool,
+//! interleaved in rounds. The transition is
 //! a `renew` (read the record with the server's time, check the lease,
 //! conditional update). Prints JSON lines.
 //!
@@ -47,29 +49,45 @@ fn main() {
         else {
             panic!("begin")
         };
-        let (mut ate, mut floor) = (Vec::new(), Vec::new());
-        for version in (0_i64..).take(n) {
+        const FLOOR: &str =
+            "UPDATE floor SET version = $2, body = body WHERE id = 1 AND version = $1";
+        let (mut ate, mut floor, mut unprepared) = (Vec::new(), Vec::new(), Vec::new());
+        for round in (0_i64..).take(n) {
             let t = Instant::now();
             lease = ledger.renew(&lease).await.expect("renew");
             ate.push(t.elapsed());
+            // The floor as the store runs its statements: prepared once per
+            // connection, one round trip.
+            let version = 2 * round;
             let t = Instant::now();
             let c = pool.get().await.expect("connection");
+            let statement = c.prepare_cached(FLOOR).await.expect("prepare");
             let updated = c
-                .execute(
-                    "UPDATE floor SET version = $2, body = body WHERE id = 1 AND version = $1",
-                    &[&version, &(version + 1)],
-                )
+                .execute(&statement, &[&version, &(version + 1)])
                 .await
                 .expect("update");
             floor.push(t.elapsed());
             assert_eq!(updated, 1);
+            drop(c);
+            // And as a bare `execute(&str)`: parsed on every call, two
+            // round trips.
+            let version = version + 1;
+            let t = Instant::now();
+            let c = pool.get().await.expect("connection");
+            let updated = c
+                .execute(FLOOR, &[&version, &(version + 1)])
+                .await
+                .expect("update");
+            unprepared.push(t.elapsed());
+            assert_eq!(updated, 1);
         }
         let (a, f) = (pct(ate.clone(), 0.5), pct(floor.clone(), 0.5));
         println!(
-            "{{\"what\":\"pg_transition\",\"n\":{n},\"ate_p50_us\":{a:.1},\"ate_p99_us\":{:.1},\"update_p50_us\":{f:.1},\"update_p99_us\":{:.1},\"ratio_p50\":{:.2}}}",
+            "{{\"what\":\"pg_transition\",\"n\":{n},\"ate_p50_us\":{a:.1},\"ate_p99_us\":{:.1},\"update_p50_us\":{f:.1},\"update_p99_us\":{:.1},\"ratio_p50\":{:.2},\"unprepared_update_p50_us\":{:.1}}}",
             pct(ate, 0.99),
             pct(floor, 0.99),
-            a / f
+            a / f,
+            pct(unprepared, 0.5),
         );
     });
 }
