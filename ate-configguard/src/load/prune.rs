@@ -81,7 +81,7 @@ pub(super) fn not_pruned(doc: &Node, options: &LoadOptions) -> Option<String> {
             .and_then(Node::as_str)
             .is_some_and(|m| m.eq_ignore_ascii_case("helm"))
         // Argo CD's tracking label: `app.kubernetes.io/instance` by
-        // default (label tracking), or the key a install configures.
+        // default (label tracking), or the key an install configures.
         || labelled("app.kubernetes.io/instance")
         || labelled("argocd.argoproj.io/instance")
         || matches!(field("managedFields"), Some(Node::Seq(entries))
