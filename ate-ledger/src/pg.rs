@@ -1,6 +1,7 @@
 //! The store on PostgreSQL (feature `postgres`): one ledger shared by many
 //! replicas of a service.
 
+use std::collections::HashMap;
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};
@@ -8,7 +9,7 @@ use std::sync::{Arc, mpsc};
 use chrono::{DateTime, Utc};
 use parking_lot::Mutex;
 use postgres::tls::{MakeTlsConnect, TlsConnect};
-use postgres::{Client, Config, NoTls, Socket};
+use postgres::{Client, Config, NoTls, Socket, Statement};
 
 use crate::pg_sql::{
     INSERT, OPEN_AT, PURGE, PURGE_BATCH, READ_AT, SCHEMA_CHECK, SCHEMA_VERSION, SETUP, SETUP_LOCK,
@@ -113,6 +114,13 @@ struct Conn {
     broken: Arc<AtomicU64>,
     /// The value of `broken` this connection last checked against.
     checked: u64,
+    /// The store's statements, prepared on this connection as first used
+    /// (so each call is one round trip, not a parse and an execute);
+    /// emptied when the connection is reopened.
+    statements: HashMap<&'static str, Statement>,
+    /// Found dead after an error while its client still looked open:
+    /// reopened before the next call.
+    dead: bool,
 }
 
 impl Conn {
@@ -128,6 +136,7 @@ impl Conn {
             return Ok(()); // a caller's client: it cannot be reopened
         };
         if self.client.is_closed()
+            || self.dead
             || (suspect
                 && self
                     .client
@@ -135,8 +144,20 @@ impl Conn {
                     .is_err())
         {
             self.client = reconnect().map_err(storage)?;
+            self.dead = false;
+            self.statements.clear();
         }
         Ok(())
+    }
+
+    /// `sql`, prepared on this connection.
+    fn prepared(&mut self, sql: &'static str) -> Result<Statement, Error> {
+        if let Some(statement) = self.statements.get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = self.client.prepare(sql).map_err(storage)?;
+        self.statements.insert(sql, statement.clone());
+        Ok(statement)
     }
 }
 
@@ -310,6 +331,8 @@ impl PgStore {
                             client,
                             broken,
                             checked: 0,
+                            statements: HashMap::new(),
+                            dead: false,
                         })
                     });
                     let mut conn = match opened {
@@ -371,12 +394,26 @@ impl PgStore {
     /// if it broke, and waits for the answer.
     fn with<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&mut Client) -> Result<T, Error> + Send + 'static,
+        f: impl FnOnce(&mut Conn) -> Result<T, Error> + Send + 'static,
     ) -> Result<T, Error> {
         let (reply, answer) = mpsc::sync_channel(1);
         let job: Job = Box::new(move |conn: &mut Conn| {
-            let result = conn.ensure_open().and_then(|()| f(&mut conn.client));
-            if conn.client.is_closed() {
+            let result = conn.ensure_open().and_then(|()| f(conn));
+            // A server that ended the session (a failover, an
+            // administrator) answers the next statement with an error
+            // before the client sees the socket close: after a storage
+            // error, one round trip says whether the connection is dead.
+            if matches!(result, Err(Error::Storage(_)))
+                && conn.reconnect.is_some()
+                && !conn.client.is_closed()
+                && conn
+                    .client
+                    .is_valid(std::time::Duration::from_secs(5))
+                    .is_err()
+            {
+                conn.dead = true;
+            }
+            if conn.dead || conn.client.is_closed() {
                 // Broken under this call: the others may be too.
                 conn.checked = conn.broken.fetch_add(1, Ordering::AcqRel) + 1;
             }
@@ -392,21 +429,24 @@ impl Store for PgStore {
     fn read(&self, key: &Key) -> Result<Read, Error> {
         let key = key.clone();
         self.with(move |c| {
+            let statement = c.prepared(READ_AT)?;
             let row = c
-                .query_one(READ_AT, &[&key.scope, &key.id])
+                .client
+                .query_one(&statement, &[&key.scope, &key.id])
                 .map_err(storage)?;
             read_row(&key, &row)
         })
     }
 
     fn open_at(&self) -> Result<(Vec<Record>, Option<DateTime<Utc>>), Error> {
-        self.with(|c| open_rows(&c.query(OPEN_AT, &[]).map_err(storage)?))
+        self.with(|c| open_rows(&c.client.query(OPEN_AT, &[]).map_err(storage)?))
     }
 
     fn get(&self, key: &Key) -> Result<Option<Record>, Error> {
         let key = key.clone();
         self.with(move |c| {
             let row = c
+                .client
                 .query_opt(
                     "SELECT version, open, record FROM ate_ledger_records
                      WHERE scope = $1 AND id = $2",
@@ -427,16 +467,22 @@ impl Store for PgStore {
         let ended_at = record.ended_at;
         self.with(move |c| {
             let written = match expected_i64 {
-                None => c.execute(
-                    INSERT,
-                    &[&key.scope, &key.id, &version, &open, &ended_at, &text],
-                ),
-                Some(expected) => c.execute(
-                    UPDATE,
-                    &[
-                        &key.scope, &key.id, &version, &open, &ended_at, &text, &expected,
-                    ],
-                ),
+                None => {
+                    let insert = c.prepared(INSERT)?;
+                    c.client.execute(
+                        &insert,
+                        &[&key.scope, &key.id, &version, &open, &ended_at, &text],
+                    )
+                }
+                Some(expected) => {
+                    let update = c.prepared(UPDATE)?;
+                    c.client.execute(
+                        &update,
+                        &[
+                            &key.scope, &key.id, &version, &open, &ended_at, &text, &expected,
+                        ],
+                    )
+                }
             }
             .map_err(storage)?;
             if written == 1 {
@@ -445,6 +491,7 @@ impl Store for PgStore {
             // Lost the race (or the caller's view was stale): say what is
             // stored now.
             let found: Option<i64> = c
+                .client
                 .query_opt(VERSION_OF, &[&key.scope, &key.id])
                 .map_err(storage)?
                 .map(|r| r.get(0));
@@ -459,6 +506,7 @@ impl Store for PgStore {
     fn open(&self) -> Result<Vec<Record>, Error> {
         self.with(|c| {
             let rows = c
+                .client
                 .query(
                     "SELECT scope, id, version, open, record FROM ate_ledger_records
                      WHERE open ORDER BY scope, id",
@@ -486,8 +534,11 @@ impl Store for PgStore {
         }
         let mut purged = 0;
         loop {
-            let n =
-                self.with(move |c| c.execute(PURGE, &[&cutoff, &PURGE_BATCH]).map_err(storage))?;
+            let n = self.with(move |c| {
+                c.client
+                    .execute(PURGE, &[&cutoff, &PURGE_BATCH])
+                    .map_err(storage)
+            })?;
             purged += n as usize;
             if n < PURGE_BATCH as u64 {
                 return Ok(purged);
