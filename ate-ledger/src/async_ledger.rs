@@ -15,6 +15,7 @@ use crate::core::Core;
 use crate::ledger::{Begin, Close, Config, check_config};
 use crate::outcome::{Call, Executed, Response, Step};
 use crate::store::{AsyncStore, Read, Store, StoreFuture};
+use crate::written::Written;
 use crate::{Error, Fingerprint, Key, Lease, Record, State};
 
 /// The attempt ledger, async: every call awaits the store, none blocks a
@@ -25,6 +26,9 @@ pub struct AsyncLedger<S, C = SystemClock> {
     store: S,
     clock: C,
     config: Config,
+    /// The records this ledger last wrote as an owner, for transitions of
+    /// one round trip.
+    written: Written,
     /// The keys calls of this ledger are working on (from begin to close),
     /// with how many: a begin of this owner whose answer was lost is taken
     /// over only when none is.
@@ -59,6 +63,7 @@ impl<S: AsyncStore> AsyncLedger<S, SystemClock> {
             store,
             clock: SystemClock,
             config: Config::default(),
+            written: Written::default(),
             working: Mutex::default(),
             observer: Observer::default(),
         }
@@ -145,6 +150,7 @@ impl<S: AsyncStore, C: Clock> AsyncLedger<S, C> {
             store,
             clock,
             config,
+            written: Written::default(),
             working: Mutex::default(),
             observer: Observer::default(),
         })
@@ -194,6 +200,7 @@ impl<S: AsyncStore, C: Clock> AsyncLedger<S, C> {
             store: &self.store,
             clock: &self.clock,
             config: &self.config,
+            written: &self.written,
         }
     }
 

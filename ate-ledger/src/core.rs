@@ -12,6 +12,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use crate::clock::Clock;
 use crate::ledger::{Begin, Close, Config};
 use crate::store::{AsyncStore, Read, Store, StoreFuture};
+use crate::written::Written;
 use crate::{Error, Fingerprint, Key, Lease, Record, State, Try, TryOutcome};
 
 /// How many times a transition re-reads after losing a version race.
@@ -127,6 +128,17 @@ pub(crate) struct Core<'a, S, C> {
     pub(crate) store: S,
     pub(crate) clock: &'a C,
     pub(crate) config: &'a Config,
+    pub(crate) written: &'a Written,
+}
+
+/// When a record was read: the time leases are judged at, the clock's
+/// time, and the store's time minus the clock's (zero where the clock does
+/// not defer to the store).
+#[derive(Clone, Copy)]
+struct At {
+    now: DateTime<Utc>,
+    local: DateTime<Utc>,
+    offset: TimeDelta,
 }
 
 impl<S: AsyncStore, C: Clock> Core<'_, S, C> {
@@ -134,15 +146,30 @@ impl<S: AsyncStore, C: Clock> Core<'_, S, C> {
     /// store's own (PostgreSQL's `now()`, one clock for every replica)
     /// where it tells it and the clock defers to it, else the clock's.
     fn time(&self, store_now: Option<DateTime<Utc>>) -> DateTime<Utc> {
-        match store_now {
+        self.at(store_now).now
+    }
+
+    fn at(&self, store_now: Option<DateTime<Utc>>) -> At {
+        let local = self.clock.now();
+        let now = match store_now {
             Some(t) if self.clock.defers_to_store() => t,
-            _ => self.clock.now(),
+            _ => local,
+        };
+        At {
+            now,
+            local,
+            offset: now.signed_duration_since(local),
         }
     }
 
-    async fn read(&self, key: &Key) -> Result<(Option<Record>, DateTime<Utc>), Error> {
+    async fn read_at(&self, key: &Key) -> Result<(Option<Record>, At), Error> {
         let read = self.store.get(key).await?;
-        Ok((read.record, self.time(read.now)))
+        Ok((read.record, self.at(read.now)))
+    }
+
+    async fn read(&self, key: &Key) -> Result<(Option<Record>, DateTime<Utc>), Error> {
+        let (record, at) = self.read_at(key).await?;
+        Ok((record, at.now))
     }
 
     pub(crate) async fn get(&self, key: &Key) -> Result<Option<Record>, Error> {
@@ -168,7 +195,8 @@ impl<S: AsyncStore, C: Clock> Core<'_, S, C> {
     ) -> Result<Begin, Error> {
         validate(key, fingerprint)?;
         for _ in 0..CAS_RETRIES {
-            let (found, now) = self.read(key).await?;
+            let (found, at) = self.read_at(key).await?;
+            let now = at.now;
             match found {
                 None => {
                     let mut record = Record {
@@ -190,7 +218,11 @@ impl<S: AsyncStore, C: Clock> Core<'_, S, C> {
                     let lease = self.lease(&record, owner, 1, now);
                     record.lease = Some(lease.clone());
                     match self.store.put(&record, None).await {
-                        Ok(()) => return Ok(Begin::Started(lease)),
+                        Ok(()) => {
+                            self.written
+                                .remember(&record, at.offset, at.local, self.config);
+                            return Ok(Begin::Started(lease));
+                        }
                         Err(Error::VersionConflict { .. }) => continue,
                         Err(e) => return Err(e),
                     }
@@ -227,8 +259,8 @@ impl<S: AsyncStore, C: Clock> Core<'_, S, C> {
     }
 
     /// Reads the record and checks the caller's lease still owns it.
-    async fn owned(&self, lease: &Lease) -> Result<(Record, DateTime<Utc>), Error> {
-        let (record, now) = self.read(&lease.key).await?;
+    async fn owned(&self, lease: &Lease) -> Result<(Record, At), Error> {
+        let (record, at) = self.read_at(&lease.key).await?;
         let record = record.ok_or_else(|| Error::NotFound {
             key: lease.key.to_string(),
         })?;
@@ -246,7 +278,7 @@ impl<S: AsyncStore, C: Clock> Core<'_, S, C> {
                 token: lease.token,
             });
         }
-        Ok((record, now))
+        Ok((record, at))
     }
 
     /// Applies `change` to the record the lease owns and writes it back.
@@ -259,21 +291,50 @@ impl<S: AsyncStore, C: Clock> Core<'_, S, C> {
     /// failing then would lose a provider's answer. `change` runs again on
     /// the record as it now is; only once the lease no longer owns it is
     /// the answer [`Error::StaleLease`].
+    ///
+    /// First, if this ledger wrote the record last and remembers it
+    /// ([`Written`]), the change is written at once on that record: one
+    /// round trip when nothing else wrote meanwhile.
     async fn update_owned<T>(
         &self,
         lease: &Lease,
         mut change: impl FnMut(&mut Record, DateTime<Utc>) -> Result<(bool, T), Error>,
     ) -> Result<(Record, T), Error> {
-        for _ in 0..CAS_RETRIES {
-            let (mut record, now) = self.owned(lease).await?;
+        let local = self.clock.now();
+        if let Some((mut record, offset, read_at)) = self.written.owned(lease, local, self.config) {
             let expected = record.version;
-            let (write, answer) = change(&mut record, now)?;
+            // Anything but a write to make (nothing to change, or a check
+            // that fails) is decided on the stored record instead.
+            if let Ok((true, answer)) = change(&mut record, local + offset) {
+                record.version += 1;
+                match self.store.put(&record, Some(expected)).await {
+                    Ok(()) => {
+                        self.written.remember(&record, offset, read_at, self.config);
+                        return Ok((record, answer));
+                    }
+                    Err(Error::VersionConflict { .. }) => {}
+                    Err(e) => {
+                        self.written.forget(&lease.key, expected);
+                        return Err(e);
+                    }
+                }
+            }
+            self.written.forget(&lease.key, expected);
+        }
+        for _ in 0..CAS_RETRIES {
+            let (mut record, at) = self.owned(lease).await?;
+            let expected = record.version;
+            let (write, answer) = change(&mut record, at.now)?;
             if !write {
                 return Ok((record, answer));
             }
             record.version += 1;
             match self.store.put(&record, Some(expected)).await {
-                Ok(()) => return Ok((record, answer)),
+                Ok(()) => {
+                    self.written
+                        .remember(&record, at.offset, at.local, self.config);
+                    return Ok((record, answer));
+                }
                 Err(Error::VersionConflict { .. }) => continue,
                 Err(e) => return Err(e),
             }

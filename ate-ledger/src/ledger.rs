@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use crate::clock::{Clock, SystemClock};
 use crate::core::{self, Core, Now};
+use crate::written::Written;
 use crate::{Error, Fingerprint, Key, Lease, Record, State, TryOutcome, store::Store};
 
 /// Ledger settings.
@@ -100,6 +101,9 @@ pub struct Ledger<S, C = SystemClock> {
     store: S,
     clock: C,
     config: Config,
+    /// The records this ledger last wrote as an owner, for transitions of
+    /// one round trip.
+    pub(crate) written: Written,
 }
 
 impl<S: Store> Ledger<S, SystemClock> {
@@ -109,6 +113,7 @@ impl<S: Store> Ledger<S, SystemClock> {
             store,
             clock: SystemClock,
             config: Config::default(),
+            written: Written::default(),
         }
     }
 }
@@ -126,6 +131,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
             store,
             clock,
             config,
+            written: Written::default(),
         })
     }
 
@@ -149,6 +155,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
             store: Now(&self.store),
             clock: &self.clock,
             config: &self.config,
+            written: &self.written,
         }
     }
 

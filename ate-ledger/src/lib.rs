@@ -102,6 +102,7 @@ mod pg_sql;
 pub mod store;
 #[cfg(feature = "test-util")]
 pub mod testing;
+mod written;
 
 #[cfg(feature = "tokio")]
 pub use async_ledger::{AsyncLedger, Blocking, Dispatch};

@@ -6,14 +6,34 @@ use ate_ledger::{Config, Ledger, MemoryStore, RedbStore, clock::ManualClock, sto
 use proptest::prelude::*;
 
 fn check<S: Store>(store: S, seq: &[ate_ledger::testing::Op]) -> Result<(), TestCaseError> {
+    check_replicas(vec![store], seq, &[])
+}
+
+/// The model against ledgers on `stores` (one store seen by several
+/// ledgers: replicas), the `i`th operation sent to the ledger `on[i]`
+/// names (the first when `on` runs out). Each ledger remembers what it
+/// wrote last and writes its next transition at once; another ledger's
+/// write in between must send it back to a read, so the answers are the
+/// one ledger's.
+fn check_replicas<S: Store>(
+    stores: Vec<S>,
+    seq: &[ate_ledger::testing::Op],
+    on: &[usize],
+) -> Result<(), TestCaseError> {
     let clock = ManualClock::default();
-    let ledger =
-        Ledger::with_clock(store, Config::default(), clock.clone()).expect("a valid config");
+    let ledgers: Vec<_> = stores
+        .into_iter()
+        .map(|store| {
+            Ledger::with_clock(store, Config::default(), clock.clone()).expect("a valid config")
+        })
+        .collect();
+    let ledger = &ledgers[0];
     let mut driver = Driver::new(clock);
     let mut model = Model::new(Config::default());
     let mut was_final = [false; 3];
-    for op in seq {
-        let got = driver.apply(&ledger, op);
+    for (i, op) in seq.iter().enumerate() {
+        let on = &ledgers[on.get(i).copied().unwrap_or(0) % ledgers.len()];
+        let got = driver.apply(on, op);
         let want = model.apply(op);
         prop_assert_eq!(got, want, "{:?}", op);
         for k in 0..3u8 {
@@ -41,6 +61,15 @@ proptest! {
     #[test]
     fn memory_store_matches_the_model(seq in ops(50)) {
         check(MemoryStore::new(), &seq)?;
+    }
+
+    #[test]
+    fn three_replicas_on_one_store_match_the_model(
+        seq in ops(50),
+        on in proptest::collection::vec(0..3usize, 50),
+    ) {
+        let store = std::sync::Arc::new(MemoryStore::new());
+        check_replicas(vec![store.clone(), store.clone(), store], &seq, &on)?;
     }
 }
 

@@ -1135,3 +1135,33 @@ fn a_replica_whose_clock_runs_ahead_does_not_take_over_a_live_lease() {
     let r = a.close(&lease, Close::Succeeded("answer".into())).unwrap();
     assert!(matches!(r.state, ate_ledger::State::Succeeded { .. }));
 }
+
+#[test]
+fn a_skewed_replicas_one_round_trip_transitions_keep_the_servers_time() {
+    let db = TestDatabase::new();
+    let ahead = Ledger::with_clock(
+        PgStore::connect(db.url()).unwrap(),
+        Config::default(),
+        Skewed(chrono::TimeDelta::minutes(10)),
+    )
+    .expect("a valid config");
+    let key = Key::new("t", "skew-written");
+    let Begin::Started(lease) = ahead.begin(&key, &fp(), "replica-b").unwrap() else {
+        panic!("new key")
+    };
+    // The renewal and the dispatch write what this replica last wrote,
+    // without reading it again: their times are still the server's
+    // (within a second here), not its clock's 10 minutes ahead.
+    let renewed = ahead.renew(&lease).unwrap();
+    ahead.mark_dispatched(&renewed).unwrap();
+    let closed = ahead
+        .close(&renewed, Close::Succeeded("answer".into()))
+        .unwrap();
+    let server = Utc::now();
+    let off = |t: chrono::DateTime<Utc>| (t - server).num_milliseconds().abs();
+    assert!(off(renewed.expires_at - chrono::TimeDelta::seconds(30)) < 1_000);
+    assert!(off(closed.tries[0].dispatched_at.unwrap()) < 1_000);
+    assert!(off(closed.ended_at.unwrap()) < 1_000);
+    assert_eq!(closed.version, 4);
+    assert_eq!(ahead.get(&key).unwrap(), Some(closed));
+}
