@@ -114,6 +114,11 @@ const RECONCILE_INTERVAL_MS: (&str, u32) = ("ATE_RECONCILE_INTERVAL_MS", 500);
 const MAX_CALLERS: (&str, u32) = ("ATE_MAX_CALLERS", 100_000);
 /// `ATE_LEDGER_POSTGRES_CONNECTIONS` and its default.
 const POSTGRES_CONNECTIONS: (&str, u32) = ("ATE_LEDGER_POSTGRES_CONNECTIONS", 4);
+
+/// The most ledger connections a replica may ask for: each is a server
+/// process on the database, whose `max_connections` is 100 by default;
+/// a bigger pool is a typo, not a plan.
+const MAX_POSTGRES_CONNECTIONS: u32 = 1_024;
 /// `ATE_LEDGER_LEASE_SECS` and its default.
 const LEASE_SECS: (&str, u32) = ("ATE_LEDGER_LEASE_SECS", 30);
 /// `ATE_ADMISSION_POLICY` and its default.
@@ -227,11 +232,11 @@ impl Config {
         let admission = admission_policy()?;
         let control_token = env_text("ATE_CONTROL_TOKEN", "to disable control-plane writes")?;
         let ledger_postgres_connections = number(POSTGRES_CONNECTIONS, false)?;
-        let most = ate_ledger::PgStore::MAX_CONNECTIONS;
-        if usize::try_from(ledger_postgres_connections).unwrap_or(usize::MAX) > most {
+        let most = MAX_POSTGRES_CONNECTIONS;
+        if ledger_postgres_connections > most {
             return Err(ConfigError::Other(format!(
                 "invalid value \"{ledger_postgres_connections}\" for {}: at most {most} \
-                 (one thread and one database connection each)",
+                 (one database connection each)",
                 POSTGRES_CONNECTIONS.0
             )));
         }
