@@ -212,7 +212,9 @@ if pg:
     lines.append("| what | p50 | p99 | p50 vs UPDATE | goal |")
     lines.append("|---|---|---|---|---|")
     lines.append(f"| bare `UPDATE ... WHERE version = $1` (floor) | {r['update_p50_us']:.0f} µs | {r['update_p99_us']:.0f} µs | 1.00x | |")
-    lines.append(f"| one durable transition (`renew`: read with `now()`, check, conditional update) | {r['ate_p50_us']:.0f} µs | {r['ate_p99_us']:.0f} µs | {r['ratio_p50']:.2f}x | ≤ 1.2x: {'met' if r['ratio_p50'] <= 1.2 else 'not met'} |")
+    lines.append(f"| one durable transition (the owner's `renew`: a conditional update of the record its ledger wrote last) | {r['ate_p50_us']:.0f} µs | {r['ate_p99_us']:.0f} µs | {r['ratio_p50']:.2f}x | ≤ 1.2x: {'met' if r['ratio_p50'] <= 1.2 else 'not met'} |")
+    if "read_p50_us" in r:
+        lines.append(f"| the record's read with `now()` (what a transition adds when it must read first) | {r['read_p50_us']:.0f} µs | | {r['read_p50_us'] / r['update_p50_us']:.2f}x | |")
 
 ab = runs["direct_ab"]
 if ab:
