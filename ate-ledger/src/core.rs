@@ -123,6 +123,18 @@ fn open_try_mut<'r>(record: &'r mut Record, lease: &Lease) -> Result<&'r mut Try
         })
 }
 
+/// Whether `lease` still owns `record`: the record is open, of the
+/// lease's incarnation, and holds that very lease (token and try).
+pub(crate) fn owns(record: &Record, lease: &Lease) -> bool {
+    let current = record
+        .lease
+        .as_ref()
+        .map(|l| (l.incarnation, l.token, l.try_id));
+    !record.state.is_closed()
+        && record.incarnation == lease.incarnation
+        && current == Some((lease.incarnation, lease.token, lease.try_id))
+}
+
 /// The state machine over one store, clock and config.
 pub(crate) struct Core<'a, S, C> {
     pub(crate) store: S,
@@ -264,15 +276,7 @@ impl<S: AsyncStore, C: Clock> Core<'_, S, C> {
         let record = record.ok_or_else(|| Error::NotFound {
             key: lease.key.to_string(),
         })?;
-        let current = record
-            .lease
-            .as_ref()
-            .map(|l| (l.incarnation, l.token, l.try_id));
-        let presented = (lease.incarnation, lease.token, lease.try_id);
-        if record.state.is_closed()
-            || record.incarnation != lease.incarnation
-            || current != Some(presented)
-        {
+        if !owns(&record, lease) {
             return Err(Error::StaleLease {
                 key: lease.key.to_string(),
                 token: lease.token,

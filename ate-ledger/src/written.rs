@@ -23,12 +23,11 @@
 //!   within that bound the version alone tells the record the owner wrote.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use parking_lot::Mutex;
 
-use crate::core::delta;
+use crate::core::{delta, owns};
 use crate::ledger::Config;
 use crate::{Key, Lease, Record};
 
@@ -63,7 +62,7 @@ impl Written {
     /// a quarter of the retention (see the module's docs).
     fn bound(config: &Config) -> TimeDelta {
         let quarter = config.retention / 4;
-        delta(config.lease_ttl.min(quarter).max(Duration::ZERO))
+        delta(config.lease_ttl.min(quarter))
     }
 
     /// The record `lease` owns as this ledger last wrote it, with the
@@ -82,15 +81,7 @@ impl Written {
         if age < TimeDelta::zero() || age >= Self::bound(config) {
             return None;
         }
-        let record = &entry.record;
-        let current = record
-            .lease
-            .as_ref()
-            .map(|l| (l.incarnation, l.token, l.try_id));
-        let owns = !record.state.is_closed()
-            && record.incarnation == lease.incarnation
-            && current == Some((lease.incarnation, lease.token, lease.try_id));
-        owns.then(|| (record.clone(), entry.offset, entry.at))
+        owns(&entry.record, lease).then(|| (entry.record.clone(), entry.offset, entry.at))
     }
 
     /// Remembers `record`, just written, built on a read at the clock's
@@ -146,6 +137,7 @@ impl Written {
 mod tests {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
 
     use super::*;
     use crate::clock::Clock;
