@@ -14,9 +14,9 @@ use crate::clock::{Clock, SystemClock};
 use crate::core::Core;
 use crate::ledger::{Begin, Close, Config, check_config};
 use crate::outcome::{Call, Executed, Response, Step};
-use crate::store::{AsyncStore, Read, Store, StoreFuture};
+use crate::store::{AsyncStore, Cutoff, Read, Store, StoreFuture};
 use crate::written::Written;
-use crate::{Error, Fingerprint, Key, Lease, Record, State};
+use crate::{Error, Fence, Fingerprint, Key, Lease, Record, State};
 
 /// The attempt ledger, async: every call awaits the store, none blocks a
 /// runtime worker. The rules are [`Ledger`](crate::Ledger)'s, from the
@@ -107,33 +107,73 @@ impl Drop for Working<'_> {
 /// the provider. Until then a failure is the caller's (pre-provider,
 /// revivable); from then on a missing answer is ambiguous and the key is
 /// never executed again.
+///
+/// A try is marked once: after a `send` that succeeded, `send` answers the
+/// same [`Fence`] again; after one that failed, it answers the same error
+/// again (nothing may be sent on this try, ever: return
+/// [`Call::PreProvider`]).
 #[derive(Debug)]
 pub struct Dispatch {
-    request: Option<oneshot::Sender<oneshot::Sender<Result<(), Error>>>>,
+    state: Sending,
+    fence: Fence,
+}
+
+/// Where a [`Dispatch`] stands.
+#[derive(Debug)]
+enum Sending {
+    /// Not asked yet: the way to ask `drive` for the mark.
+    Ready(oneshot::Sender<oneshot::Sender<Result<(), Error>>>),
+    /// The mark landed.
+    Sent,
+    /// The mark failed (or the ask was lost): it stays failed.
+    Failed(Error),
 }
 
 impl Dispatch {
-    /// Marks the try dispatched. Call it right before sending; send only
-    /// if it succeeds.
+    /// Marks the try dispatched and answers the lease's fencing token
+    /// ([`Fence`]), to send with the request to a provider that can refuse
+    /// a stale worker. Call it right before sending; send only if it
+    /// succeeds.
     ///
     /// # Errors
     ///
     /// The ledger's: [`Error::StaleLease`] (another worker took the
-    /// attempt over), a storage error. Then nothing may be sent.
-    pub async fn send(&mut self) -> Result<(), Error> {
-        let Some(request) = self.request.take() else {
-            // Already dispatched: marking again changes nothing.
-            return Ok(());
+    /// attempt over), a storage error. Then nothing may be sent, and
+    /// every later `send` answers the same error.
+    pub async fn send(&mut self) -> Result<Fence, Error> {
+        let request = match std::mem::replace(&mut self.state, Sending::Sent) {
+            Sending::Ready(request) => request,
+            Sending::Sent => return Ok(self.fence),
+            Sending::Failed(e) => {
+                self.state = Sending::Failed(e.clone());
+                return Err(e);
+            }
         };
-        let (answer, reply) = oneshot::channel();
+        // Failed until the mark is known to have landed: a send whose
+        // future is dropped half way stays failed too.
         let gone = || Error::Storage("the execute call ended".into());
+        self.state = Sending::Failed(gone());
+        let (answer, reply) = oneshot::channel();
         request.send(answer).map_err(|_| gone())?;
-        reply.await.map_err(|_| gone())?
+        let marked = reply.await.unwrap_or_else(|_| Err(gone()));
+        self.state = match &marked {
+            Ok(()) => Sending::Sent,
+            Err(e) => Sending::Failed(e.clone()),
+        };
+        marked.map(|()| self.fence)
     }
 
-    /// Whether [`send`](Self::send) has succeeded.
+    /// Whether a [`send`](Self::send) has succeeded: the dispatch mark
+    /// landed.
     pub fn is_sent(&self) -> bool {
-        self.request.is_none()
+        matches!(self.state, Sending::Sent)
+    }
+
+    /// The lease's fencing token ([`Fence`]), known before the mark (to
+    /// build the request with it); send it only after [`send`](Self::send)
+    /// succeeded.
+    pub fn fence(&self) -> Fence {
+        self.fence
     }
 }
 
@@ -201,6 +241,7 @@ impl<S: AsyncStore, C: Clock> AsyncLedger<S, C> {
             clock: &self.clock,
             config: &self.config,
             written: &self.written,
+            pause: |d| Box::pin(tokio::time::sleep(d)),
         }
     }
 
@@ -455,11 +496,12 @@ impl<S: AsyncStore, C: Clock> AsyncLedger<S, C> {
         let key = lease.key.clone();
         let (request, mut requests) = oneshot::channel();
         let call = call(Dispatch {
-            request: Some(request),
+            state: Sending::Ready(request),
+            fence: lease.fence(),
         });
         tokio::pin!(call);
         let every = (self.config.lease_ttl / 3).max(Duration::from_millis(10));
-        let mut renew = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        let mut renew = tokio::time::interval_at(after(every), every);
         let mut lease = lease;
         let mut dispatch = Marked::No;
         let mut requests_open = true;
@@ -663,6 +705,15 @@ fn recorded_answer(record: Record) -> Result<Executed, Error> {
 /// the store fails.
 const STORE_RETRY: Duration = Duration::from_secs(1);
 
+/// `d` from now, saturating about a century ahead: a `lease_ttl` of
+/// `Duration::MAX` ("never expire") must not overflow an `Instant`.
+fn after(d: Duration) -> tokio::time::Instant {
+    const FAR: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+    let now = tokio::time::Instant::now();
+    now.checked_add(d.min(FAR))
+        .unwrap_or(now + Duration::from_secs(3600))
+}
+
 /// `op` again, backing off from 50 ms to a second, while it fails with a
 /// storage error or contention, until `budget` has passed: the last answer.
 /// Each wait is logged, saying `what` cannot be done yet.
@@ -675,13 +726,11 @@ async fn retry<T, Fut>(
 where
     Fut: Future<Output = Result<T, Error>>,
 {
-    let give_up = tokio::time::Instant::now() + budget;
+    let give_up = after(budget);
     let mut pause = Duration::from_millis(50);
     loop {
         match op().await {
-            Err(e @ (Error::Storage(_) | Error::Contended { .. }))
-                if tokio::time::Instant::now() + pause < give_up =>
-            {
+            Err(e @ (Error::Storage(_) | Error::Contended { .. })) if after(pause) < give_up => {
                 tracing::warn!(key = %key, "cannot {what} yet ({e}); retrying in {pause:?}");
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_secs(1));
@@ -725,7 +774,7 @@ impl<S: Store + ?Sized + 'static> AsyncStore for Blocking<S> {
         Box::pin(async move { joined(tokio::task::spawn_blocking(move || store.open_at()).await) })
     }
 
-    fn purge(&self, cutoff: chrono::DateTime<chrono::Utc>) -> StoreFuture<'_, usize> {
+    fn purge(&self, cutoff: Cutoff) -> StoreFuture<'_, usize> {
         let store = self.0.clone();
         Box::pin(
             async move { joined(tokio::task::spawn_blocking(move || store.purge(cutoff)).await) },

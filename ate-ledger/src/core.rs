@@ -11,7 +11,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 
 use crate::clock::Clock;
 use crate::ledger::{Begin, Close, Config};
-use crate::store::{AsyncStore, Read, Store, StoreFuture};
+use crate::store::{AsyncStore, Cutoff, Read, Store, StoreFuture};
 use crate::written::Written;
 use crate::{Error, Fingerprint, Key, Lease, Record, State, Try, TryOutcome};
 
@@ -50,7 +50,7 @@ impl<S: Store + ?Sized> AsyncStore for Now<'_, S> {
         Box::pin(std::future::ready(self.0.open_at()))
     }
 
-    fn purge(&self, cutoff: DateTime<Utc>) -> StoreFuture<'_, usize> {
+    fn purge(&self, cutoff: Cutoff) -> StoreFuture<'_, usize> {
         Box::pin(std::future::ready(self.0.purge(cutoff)))
     }
 }
@@ -141,6 +141,32 @@ pub(crate) struct Core<'a, S, C> {
     pub(crate) clock: &'a C,
     pub(crate) config: &'a Config,
     pub(crate) written: &'a Written,
+    /// How the front waits between two tries of a contended write: a
+    /// thread sleep for the blocking ledger, a timer for the async one.
+    pub(crate) pause: fn(Duration) -> Pause,
+}
+
+/// A wait of [`Core::pause`].
+pub(crate) type Pause = std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// The blocking front's pause: sleeps the thread, then is ready.
+pub(crate) fn sleep_thread(d: Duration) -> Pause {
+    std::thread::sleep(d);
+    Box::pin(std::future::ready(()))
+}
+
+/// A wait before the `retry`th try (from 1) of a write that lost its
+/// version race: random within `[0, min(2^(retry-1) ms, 16 ms)]`, so two
+/// writers of one record (an owner's renewal task beside its close) stop
+/// meeting at the same instant; at most about 60 ms over all tries.
+fn backoff(retry: usize) -> Duration {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    let ceiling = 1_000u64 << retry.saturating_sub(1).min(4);
+    let mut h = std::hash::RandomState::new().build_hasher();
+    h.write_u64(COUNT.fetch_add(1, Ordering::Relaxed));
+    Duration::from_micros(h.finish() % (ceiling + 1))
 }
 
 /// When a record was read: the time leases are judged at, the clock's
@@ -325,7 +351,15 @@ impl<S: AsyncStore, C: Clock> Core<'_, S, C> {
             }
             self.written.forget(&lease.key, expected);
         }
-        for _ in 0..CAS_RETRIES {
+        for retry in 0..CAS_RETRIES {
+            if retry > 0 {
+                // Lost a race: wait a little, never past the lease (by
+                // this clock), whose holder must not lose it waiting.
+                let pause = backoff(retry);
+                if self.clock.now() + delta(pause) < lease.expires_at {
+                    (self.pause)(pause).await;
+                }
+            }
             let (mut record, at) = self.owned(lease).await?;
             let expected = record.version;
             let (write, answer) = change(&mut record, at.now)?;
@@ -587,14 +621,20 @@ impl<S: AsyncStore, C: Clock> Core<'_, S, C> {
     }
 
     pub(crate) async fn purge(&self) -> Result<usize, Error> {
-        // A retention reaching back before the first time chrono can hold
-        // ("keep forever"): nothing ended that long ago.
-        match self
-            .clock
-            .now()
-            .checked_sub_signed(delta(self.config.retention))
-        {
-            Some(cutoff) => self.store.purge(cutoff).await,
+        let age = Cutoff::Age {
+            retention: self.config.retention,
+            now: self.clock.now(),
+        };
+        // Judged by the clock that stamped `ended_at`: the store's, where
+        // this clock defers to it (a replica whose clock runs fast must not
+        // purge early), else this one.
+        if self.clock.defers_to_store() {
+            return self.store.purge(age).await;
+        }
+        match age.local() {
+            Some(at) => self.store.purge(Cutoff::Before(at)).await,
+            // A retention reaching back before the first time chrono can
+            // hold ("keep forever"): nothing ended that long ago.
             None => Ok(0),
         }
     }

@@ -156,6 +156,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
             clock: &self.clock,
             config: &self.config,
             written: &self.written,
+            pause: core::sleep_thread,
         }
     }
 

@@ -107,7 +107,7 @@ mod written;
 #[cfg(feature = "tokio")]
 pub use async_ledger::{AsyncLedger, Blocking, Dispatch};
 pub use ledger::{Begin, Close, Config, Ledger};
-pub use model::{Fingerprint, Key, Lease, Record, State, Try, TryOutcome};
+pub use model::{Fence, Fingerprint, Key, Lease, Record, State, Try, TryOutcome};
 #[cfg(feature = "tokio")]
 pub use outcome::{Call, Executed, Response, Step};
 #[cfg(feature = "postgres")]

@@ -151,6 +151,78 @@ pub struct Lease {
     pub incarnation: u64,
 }
 
+impl Lease {
+    /// The fencing token of this lease, for a provider that can refuse a
+    /// stale writer ([`Fence`]).
+    pub fn fence(&self) -> Fence {
+        Fence {
+            incarnation: self.incarnation,
+            token: self.token,
+        }
+    }
+}
+
+/// A fencing token: what a provider that can fence (a conditional write,
+/// an `If-Match`, a "highest token seen" column) needs to refuse a worker
+/// that lost its lease but still runs (a process that was stopped, a VM
+/// that paused).
+///
+/// For one key, a lease granted later has a greater `token` within the
+/// same `incarnation`, and a key purged and begun again gets another
+/// `incarnation` (a random 64-bit value), so one pair never repeats for a
+/// key. A provider keeps, per key, the greatest token it accepted for the
+/// incarnation it saw and refuses a lower one.
+///
+/// Its text form (`Display`, [`FromStr`](std::str::FromStr)) is
+/// `{incarnation:016x}-{token}`, fit for an HTTP header:
+///
+/// ```
+/// use ate_ledger::Fence;
+///
+/// let fence = Fence { incarnation: 0xbeef, token: 7 };
+/// assert_eq!(fence.to_string(), "000000000000beef-7");
+/// assert_eq!("000000000000beef-7".parse::<Fence>(), Ok(fence));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Fence {
+    /// The record incarnation ([`Record::incarnation`]).
+    pub incarnation: u64,
+    /// The lease token ([`Lease::token`]): greater for a later lease of the
+    /// same incarnation.
+    pub token: u64,
+}
+
+impl fmt::Display for Fence {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:016x}-{}", self.incarnation, self.token)
+    }
+}
+
+impl std::str::FromStr for Fence {
+    type Err = crate::Error;
+
+    /// Reads [`Display`](fmt::Display)'s form back; anything else is
+    /// [`Error::InvalidKey`](crate::Error::InvalidKey) naming the text.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || {
+            crate::Error::InvalidKey(format!(
+                "fencing token {s:?}: expected 16 hex digits, '-', a decimal token"
+            ))
+        };
+        let (incarnation, token) = s.split_once('-').ok_or_else(bad)?;
+        if incarnation.len() != 16 || !incarnation.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(bad());
+        }
+        if token.is_empty() || !token.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad());
+        }
+        Ok(Self {
+            incarnation: u64::from_str_radix(incarnation, 16).map_err(|_| bad())?,
+            token: token.parse().map_err(|_| bad())?,
+        })
+    }
+}
+
 /// One logical attempt, as stored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {

@@ -204,6 +204,14 @@ impl Fingerprint {
     /// spelling (`1`, `1.0`, `1e0`) do not change it; any other change of
     /// a value does.
     ///
+    /// Numbers are read as IEEE-754 doubles, as JavaScript and RFC 8785
+    /// (JSON canonicalization) read them, so a number means the same
+    /// whatever a client's JSON library re-serialises it as, at every
+    /// magnitude: `9007199254740993`, `9007199254740992.0` and `9.007199254740992e15`
+    /// are one fingerprint (JavaScript cannot tell them apart either).
+    /// Two integers beyond ±2^53 that round to the same double are thus the
+    /// same request: send identifiers of that size as strings.
+    ///
     /// ```
     /// use ate_ledger::Fingerprint;
     /// use serde_json::json;
@@ -222,8 +230,10 @@ impl Fingerprint {
     }
 }
 
-/// `value` with sorted keys and one spelling per number: an integral
-/// number within ±2^53 as an integer, any other as Rust's shortest `f64`.
+/// `value` with sorted keys and one spelling per number: every number as
+/// the double it rounds to (JavaScript's and RFC 8785's reading), written
+/// as an integer when it is integral within ±2^53, else as Rust's shortest
+/// `f64` in exponent form.
 fn write_canonical(value: &serde_json::Value, out: &mut String) {
     use serde_json::Value;
     match value {
@@ -231,16 +241,18 @@ fn write_canonical(value: &serde_json::Value, out: &mut String) {
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
         Value::Number(n) => {
             const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53
-            if let Some(i) = n.as_i64() {
-                out.push_str(&i.to_string());
-            } else if let Some(u) = n.as_u64() {
-                out.push_str(&u.to_string());
-            } else if let Some(f) = n.as_f64() {
-                if f.fract() == 0.0 && f.abs() < EXACT {
-                    out.push_str(&format!("{}", f as i64));
-                } else {
-                    out.push_str(&format!("{f:e}"));
-                }
+            // serde_json reads an integer into i64 or u64 exactly and
+            // anything else into the nearest f64; an integer beyond 2^53
+            // must round as its `1.0`-spelled twin did.
+            let f = match (n.as_i64(), n.as_u64()) {
+                (Some(i), _) => i as f64,
+                (None, Some(u)) => u as f64,
+                (None, None) => n.as_f64().unwrap_or(f64::NAN),
+            };
+            if f.fract() == 0.0 && f.abs() < EXACT {
+                out.push_str(&format!("{}", f as i64));
+            } else {
+                out.push_str(&format!("{f:e}"));
             }
         }
         Value::String(s) => out.push_str(&serde_json::Value::String(s.clone()).to_string()),

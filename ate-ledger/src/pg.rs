@@ -12,10 +12,10 @@ use postgres::tls::{MakeTlsConnect, TlsConnect};
 use postgres::{Client, Config, NoTls, Socket, Statement};
 
 use crate::pg_sql::{
-    INSERT, OPEN_AT, PURGE, PURGE_BATCH, READ_AT, SCHEMA_CHECK, SCHEMA_VERSION, SETUP, SETUP_LOCK,
-    UPDATE, VERSION_OF, before_first_day, decode, open_rows, read_row, to_i64,
+    INSERT, OPEN_AT, PURGE_BATCH, Purge, READ_AT, SCHEMA_CHECK, SCHEMA_VERSION, SETUP, SETUP_LOCK,
+    UPDATE, VERSION_OF, decode, incarnation_column, open_rows, read_row, to_i64,
 };
-use crate::store::{Read, Store};
+use crate::store::{Cutoff, Read, Store};
 use crate::{Error, Key, Record};
 
 /// The error with its causes: `postgres::Error` displays only its kind
@@ -465,13 +465,22 @@ impl Store for PgStore {
         let expected_i64 = expected.map(|v| to_i64(&key, v)).transpose()?;
         let open = !record.state.is_closed();
         let ended_at = record.ended_at;
+        let incarnation = incarnation_column(record.incarnation);
         self.with(move |c| {
             let written = match expected_i64 {
                 None => {
                     let insert = c.prepared(INSERT)?;
                     c.client.execute(
                         &insert,
-                        &[&key.scope, &key.id, &version, &open, &ended_at, &text],
+                        &[
+                            &key.scope,
+                            &key.id,
+                            &version,
+                            &open,
+                            &ended_at,
+                            &text,
+                            &incarnation,
+                        ],
                     )
                 }
                 Some(expected) => {
@@ -479,7 +488,14 @@ impl Store for PgStore {
                     c.client.execute(
                         &update,
                         &[
-                            &key.scope, &key.id, &version, &open, &ended_at, &text, &expected,
+                            &key.scope,
+                            &key.id,
+                            &version,
+                            &open,
+                            &ended_at,
+                            &text,
+                            &incarnation,
+                            &expected,
                         ],
                     )
                 }
@@ -528,15 +544,15 @@ impl Store for PgStore {
     /// every transition behind it (a million rows: 428 ms on a server
     /// without fsync). A row revived since it was picked is kept: the
     /// `DELETE` checks `NOT open` on the row as it is when it deletes.
-    fn purge(&self, cutoff: DateTime<Utc>) -> Result<usize, Error> {
-        if before_first_day(cutoff) {
+    fn purge(&self, cutoff: Cutoff) -> Result<usize, Error> {
+        let Some(purge) = Purge::of(cutoff) else {
             return Ok(0);
-        }
+        };
         let mut purged = 0;
         loop {
             let n = self.with(move |c| {
                 c.client
-                    .execute(PURGE, &[&cutoff, &PURGE_BATCH])
+                    .execute(purge.sql(), &[purge.param(), &PURGE_BATCH])
                     .map_err(storage)
             })?;
             purged += n as usize;

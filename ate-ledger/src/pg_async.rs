@@ -3,13 +3,16 @@
 //! schema and statements as `PgStore` (feature `postgres`).
 
 use chrono::{DateTime, Utc};
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use std::future::Future;
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 
 use crate::pg_sql::{
-    INSERT, OPEN_AT, PURGE, PURGE_BATCH, READ_AT, SCHEMA_CHECK, SCHEMA_VERSION, SETUP, SETUP_LOCK,
-    UPDATE, VERSION_OF, before_first_day, open_rows, read_row, to_i64,
+    INSERT, OPEN_AT, PURGE_BATCH, Purge, READ_AT, SCHEMA_CHECK, SCHEMA_VERSION, SETUP, SETUP_LOCK,
+    UPDATE, VERSION_OF, incarnation_column, open_rows, read_row, to_i64,
 };
-use crate::store::{AsyncStore, Read, StoreFuture};
+use crate::store::{AsyncStore, Cutoff, Read, StoreFuture};
 use crate::{Error, Key, Record};
 
 fn storage(e: impl std::error::Error) -> Error {
@@ -43,9 +46,19 @@ fn storage(e: impl std::error::Error) -> Error {
 /// let ledger = AsyncLedger::new(store);
 /// # let _ = ledger; Ok(()) }
 /// ```
+///
+/// Every call is bounded: it answers [`Error::Storage`] after
+/// [`call_timeout`](Self::with_call_timeout) (5 s by default) whether the
+/// pool had no free connection, the server could not be reached, or it
+/// stalled mid-statement, so a service's 503 path runs instead of a
+/// request hanging. (A write that timed out may still land: the ledger
+/// reads again before it acts on one.) [`connect`](Self::connect) also
+/// bounds the pool's own waits (for a free connection, to create one, to
+/// recycle one) by the same default.
 #[derive(Clone)]
 pub struct AsyncPgStore {
     pool: Pool,
+    timeout: Duration,
 }
 
 impl std::fmt::Debug for AsyncPgStore {
@@ -54,6 +67,7 @@ impl std::fmt::Debug for AsyncPgStore {
         f.debug_struct("AsyncPgStore")
             .field("max_size", &status.max_size)
             .field("size", &status.size)
+            .field("call_timeout", &self.timeout)
             .finish()
     }
 }
@@ -95,7 +109,40 @@ impl AsyncPgStore {
         }
         tx.commit().await.map_err(storage)?;
         drop(client);
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            timeout: Self::DEFAULT_CALL_TIMEOUT,
+        })
+    }
+
+    /// The longest a call waits by default (for a connection, and for the
+    /// server's answer), and the pool waits [`connect`](Self::connect)
+    /// sets: 5 s.
+    pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+    /// The store with each call bounded by `timeout` instead of
+    /// [`DEFAULT_CALL_TIMEOUT`](Self::DEFAULT_CALL_TIMEOUT) (a zero timeout
+    /// is taken as 1 ms: every call fails fast).
+    #[must_use]
+    pub fn with_call_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout.max(Duration::from_millis(1));
+        self
+    }
+
+    /// `call`, or [`Error::Storage`] once the call timeout has passed.
+    async fn bounded<T>(
+        &self,
+        what: &str,
+        call: impl Future<Output = Result<T, Error>>,
+    ) -> Result<T, Error> {
+        match tokio::time::timeout(self.timeout, call).await {
+            Ok(answer) => answer,
+            Err(_) => Err(Error::Storage(format!(
+                "postgres: {what}: no answer within {:?} (pool exhausted, server unreachable \
+                 or stalled)",
+                self.timeout
+            ))),
+        }
     }
 
     /// A store on a new pool of at most `max_connections` connections to
@@ -124,6 +171,10 @@ impl AsyncPgStore {
         );
         let pool = Pool::builder(manager)
             .max_size(max_connections)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(Self::DEFAULT_CALL_TIMEOUT))
+            .create_timeout(Some(Self::DEFAULT_CALL_TIMEOUT))
+            .recycle_timeout(Some(Self::DEFAULT_CALL_TIMEOUT))
             .build()
             .map_err(storage)?;
         Self::new(pool).await
@@ -137,7 +188,7 @@ impl AsyncPgStore {
 
 impl AsyncStore for AsyncPgStore {
     fn get<'a>(&'a self, key: &'a Key) -> StoreFuture<'a, Read> {
-        Box::pin(async move {
+        Box::pin(self.bounded("read", async move {
             let client = self.pool.get().await.map_err(storage)?;
             let statement = client.prepare_cached(READ_AT).await.map_err(storage)?;
             let row = client
@@ -145,16 +196,17 @@ impl AsyncStore for AsyncPgStore {
                 .await
                 .map_err(storage)?;
             read_row(key, &row)
-        })
+        }))
     }
 
     fn put<'a>(&'a self, record: &'a Record, expected: Option<u64>) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
+        Box::pin(self.bounded("write", async move {
             let key = &record.key;
             let text = serde_json::to_string(record).map_err(|e| Error::Storage(e.to_string()))?;
             let version = to_i64(key, record.version)?;
             let open = !record.state.is_closed();
             let ended_at = record.ended_at;
+            let incarnation = incarnation_column(record.incarnation);
             let client = self.pool.get().await.map_err(storage)?;
             let written = match expected.map(|v| to_i64(key, v)).transpose()? {
                 None => {
@@ -162,7 +214,15 @@ impl AsyncStore for AsyncPgStore {
                     client
                         .execute(
                             &statement,
-                            &[&key.scope, &key.id, &version, &open, &ended_at, &text],
+                            &[
+                                &key.scope,
+                                &key.id,
+                                &version,
+                                &open,
+                                &ended_at,
+                                &text,
+                                &incarnation,
+                            ],
                         )
                         .await
                 }
@@ -172,7 +232,14 @@ impl AsyncStore for AsyncPgStore {
                         .execute(
                             &statement,
                             &[
-                                &key.scope, &key.id, &version, &open, &ended_at, &text, &expected,
+                                &key.scope,
+                                &key.id,
+                                &version,
+                                &open,
+                                &ended_at,
+                                &text,
+                                &incarnation,
+                                &expected,
                             ],
                         )
                         .await
@@ -192,28 +259,34 @@ impl AsyncStore for AsyncPgStore {
                 expected,
                 found: found.map(|v| v as u64),
             })
-        })
+        }))
     }
 
     fn open(&self) -> StoreFuture<'_, (Vec<Record>, Option<DateTime<Utc>>)> {
-        Box::pin(async move {
+        Box::pin(self.bounded("list open records", async move {
             let client = self.pool.get().await.map_err(storage)?;
             open_rows(&client.query(OPEN_AT, &[]).await.map_err(storage)?)
-        })
+        }))
     }
 
-    fn purge(&self, cutoff: DateTime<Utc>) -> StoreFuture<'_, usize> {
+    fn purge(&self, cutoff: Cutoff) -> StoreFuture<'_, usize> {
         Box::pin(async move {
-            if before_first_day(cutoff) {
+            let Some(purge) = Purge::of(cutoff) else {
                 return Ok(0);
-            }
+            };
             let mut purged = 0;
             loop {
-                let client = self.pool.get().await.map_err(storage)?;
-                let n = client
-                    .execute(PURGE, &[&cutoff, &PURGE_BATCH])
-                    .await
-                    .map_err(storage)?;
+                // Each batch is bounded on its own: a purge of many rows
+                // takes as many calls.
+                let n = self
+                    .bounded("purge", async {
+                        let client = self.pool.get().await.map_err(storage)?;
+                        client
+                            .execute(purge.sql(), &[purge.param(), &PURGE_BATCH])
+                            .await
+                            .map_err(storage)
+                    })
+                    .await?;
                 purged += n as usize;
                 if n < PURGE_BATCH as u64 {
                     return Ok(purged);

@@ -4,8 +4,9 @@
 
 use chrono::{DateTime, Utc};
 use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
 
-use crate::store::{Read, decode_stored};
+use crate::store::{Cutoff, Read, decode_stored};
 use crate::{Error, Key, Record};
 
 /// The schema version this crate writes and reads.
@@ -24,14 +25,29 @@ CREATE TABLE IF NOT EXISTS ate_ledger_meta (
     value BIGINT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS ate_ledger_records (
-    scope    TEXT NOT NULL,
-    id       TEXT NOT NULL,
-    version  BIGINT NOT NULL,
-    open     BOOLEAN NOT NULL,
-    ended_at TIMESTAMPTZ,
-    record   TEXT NOT NULL,
+    scope       TEXT NOT NULL,
+    id          TEXT NOT NULL,
+    version     BIGINT NOT NULL,
+    open        BOOLEAN NOT NULL,
+    ended_at    TIMESTAMPTZ,
+    record      TEXT NOT NULL,
+    incarnation BIGINT,
     PRIMARY KEY (scope, id)
 );
+-- Tables made before the incarnation column: add it and fill it from
+-- the records once (the record's u64, two's complement in a BIGINT).
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM ate_ledger_meta WHERE name = 'incarnation_column') THEN
+        ALTER TABLE ate_ledger_records ADD COLUMN IF NOT EXISTS incarnation BIGINT;
+        UPDATE ate_ledger_records r SET incarnation = (
+            SELECT (CASE WHEN n >= 9223372036854775808
+                         THEN n - 18446744073709551616 ELSE n END)::bigint
+            FROM (SELECT COALESCE((r.record::jsonb ->> 'incarnation')::numeric, 0) AS n) x)
+        WHERE r.incarnation IS NULL;
+        INSERT INTO ate_ledger_meta (name, value) VALUES ('incarnation_column', 1);
+    END IF;
+END $$;
 CREATE INDEX IF NOT EXISTS ate_ledger_records_open
     ON ate_ledger_records (scope, id) WHERE open;
 CREATE INDEX IF NOT EXISTS ate_ledger_records_ended
@@ -41,30 +57,87 @@ CREATE INDEX IF NOT EXISTS ate_ledger_records_ended
 pub(crate) const SCHEMA_CHECK: &str =
     "SELECT value FROM ate_ledger_meta WHERE name = 'schema_version'";
 
-pub(crate) const INSERT: &str =
-    "INSERT INTO ate_ledger_records (scope, id, version, open, ended_at, record)
-     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (scope, id) DO NOTHING";
+pub(crate) const INSERT: &str = "INSERT INTO ate_ledger_records
+     (scope, id, version, open, ended_at, record, incarnation)
+     VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (scope, id) DO NOTHING";
 
+/// Conditional on the version and the incarnation (a row an older build
+/// wrote during a rolling upgrade has none yet, and gets it here).
 pub(crate) const UPDATE: &str = "UPDATE ate_ledger_records
-     SET version = $3, open = $4, ended_at = $5, record = $6
-     WHERE scope = $1 AND id = $2 AND version = $7";
+     SET version = $3, open = $4, ended_at = $5, record = $6, incarnation = $7
+     WHERE scope = $1 AND id = $2 AND version = $8
+       AND (incarnation = $7 OR incarnation IS NULL)";
 
 pub(crate) const VERSION_OF: &str =
     "SELECT version FROM ate_ledger_records WHERE scope = $1 AND id = $2";
 
-pub(crate) const PURGE: &str = "DELETE FROM ate_ledger_records
+/// Deletes up to `$2` rows that ended before `$1`.
+const PURGE_BEFORE: &str = "DELETE FROM ate_ledger_records
      WHERE NOT open AND ended_at < $1 AND (scope, id) IN (
          SELECT scope, id FROM ate_ledger_records
          WHERE NOT open AND ended_at < $1 LIMIT $2)";
 
+/// Deletes up to `$2` rows that ended more than `$1` seconds ago by the
+/// server's clock, the one that stamped them.
+const PURGE_AGE: &str = "DELETE FROM ate_ledger_records
+     WHERE NOT open AND ended_at < now() - make_interval(secs => $1)
+       AND (scope, id) IN (
+         SELECT scope, id FROM ate_ledger_records
+         WHERE NOT open AND ended_at < now() - make_interval(secs => $1) LIMIT $2)";
+
+/// A purge statement and its time parameter.
+#[derive(Clone, Copy)]
+pub(crate) enum Purge {
+    Before(DateTime<Utc>),
+    AgeSecs(f64),
+}
+
+impl Purge {
+    /// The statement for `cutoff`, or `None` when no row can have ended
+    /// that long ago (a retention of thousands of years, "keep forever":
+    /// out of `timestamptz`'s range, which starts in 4714 BC, an error
+    /// from the server).
+    pub(crate) fn of(cutoff: Cutoff) -> Option<Self> {
+        const YEAR: f64 = 365.25 * 24.0 * 3600.0;
+        match cutoff {
+            Cutoff::Age { retention, .. } => {
+                let secs = retention.as_secs_f64();
+                (secs < 5_000.0 * YEAR).then_some(Self::AgeSecs(secs))
+            }
+            other => other
+                .local()
+                .filter(|at| !before_first_day(*at))
+                .map(Self::Before),
+        }
+    }
+
+    pub(crate) fn sql(&self) -> &'static str {
+        match self {
+            Self::Before(_) => PURGE_BEFORE,
+            Self::AgeSecs(_) => PURGE_AGE,
+        }
+    }
+
+    pub(crate) fn param(&self) -> &(dyn ToSql + Sync) {
+        match self {
+            Self::Before(at) => at,
+            Self::AgeSecs(secs) => secs,
+        }
+    }
+}
+
 /// Whether no row can have ended before `cutoff`: `timestamptz` starts at
-/// 4714-11-24 BC (chrono's year -4713), and such a cutoff (a retention of
-/// thousands of years, "keep forever") is out of the column's range, an
-/// error from the server. A purge then deletes nothing without asking.
-pub(crate) fn before_first_day(cutoff: DateTime<Utc>) -> bool {
+/// 4714-11-24 BC (chrono's year -4713).
+fn before_first_day(cutoff: DateTime<Utc>) -> bool {
     chrono::NaiveDate::from_ymd_opt(-4713, 11, 24)
         .and_then(|d| d.and_hms_opt(0, 0, 0))
         .is_some_and(|first| cutoff < first.and_utc())
+}
+
+/// A record's incarnation as the `incarnation` column holds it: the same
+/// 64 bits, read as a signed `BIGINT`.
+pub(crate) fn incarnation_column(incarnation: u64) -> i64 {
+    i64::from_ne_bytes(incarnation.to_ne_bytes())
 }
 
 pub(crate) fn to_i64(key: &Key, version: u64) -> Result<i64, Error> {

@@ -29,8 +29,11 @@ pub trait Store: std::fmt::Debug + Send + Sync {
     fn get(&self, key: &Key) -> Result<Option<Record>, Error>;
 
     /// Writes `record` iff the stored version is `expected` (`None`: no
-    /// record yet). Must be durable when it returns `Ok`. A mismatch is
-    /// [`Error::VersionConflict`].
+    /// record yet) and, for an update, the stored record is of the same
+    /// incarnation ([`Record::incarnation`]): a key purged and begun again
+    /// may reach the version a stalled writer expects, and that writer's
+    /// record must not replace the new one. Must be durable when it
+    /// returns `Ok`. A mismatch of either is [`Error::VersionConflict`].
     ///
     /// # Errors
     ///
@@ -46,13 +49,14 @@ pub trait Store: std::fmt::Debug + Send + Sync {
     /// As for [`get`](Self::get).
     fn open(&self) -> Result<Vec<Record>, Error>;
 
-    /// Deletes closed records that ended before `cutoff`; returns how many.
+    /// Deletes closed records that ended before `cutoff` (by the clock
+    /// that stamped their `ended_at`: see [`Cutoff`]); returns how many.
     /// Open records are never deleted.
     ///
     /// # Errors
     ///
     /// [`Error::Storage`] if the store cannot be written.
-    fn purge(&self, cutoff: DateTime<Utc>) -> Result<usize, Error>;
+    fn purge(&self, cutoff: Cutoff) -> Result<usize, Error>;
 
     /// [`get`](Self::get), with the store's own time where it keeps one
     /// every replica shares (PostgreSQL's `now()`, read in the same
@@ -78,6 +82,44 @@ pub trait Store: std::fmt::Debug + Send + Sync {
     /// As for [`get`](Self::get).
     fn open_at(&self) -> Result<(Vec<Record>, Option<DateTime<Utc>>), Error> {
         Ok((self.open()?, None))
+    }
+}
+
+/// Which ended records a purge deletes.
+///
+/// Records are stamped (`ended_at`) by the store's own time where it keeps
+/// one and the ledger's clock defers to it (PostgreSQL's `now()`), else by
+/// the ledger's clock; a purge must judge their age by the same clock, or a
+/// replica whose clock runs an hour fast purges records an hour early (and
+/// a client's retry executes again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Cutoff {
+    /// Those that ended before this time, on the clock that stamped them.
+    Before(DateTime<Utc>),
+    /// Those that ended more than `retention` ago by the store's own time
+    /// (`ended_at < now() - retention` on PostgreSQL); a store without one
+    /// uses `now`, the ledger's clock.
+    Age {
+        /// How long an ended record is kept.
+        retention: std::time::Duration,
+        /// The ledger's clock, for a store without a clock of its own.
+        now: DateTime<Utc>,
+    },
+}
+
+impl Cutoff {
+    /// The cutoff on the ledger's clock: the time before which records
+    /// ended, `None` if that lies before the first time chrono holds
+    /// (nothing ended then: "keep forever").
+    #[must_use]
+    pub fn local(&self) -> Option<DateTime<Utc>> {
+        match *self {
+            Self::Before(at) => Some(at),
+            Self::Age { retention, now } => now.checked_sub_signed(
+                chrono::TimeDelta::from_std(retention).unwrap_or(chrono::TimeDelta::MAX),
+            ),
+        }
     }
 }
 
@@ -111,7 +153,7 @@ pub trait AsyncStore: std::fmt::Debug + Send + Sync {
     fn open(&self) -> StoreFuture<'_, (Vec<Record>, Option<DateTime<Utc>>)>;
 
     /// [`Store::purge`].
-    fn purge(&self, cutoff: DateTime<Utc>) -> StoreFuture<'_, usize>;
+    fn purge(&self, cutoff: Cutoff) -> StoreFuture<'_, usize>;
 }
 
 /// `AsyncStore` for a pointer to a store: every call forwarded.
@@ -127,7 +169,7 @@ macro_rules! forward_async_store {
             fn open(&self) -> StoreFuture<'_, (Vec<Record>, Option<DateTime<Utc>>)> {
                 (**self).open()
             }
-            fn purge(&self, cutoff: DateTime<Utc>) -> StoreFuture<'_, usize> {
+            fn purge(&self, cutoff: Cutoff) -> StoreFuture<'_, usize> {
                 (**self).purge(cutoff)
             }
         }
@@ -147,19 +189,36 @@ impl AsyncStore for MemoryStore {
     fn open(&self) -> StoreFuture<'_, (Vec<Record>, Option<DateTime<Utc>>)> {
         Box::pin(std::future::ready(Store::open_at(self)))
     }
-    fn purge(&self, cutoff: DateTime<Utc>) -> StoreFuture<'_, usize> {
+    fn purge(&self, cutoff: Cutoff) -> StoreFuture<'_, usize> {
         Box::pin(std::future::ready(Store::purge(self, cutoff)))
     }
 }
 
-fn check_version(key: &Key, stored: Option<u64>, expected: Option<u64>) -> Result<(), Error> {
-    if stored == expected {
+/// Whether `record` may replace the `stored` record (its version and
+/// incarnation, `None` if there is none) when the writer expects version
+/// `expected`: the versions agree and, for an update, so do the
+/// incarnations. A record of another incarnation at the expected version
+/// (the key was purged and begun again while the writer stalled) is a
+/// conflict too.
+pub(crate) fn check_write(
+    record: &Record,
+    stored: Option<(u64, u64)>,
+    expected: Option<u64>,
+) -> Result<(), Error> {
+    let same = match (stored, expected) {
+        (None, None) => true,
+        (Some((version, incarnation)), Some(e)) => {
+            version == e && incarnation == record.incarnation
+        }
+        _ => false,
+    };
+    if same {
         Ok(())
     } else {
         Err(Error::VersionConflict {
-            key: key.to_string(),
+            key: record.key.to_string(),
             expected,
-            found: stored,
+            found: stored.map(|(version, _)| version),
         })
     }
 }
@@ -205,9 +264,9 @@ impl Store for MemoryStore {
 
     fn put(&self, record: &Record, expected: Option<u64>) -> Result<(), Error> {
         let mut records = self.records.lock();
-        check_version(
-            &record.key,
-            records.get(&record.key).map(|r| r.version),
+        check_write(
+            record,
+            records.get(&record.key).map(|r| (r.version, r.incarnation)),
             expected,
         )?;
         records.insert(record.key.clone(), record.clone());
@@ -224,7 +283,10 @@ impl Store for MemoryStore {
             .collect())
     }
 
-    fn purge(&self, cutoff: DateTime<Utc>) -> Result<usize, Error> {
+    fn purge(&self, cutoff: Cutoff) -> Result<usize, Error> {
+        let Some(cutoff) = cutoff.local() else {
+            return Ok(0);
+        };
         let mut records = self.records.lock();
         let before = records.len();
         records.retain(|_, r| !r.ended_before(cutoff));
@@ -242,7 +304,7 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     fn open(&self) -> Result<Vec<Record>, Error> {
         (**self).open()
     }
-    fn purge(&self, cutoff: DateTime<Utc>) -> Result<usize, Error> {
+    fn purge(&self, cutoff: Cutoff) -> Result<usize, Error> {
         (**self).purge(cutoff)
     }
     fn read(&self, key: &Key) -> Result<Read, Error> {
@@ -266,7 +328,7 @@ mod durable {
         WriteTransaction,
     };
 
-    use super::{Store, check_version, decode_stored};
+    use super::{Cutoff, Store, check_write, decode_stored};
     use crate::{Error, Key, Record};
 
     const RECORDS: TableDefinition<&str, &[u8]> = TableDefinition::new("records");
@@ -424,9 +486,12 @@ mod durable {
                 let mut table = tx.open_table(RECORDS).map_err(storage)?;
                 let stored = match table.get(k.as_str()).map_err(storage)? {
                     None => None,
-                    Some(v) => Some(Self::decode(&k, v.value())?.version),
+                    Some(v) => {
+                        let stored = Self::decode(&k, v.value())?;
+                        Some((stored.version, stored.incarnation))
+                    }
                 };
-                check_version(&record.key, stored, expected)?;
+                check_write(record, stored, expected)?;
                 table
                     .insert(k.as_str(), bytes.as_slice())
                     .map_err(storage)?;
@@ -450,7 +515,10 @@ mod durable {
             Ok(out)
         }
 
-        fn purge(&self, cutoff: DateTime<Utc>) -> Result<usize, Error> {
+        fn purge(&self, cutoff: Cutoff) -> Result<usize, Error> {
+            let Some(cutoff) = cutoff.local() else {
+                return Ok(0);
+            };
             let doomed = self.ended_before(cutoff)?;
             self.remove_still_ended(&doomed, cutoff)
         }

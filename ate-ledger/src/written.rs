@@ -173,7 +173,7 @@ mod tests {
         fn open(&self) -> Result<Vec<Record>, Error> {
             self.inner.open()
         }
-        fn purge(&self, cutoff: DateTime<Utc>) -> Result<usize, Error> {
+        fn purge(&self, cutoff: crate::store::Cutoff) -> Result<usize, Error> {
             self.inner.purge(cutoff)
         }
     }

@@ -316,6 +316,65 @@ fn a_fingerprint_ignores_key_order_and_number_spelling() {
     assert!(Fingerprint::of_json(&a).0.starts_with("sha256:"));
 }
 
+fn fingerprint_of(text: &str) -> Fingerprint {
+    Fingerprint::of_json(&serde_json::from_str(text).unwrap_or_else(|e| panic!("{text}: {e}")))
+}
+
+#[test]
+fn a_number_at_two_to_the_53_and_beyond_has_one_fingerprint_however_spelled() {
+    for spellings in [
+        &[
+            "9007199254740992",
+            "9007199254740992.0",
+            "9.007199254740992e15",
+        ][..],
+        &[
+            "-9007199254740992",
+            "-9007199254740992.0",
+            "-9.007199254740992E+15",
+        ],
+        // What JavaScript re-serialises 2^64 - 1 as.
+        &[
+            "18446744073709551615",
+            "18446744073709552000",
+            "1.8446744073709552e19",
+        ],
+        &[
+            "9223372036854775807",
+            "9223372036854775808.0",
+            "9.223372036854776e18",
+        ],
+        &[
+            "1e300",
+            "1.0e300",
+            "1000000000000000052504760255204420248704468581108159154915854115511802457988908195786371375080447864043704443832883878176942523235360430575644792184786706982848387200926575803737830233794788090059368953234970799945081119038967640880074652742780142494579258788820056842838115669472196386865459400540160",
+        ],
+    ] {
+        let first = fingerprint_of(spellings[0]);
+        for s in &spellings[1..] {
+            assert_eq!(fingerprint_of(s), first, "{s} against {}", spellings[0]);
+        }
+    }
+    assert_ne!(
+        fingerprint_of("9007199254740992"),
+        fingerprint_of("9007199254740994")
+    );
+}
+
+proptest! {
+    #[test]
+    fn every_spelling_of_a_number_has_one_fingerprint(n in any::<i64>(), u in any::<u64>(), f in any::<f64>()) {
+        prop_assert_eq!(fingerprint_of(&n.to_string()), fingerprint_of(&format!("{n}.0")));
+        prop_assert_eq!(fingerprint_of(&u.to_string()), fingerprint_of(&format!("{u}.0")));
+        prop_assert_eq!(fingerprint_of(&u.to_string()), fingerprint_of(&format!("{:e}", u as f64)));
+        if f.is_finite() {
+            let shortest = fingerprint_of(&format!("{f:e}"));
+            prop_assert_eq!(fingerprint_of(&format!("{f}")), shortest.clone());
+            prop_assert_eq!(fingerprint_of(&format!("{f:?}")), shortest);
+        }
+    }
+}
+
 #[cfg(feature = "postgres-async")]
 mod postgres {
     use super::*;
@@ -423,6 +482,40 @@ mod postgres {
             release.await.unwrap();
         });
     }
+
+    #[test]
+    fn an_exhausted_pool_answers_a_storage_error_within_the_call_timeout() {
+        let db = TestDatabase::new();
+        let url = db.url().to_owned();
+        runtime().block_on(async move {
+            let store = AsyncPgStore::connect(&url, 1)
+                .await
+                .unwrap()
+                .with_call_timeout(Duration::from_millis(300));
+            let key = Key::new("pool", "k");
+            // Another task holds the only connection (a slow query, a leak).
+            let held = store.pool().get().await.unwrap();
+            let read = tokio::time::timeout(Duration::from_secs(10), store.get(&key)).await;
+            match read {
+                Ok(Err(Error::Storage(text))) => {
+                    assert!(text.contains("no answer within 300ms"), "{text}");
+                }
+                other => panic!("a read on an exhausted pool: {other:?}"),
+            }
+            // `execute` answers the store's error (the service's 503), and
+            // never calls the provider.
+            let ledger = AsyncLedger::new(store.clone());
+            let fingerprint = fp(&serde_json::json!({}));
+            let run = ledger.execute(&key, &fingerprint, "w", |_| async {
+                panic!("called without a begin")
+            });
+            let r = tokio::time::timeout(Duration::from_secs(10), run).await;
+            assert!(matches!(r, Ok(Err(Error::Storage(_)))), "{r:?}");
+            // The connection back: the store answers again.
+            drop(held);
+            assert!(store.get(&key).await.unwrap().record.is_none());
+        });
+    }
 }
 
 /// A store whose next `fail` writes fail as a store that is away would.
@@ -466,7 +559,7 @@ impl AsyncStore for Flaky {
     }
     fn purge(
         &self,
-        cutoff: chrono::DateTime<chrono::Utc>,
+        cutoff: ate_ledger::store::Cutoff,
     ) -> ate_ledger::store::StoreFuture<'_, usize> {
         AsyncStore::purge(&self.inner, cutoff)
     }
@@ -515,7 +608,7 @@ async fn a_store_failure_at_the_dispatch_answers_at_once_and_frees_the_key() {
         .execute(&key, &fp(&body), "w", move |mut d| async move {
             fail(usize::MAX);
             match d.send().await {
-                Ok(()) => panic!("marked on a store that is away"),
+                Ok(_) => panic!("marked on a store that is away"),
                 Err(e) => Call::PreProvider(e.to_string()),
             }
         })
@@ -630,4 +723,108 @@ async fn the_observer_is_told_each_durable_step() {
             "provider_unavailable",
         ]
     );
+}
+
+#[tokio::test]
+async fn a_send_that_failed_stays_failed_and_nothing_is_marked() {
+    let clock = ManualClock::default();
+    let config = Config::default();
+    let ledger =
+        Arc::new(AsyncLedger::with_clock(MemoryStore::new(), config, clock.clone()).unwrap());
+    let body = serde_json::json!({});
+    let key = Key::new("c", "retried-send");
+    let other = ledger.clone();
+    let provider_calls = Arc::new(AtomicUsize::new(0));
+    let calls = provider_calls.clone();
+    let r = ledger
+        .execute(&key, &fp(&body), "pod-a", |mut d| async move {
+            // Frozen past the lease before the mark; another worker
+            // resolves the attempt as not dispatched.
+            clock.advance(config.lease_ttl * 2);
+            assert_eq!(other.recover().await.unwrap().len(), 1);
+            let first = d.send().await.unwrap_err();
+            assert!(matches!(first, Error::StaleLease { .. }), "{first:?}");
+            assert!(!d.is_sent());
+            // A call that retries the mark is refused again, with the same
+            // error, and never told it may send.
+            for _ in 0..3 {
+                assert_eq!(d.send().await.unwrap_err(), first);
+                assert!(!d.is_sent());
+            }
+            if d.send().await.is_ok() {
+                calls.fetch_add(1, Ordering::SeqCst);
+            }
+            Call::PreProvider(first.to_string())
+        })
+        .await;
+    assert_eq!(provider_calls.load(Ordering::SeqCst), 0);
+    let record = ledger.get(&key).await.unwrap().unwrap();
+    assert!(!record.ever_dispatched(), "{record:?}");
+    assert!(record.is_revivable(), "{r:?} {record:?}");
+}
+
+#[tokio::test]
+async fn a_send_hands_the_call_the_leases_fencing_token() {
+    let ledger = AsyncLedger::new(MemoryStore::new());
+    let body = serde_json::json!({});
+    let key = Key::new("c", "fenced");
+    let fingerprint = fp(&body);
+    let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let run = |call: Call| {
+        let seen = seen.clone();
+        ledger.execute(&key, &fingerprint, "w", move |mut d| async move {
+            let before = d.fence();
+            if matches!(call, Call::PreProvider(_)) {
+                seen.lock().push(before);
+                return call;
+            }
+            let fence = d.send().await.unwrap();
+            assert_eq!(fence, before);
+            // Asked again after it landed: the same token, nothing new.
+            assert_eq!(d.send().await.unwrap(), fence);
+            assert!(d.is_sent());
+            seen.lock().push(fence);
+            call
+        })
+    };
+    let _ = run(Call::PreProvider("no credentials".into()))
+        .await
+        .unwrap();
+    let _ = run(Call::Succeeded(Response::new(200, b"ok".to_vec())))
+        .await
+        .unwrap();
+    let seen = seen.lock().clone();
+    let record = ledger.get(&key).await.unwrap().unwrap();
+    assert_eq!(seen.len(), 2);
+    // One incarnation, a greater token for the revived try's lease.
+    assert!(seen.iter().all(|f| f.incarnation == record.incarnation));
+    assert!(seen[1].token > seen[0].token, "{seen:?}");
+    assert_eq!(
+        seen[1].to_string().parse::<ate_ledger::Fence>(),
+        Ok(seen[1])
+    );
+}
+
+#[tokio::test]
+async fn a_lease_that_never_expires_closes_without_a_panic() {
+    let config = Config {
+        lease_ttl: Duration::MAX,
+        ..Config::default()
+    };
+    let ledger =
+        AsyncLedger::with_clock(MemoryStore::new(), config, ManualClock::default()).unwrap();
+    let body = serde_json::json!({});
+    let key = Key::new("c", "forever");
+    let r = ledger
+        .execute(&key, &fp(&body), "w", |d| {
+            sent(d, Call::Succeeded(Response::new(200, b"ok".to_vec())))
+        })
+        .await
+        .unwrap();
+    assert!(
+        matches!(r, Executed::Answered { recorded: true, .. }),
+        "{r:?}"
+    );
+    let record = ledger.get(&key).await.unwrap().unwrap();
+    assert_eq!(record.state.name(), "succeeded");
 }

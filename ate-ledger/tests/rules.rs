@@ -512,7 +512,7 @@ impl ate_ledger::store::Store for Interleave {
     fn open(&self) -> Result<Vec<ate_ledger::Record>, Error> {
         self.inner.open()
     }
-    fn purge(&self, cutoff: chrono::DateTime<chrono::Utc>) -> Result<usize, Error> {
+    fn purge(&self, cutoff: ate_ledger::store::Cutoff) -> Result<usize, Error> {
         self.inner.purge(cutoff)
     }
 }
