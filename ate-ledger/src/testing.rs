@@ -5,6 +5,8 @@
 //! `postgres` feature too, `fresh_database` gives each test its own
 //! database on a throwaway PostgreSQL server, for testing `PgStore` and
 //! the services built on it, and `TestDatabase` one that is dropped with it.
+//! [`conformance`] checks a store (yours too) against every rule a ledger
+//! relies on.
 //!
 //! # Example: property-testing against the model
 //!
@@ -27,6 +29,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+pub mod conformance;
 #[cfg(feature = "postgres")]
 #[path = "testing_pg.rs"]
 mod pg;
