@@ -1,5 +1,6 @@
-//! Crash safety with real processes: a child drives the redb store and
-//! prints every acknowledged transition; the parent SIGKILLs it at random
+//! Crash safety with real processes: a child drives the redb store from
+//! several threads (so its group commits hold several writes) and prints
+//! every acknowledged transition; the parent SIGKILLs it at random
 //! moments, reopens the store, and checks that every acknowledged
 //! transition is there, nothing is half-applied, and recovery classifies
 //! open attempts by the dispatch rule.
@@ -21,7 +22,13 @@ fn fp() -> Fingerprint {
     Fingerprint("crash".into())
 }
 
-/// The child: runs only when spawned by the parent test.
+/// Writer threads in the child: concurrent transitions share the redb
+/// store's group commits, so a kill lands inside batches of several.
+const WRITERS: u64 = 4;
+
+/// The child: runs only when spawned by the parent test. `WRITERS` threads
+/// drive one ledger, each its own keys, printing each acknowledged
+/// transition as it returns.
 #[test]
 fn crash_child() {
     let Ok(spec) = std::env::var(CHILD_ENV) else {
@@ -29,47 +36,65 @@ fn crash_child() {
     };
     let (path, first) = spec.split_once('|').unwrap();
     let first: u64 = first.parse().unwrap();
-    let ledger = Ledger::new(RedbStore::open(path).unwrap());
+    let ledger = std::sync::Arc::new(Ledger::new(RedbStore::open(path).unwrap()));
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let ledger = ledger.clone();
+            std::thread::spawn(move || {
+                for i in (first + w..).step_by(WRITERS as usize) {
+                    drive(&ledger, i);
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+}
+
+/// Prints one acknowledgement line, whole.
+fn ack(line: std::fmt::Arguments<'_>) {
     let mut out = std::io::stdout().lock();
-    for i in first.. {
-        let key = Key::new("crash", format!("k{i}"));
-        let Begin::Started(lease) = ledger.begin(&key, &fp(), "child").unwrap() else {
-            panic!("fresh key replayed");
-        };
-        writeln!(out, "begun {i}").unwrap();
-        out.flush().unwrap();
-        match i % 4 {
-            0 => {
-                ledger
-                    .close(&lease, Close::PreProvider("no creds".into()))
-                    .unwrap();
-                writeln!(out, "closed {i} failed_pre_provider").unwrap();
-            }
-            1 => {
-                ledger.mark_dispatched(&lease).unwrap();
-                writeln!(out, "dispatched {i}").unwrap();
-                out.flush().unwrap();
-                ledger
-                    .close(&lease, Close::Succeeded(format!("out-{i}")))
-                    .unwrap();
-                writeln!(out, "closed {i} succeeded").unwrap();
-            }
-            2 => {
-                ledger.mark_dispatched(&lease).unwrap();
-                writeln!(out, "dispatched {i}").unwrap();
-                out.flush().unwrap();
-                ledger
-                    .close(&lease, Close::ProviderUnavailable("timeout".into()))
-                    .unwrap();
-                writeln!(out, "closed {i} provider_unavailable").unwrap();
-            }
-            _ => {
-                ledger.mark_dispatched(&lease).unwrap();
-                writeln!(out, "dispatched {i}").unwrap();
-                // Left open on purpose: a crash here is the interesting case.
-            }
+    writeln!(out, "{line}").unwrap();
+    out.flush().unwrap();
+}
+
+/// Key `i`'s attempt, by `i % 4`: failed before the provider, succeeded,
+/// unanswered, or left dispatched and open.
+fn drive(ledger: &Ledger<RedbStore>, i: u64) {
+    let key = Key::new("crash", format!("k{i}"));
+    let Begin::Started(lease) = ledger.begin(&key, &fp(), "child").unwrap() else {
+        panic!("fresh key replayed");
+    };
+    ack(format_args!("begun {i}"));
+    match i % 4 {
+        0 => {
+            ledger
+                .close(&lease, Close::PreProvider("no creds".into()))
+                .unwrap();
+            ack(format_args!("closed {i} failed_pre_provider"));
         }
-        out.flush().unwrap();
+        1 => {
+            ledger.mark_dispatched(&lease).unwrap();
+            ack(format_args!("dispatched {i}"));
+            ledger
+                .close(&lease, Close::Succeeded(format!("out-{i}")))
+                .unwrap();
+            ack(format_args!("closed {i} succeeded"));
+        }
+        2 => {
+            ledger.mark_dispatched(&lease).unwrap();
+            ack(format_args!("dispatched {i}"));
+            ledger
+                .close(&lease, Close::ProviderUnavailable("timeout".into()))
+                .unwrap();
+            ack(format_args!("closed {i} provider_unavailable"));
+        }
+        _ => {
+            ledger.mark_dispatched(&lease).unwrap();
+            // Left open on purpose: a crash here is the interesting case.
+            ack(format_args!("dispatched {i}"));
+        }
     }
 }
 

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use ate_generation::{Decision, Latch, Observe, Writer};
 use ate_ledger::{
-    AsyncLedger, AsyncPgStore, Blocking, Call, Dispatch, Executed, Fingerprint, Key, RedbStore,
-    Response, clock::SystemClock, store::AsyncStore,
+    AsyncLedger, AsyncPgStore, Call, Dispatch, Executed, Fingerprint, Key, RedbStore, Response,
+    clock::SystemClock, store::AsyncStore,
 };
 use ate_ratelimit::http::KeyError;
 use ate_ratelimit::{
@@ -219,7 +219,7 @@ impl AppState {
                     )),
                     e => ConfigError::Other(format!("cannot open ledger {}: {e}", path.display())),
                 })?;
-                let ledger = ledger(Arc::new(Blocking(Arc::new(store))))?;
+                let ledger = ledger(Arc::new(store))?;
                 recovered(ledger.recover_all().await)?;
                 ledger
             }

@@ -1,6 +1,10 @@
 //! The durable store on redb (feature `redb`).
 
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, mpsc};
+
+use parking_lot::{Condvar, Mutex};
 
 use chrono::{DateTime, Utc};
 use redb::{
@@ -9,6 +13,8 @@ use redb::{
 };
 
 use super::{Cutoff, Store, check_write, decode_stored};
+#[cfg(feature = "tokio")]
+use super::{Read, StoreFuture};
 use crate::{Error, Key, Record};
 
 const RECORDS: TableDefinition<&str, &[u8]> = TableDefinition::new("records");
@@ -58,16 +64,243 @@ fn open_error(path: &Path, e: DatabaseError) -> Error {
     }
 }
 
-/// A durable store on redb: every transition is one write transaction,
-/// committed with fsync before the call returns.
+/// A durable store on redb: every write is committed with fsync before
+/// the call returns.
+///
+/// Concurrent writes share commits (group commit): a write that finds no
+/// commit under way commits at once, on the caller's thread; writes that
+/// arrive while one is under way wait together, and the store's committer
+/// thread commits them all in the next one. Each caller is answered only
+/// once the commit holding its write is durable, and concurrent
+/// transitions share its two fsyncs instead of queueing for a commit
+/// each. Each write keeps its own compare-and-swap: a batch applies its
+/// writes in the order they came, as if one after another, and a write
+/// that conflicts is refused alone.
 pub struct RedbStore {
-    db: Database,
+    db: Db,
+    group: Arc<Group>,
+    committer: Option<std::thread::JoinHandle<()>>,
+}
+
+/// The writes waiting for a commit, and who may commit.
+#[derive(Default)]
+struct Group {
+    queue: Mutex<Queue>,
+    /// Tells the committer there may be a batch to take (or the store is
+    /// closing).
+    wake: Condvar,
+    commits: AtomicU64,
+    writes: AtomicU64,
+}
+
+#[derive(Default)]
+struct Queue {
+    writes: Vec<Write>,
+    /// A commit is under way (a caller's own, or the committer's).
+    committing: bool,
+    /// The store is being dropped: the committer ends once idle.
+    closed: bool,
 }
 
 impl std::fmt::Debug for RedbStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedbStore").finish_non_exhaustive()
+        f.debug_struct("RedbStore")
+            .field("commits", &self.group.commits.load(Ordering::Relaxed))
+            .field("writes", &self.group.writes.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
     }
+}
+
+/// The file is closed (its lock released) when the store is dropped: the
+/// committer finishes the writes it holds, then ends.
+impl Drop for RedbStore {
+    fn drop(&mut self) {
+        self.group.queue.lock().closed = true;
+        self.group.wake.notify_all();
+        if let Some(committer) = self.committer.take() {
+            let _ = committer.join();
+        }
+    }
+}
+
+/// One write: the record, as stored, and the version it expects.
+struct Pending {
+    record: Record,
+    bytes: Vec<u8>,
+    expected: Option<u64>,
+}
+
+/// A write waiting for the committer, and where its answer goes.
+struct Write {
+    pending: Pending,
+    reply: Reply,
+}
+
+/// Where a write's answer goes.
+enum Reply {
+    Blocking(mpsc::SyncSender<Result<(), Error>>),
+    #[cfg(feature = "tokio")]
+    Async(tokio::sync::oneshot::Sender<Result<(), Error>>),
+}
+
+impl Reply {
+    fn send(self, answer: Result<(), Error>) {
+        // A caller that stopped waiting (a dropped future) needs no answer.
+        match self {
+            Self::Blocking(to) => drop(to.send(answer)),
+            #[cfg(feature = "tokio")]
+            Self::Async(to) => drop(to.send(answer)),
+        }
+    }
+}
+
+/// The most writes one commit takes (a bound on one commit's time).
+const MAX_BATCH: usize = 1_024;
+
+fn stopped() -> Error {
+    Error::Storage("the redb committer has stopped".into())
+}
+
+impl Group {
+    /// Commits `batch` and counts it.
+    fn commit(&self, db: &Database, batch: &[&Pending]) -> Vec<Result<(), Error>> {
+        let answers = commit(db, batch);
+        let landed = answers.iter().filter(|a| a.is_ok()).count() as u64;
+        if landed > 0 {
+            self.commits.fetch_add(1, Ordering::Relaxed);
+            self.writes.fetch_add(landed, Ordering::Relaxed);
+        }
+        answers
+    }
+
+    /// Gives up the right to commit; wakes the committer if writes came
+    /// meanwhile.
+    fn done_committing(&self) {
+        let mut queue = self.queue.lock();
+        queue.committing = false;
+        let more = !queue.writes.is_empty();
+        drop(queue);
+        if more {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Queues `pending` for the committer, which answers through `reply`
+    /// (at once with an error if the store is closing).
+    #[cfg(any(feature = "tokio", test))]
+    fn queue(&self, pending: Pending, reply: Reply) {
+        let mut queue = self.queue.lock();
+        if queue.closed {
+            drop(queue);
+            reply.send(Err(stopped()));
+            return;
+        }
+        queue.writes.push(Write { pending, reply });
+        drop(queue);
+        self.wake.notify_one();
+    }
+
+    /// The blocking caller's write: committed at once on this thread when
+    /// no commit is under way, else left to the committer.
+    fn write_now(&self, db: &Database, pending: Pending) -> Result<(), Error> {
+        let mut queue = self.queue.lock();
+        if queue.closed {
+            return Err(stopped());
+        }
+        if !queue.committing && queue.writes.is_empty() {
+            queue.committing = true;
+            drop(queue);
+            let answer = self
+                .commit(db, &[&pending])
+                .pop()
+                .unwrap_or_else(|| Err(stopped()));
+            self.done_committing();
+            return answer;
+        }
+        let (reply, answer) = mpsc::sync_channel(1);
+        queue.writes.push(Write {
+            pending,
+            reply: Reply::Blocking(reply),
+        });
+        drop(queue);
+        self.wake.notify_one();
+        answer.recv().unwrap_or_else(|_| Err(stopped()))
+    }
+
+    /// The committer: takes the writes waiting whenever no commit is under
+    /// way, commits them together and answers each; until the store closes.
+    fn commit_loop(&self, db: &Database) {
+        loop {
+            let batch: Vec<Write> = {
+                let mut queue = self.queue.lock();
+                loop {
+                    if !queue.committing && !queue.writes.is_empty() {
+                        break;
+                    }
+                    if queue.closed && !queue.committing && queue.writes.is_empty() {
+                        return;
+                    }
+                    self.wake.wait(&mut queue);
+                }
+                queue.committing = true;
+                let n = queue.writes.len().min(MAX_BATCH);
+                queue.writes.drain(..n).collect()
+            };
+            let pending: Vec<&Pending> = batch.iter().map(|w| &w.pending).collect();
+            let answers = self.commit(db, &pending);
+            self.done_committing();
+            for (w, answer) in batch.into_iter().zip(answers) {
+                w.reply.send(answer);
+            }
+        }
+    }
+}
+
+/// Applies `batch` in one write transaction and commits it: one answer per
+/// write. A write refused by its compare-and-swap (or whose stored record
+/// is corrupt) changes nothing and is answered alone; a failure of the
+/// engine fails the whole batch, and nothing of it is written.
+fn commit(db: &Database, batch: &[&Pending]) -> Vec<Result<(), Error>> {
+    let all = |e: Error| vec![Err(e); batch.len()];
+    let tx = match begin_write(db) {
+        Ok(tx) => tx,
+        Err(e) => return all(e),
+    };
+    let mut answers = Vec::with_capacity(batch.len());
+    {
+        let mut table = match tx.open_table(RECORDS) {
+            Ok(t) => t,
+            Err(e) => return all(storage(e)),
+        };
+        for w in batch {
+            match apply(&mut table, w) {
+                Err(e @ Error::Storage(_)) => return all(e),
+                answer => answers.push(answer),
+            }
+        }
+    }
+    // redb's default durability fsyncs on commit.
+    match tx.commit() {
+        Ok(()) => answers,
+        Err(e) => all(storage(e)),
+    }
+}
+
+/// One write's compare-and-swap inside the batch's transaction.
+fn apply(table: &mut redb::Table<'_, &str, &[u8]>, w: &Pending) -> Result<(), Error> {
+    let k = w.record.key.encode();
+    let stored = match table.get(k.as_str()).map_err(storage)? {
+        None => None,
+        Some(v) => {
+            let stored = RedbStore::decode(&k, v.value())?;
+            Some((stored.version, stored.incarnation))
+        }
+    };
+    check_write(&w.record, stored, w.expected)?;
+    table
+        .insert(k.as_str(), w.bytes.as_slice())
+        .map_err(storage)?;
+    Ok(())
 }
 
 impl RedbStore {
@@ -134,7 +367,20 @@ impl RedbStore {
             let _ = tx.open_table(RECORDS).map_err(storage)?;
         }
         tx.commit().map_err(storage)?;
-        Ok(Self { db })
+        let db = Arc::new(db);
+        let group = Arc::new(Group::default());
+        let committer = {
+            let (db, group) = (db.clone(), group.clone());
+            std::thread::Builder::new()
+                .name("ate-ledger-redb-commit".into())
+                .spawn(move || group.commit_loop(&db))
+                .map_err(|e| Error::Storage(format!("cannot start the redb committer: {e}")))?
+        };
+        Ok(Self {
+            db: Db(db),
+            group,
+            committer: Some(committer),
+        })
     }
 
     /// The record stored under `key` (`Key::encode`'s form).
@@ -147,47 +393,29 @@ impl RedbStore {
     }
 }
 
-impl Store for RedbStore {
+/// The database, shared by the store (reads, purges) and its committer
+/// (writes): cheap to clone into a blocking task.
+#[derive(Clone)]
+struct Db(Arc<Database>);
+
+impl Db {
     fn get(&self, key: &Key) -> Result<Option<Record>, Error> {
-        let tx = self.db.begin_read().map_err(storage)?;
+        let tx = self.0.begin_read().map_err(storage)?;
         let table = tx.open_table(RECORDS).map_err(storage)?;
         let k = key.encode();
         match table.get(k.as_str()).map_err(storage)? {
             None => Ok(None),
-            Some(v) => Self::decode(&k, v.value()).map(Some),
+            Some(v) => RedbStore::decode(&k, v.value()).map(Some),
         }
-    }
-
-    fn put(&self, record: &Record, expected: Option<u64>) -> Result<(), Error> {
-        let bytes = serde_json::to_vec(record).map_err(storage)?;
-        let k = record.key.encode();
-        let tx = begin_write(&self.db)?;
-        {
-            let mut table = tx.open_table(RECORDS).map_err(storage)?;
-            let stored = match table.get(k.as_str()).map_err(storage)? {
-                None => None,
-                Some(v) => {
-                    let stored = Self::decode(&k, v.value())?;
-                    Some((stored.version, stored.incarnation))
-                }
-            };
-            check_write(record, stored, expected)?;
-            table
-                .insert(k.as_str(), bytes.as_slice())
-                .map_err(storage)?;
-        }
-        // redb's default durability fsyncs on commit.
-        tx.commit().map_err(storage)?;
-        Ok(())
     }
 
     fn open(&self) -> Result<Vec<Record>, Error> {
-        let tx = self.db.begin_read().map_err(storage)?;
+        let tx = self.0.begin_read().map_err(storage)?;
         let table = tx.open_table(RECORDS).map_err(storage)?;
         let mut out = Vec::new();
         for entry in table.iter().map_err(storage)? {
             let (k, v) = entry.map_err(storage)?;
-            let record = Self::decode(k.value(), v.value())?;
+            let record = RedbStore::decode(k.value(), v.value())?;
             if !record.state.is_closed() {
                 out.push(record);
             }
@@ -202,20 +430,18 @@ impl Store for RedbStore {
         let doomed = self.ended_before(cutoff)?;
         self.remove_still_ended(&doomed, cutoff)
     }
-}
 
-impl RedbStore {
     /// The stored keys of records that ended before `cutoff`, found in
     /// a read transaction: a snapshot that does not hold up writers
     /// (scanning in the write transaction held every transition for
     /// the whole scan: 720 ms at 200,000 records).
     fn ended_before(&self, cutoff: DateTime<Utc>) -> Result<Vec<String>, Error> {
-        let tx = self.db.begin_read().map_err(storage)?;
+        let tx = self.0.begin_read().map_err(storage)?;
         let table = tx.open_table(RECORDS).map_err(storage)?;
         let mut doomed = Vec::new();
         for entry in table.iter().map_err(storage)? {
             let (k, v) = entry.map_err(storage)?;
-            if Self::decode(k.value(), v.value())?.ended_before(cutoff) {
+            if RedbStore::decode(k.value(), v.value())?.ended_before(cutoff) {
                 doomed.push(k.value().to_owned());
             }
         }
@@ -228,13 +454,13 @@ impl RedbStore {
     /// since the scan, and an open record is never deleted.
     fn remove_still_ended(&self, doomed: &[String], cutoff: DateTime<Utc>) -> Result<usize, Error> {
         let mut purged = 0;
-        for batch in doomed.chunks(Self::PURGE_BATCH) {
-            let tx = begin_write(&self.db)?;
+        for batch in doomed.chunks(RedbStore::PURGE_BATCH) {
+            let tx = begin_write(&self.0)?;
             {
                 let mut table = tx.open_table(RECORDS).map_err(storage)?;
                 for k in batch {
                     let still = match table.get(k.as_str()).map_err(storage)? {
-                        Some(v) => Self::decode(k, v.value())?.ended_before(cutoff),
+                        Some(v) => RedbStore::decode(k, v.value())?.ended_before(cutoff),
                         None => false,
                     };
                     if still {
@@ -249,6 +475,78 @@ impl RedbStore {
     }
 }
 
+impl Store for RedbStore {
+    fn get(&self, key: &Key) -> Result<Option<Record>, Error> {
+        self.db.get(key)
+    }
+
+    fn put(&self, record: &Record, expected: Option<u64>) -> Result<(), Error> {
+        let pending = pending(record, expected)?;
+        self.group.write_now(&self.db.0, pending)
+    }
+
+    fn open(&self) -> Result<Vec<Record>, Error> {
+        self.db.open()
+    }
+
+    fn purge(&self, cutoff: Cutoff) -> Result<usize, Error> {
+        self.db.purge(cutoff)
+    }
+}
+
+/// The async front (feature `tokio`) on redb without a blocking thread per
+/// write: a write awaits the committer's answer; reads and purges run on
+/// tokio's blocking pool (they may touch the disk).
+#[cfg(feature = "tokio")]
+impl crate::store::AsyncStore for RedbStore {
+    fn get<'a>(&'a self, key: &'a Key) -> StoreFuture<'a, Read> {
+        let (db, key) = (self.db.clone(), key.clone());
+        Box::pin(async move {
+            let record = blocking(move || db.get(&key)).await?;
+            Ok(Read { record, now: None })
+        })
+    }
+
+    fn put<'a>(&'a self, record: &'a Record, expected: Option<u64>) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            // Never a commit on a runtime worker: the committer's, always.
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            self.group
+                .queue(pending(record, expected)?, Reply::Async(reply));
+            answer.await.unwrap_or_else(|_| Err(stopped()))
+        })
+    }
+
+    fn open(&self) -> StoreFuture<'_, (Vec<Record>, Option<DateTime<Utc>>)> {
+        let db = self.db.clone();
+        Box::pin(async move { Ok((blocking(move || db.open()).await?, None)) })
+    }
+
+    fn purge(&self, cutoff: Cutoff) -> StoreFuture<'_, usize> {
+        let db = self.db.clone();
+        Box::pin(blocking(move || db.purge(cutoff)))
+    }
+}
+
+/// `f` on tokio's blocking pool.
+#[cfg(feature = "tokio")]
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, Error> + Send + 'static,
+) -> Result<T, Error> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Error::Storage(format!("a redb read failed: {e}")))?
+}
+
+/// A write of `record`, encoded as stored.
+fn pending(record: &Record, expected: Option<u64>) -> Result<Pending, Error> {
+    Ok(Pending {
+        bytes: serde_json::to_vec(record).map_err(storage)?,
+        record: record.clone(),
+        expected,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -259,6 +557,129 @@ mod tests {
         Begin, Close, Config, Fingerprint, Ledger, State,
         clock::{Clock, ManualClock},
     };
+
+    fn record(id: &str, version: u64, owner: &str) -> Record {
+        let key = Key::new("t", id);
+        let now = chrono::DateTime::<Utc>::UNIX_EPOCH;
+        Record {
+            key: key.clone(),
+            fingerprint: Fingerprint("f".into()),
+            state: State::InFlight,
+            version,
+            lease: Some(crate::Lease {
+                key,
+                owner: owner.into(),
+                expires_at: now,
+                token: 1,
+                try_id: 1,
+                incarnation: 1,
+            }),
+            tries: vec![crate::Try {
+                id: 1,
+                started_at: now,
+                dispatched_at: None,
+                closed: None,
+            }],
+            created_at: now,
+            ended_at: None,
+            incarnation: 1,
+        }
+    }
+
+    /// Runs `writes` on threads of their own while redb's write lock is
+    /// held, so they all queue for the committer (which takes the first
+    /// and waits for the lock); then releases it. Answers each write's
+    /// result and how many commits the store made for them.
+    fn queued(
+        store: &Arc<RedbStore>,
+        writes: Vec<(Record, Option<u64>)>,
+    ) -> (Vec<Result<(), Error>>, u64) {
+        let held = store.db.0.begin_write().unwrap();
+        let before = store.group.commits.load(Ordering::SeqCst);
+        let submitted = Arc::new(AtomicU64::new(0));
+        let threads: Vec<_> = writes
+            .into_iter()
+            .map(|(record, expected)| {
+                let (store, submitted) = (store.clone(), submitted.clone());
+                std::thread::spawn(move || {
+                    let (reply, answer) = mpsc::sync_channel(1);
+                    let write = pending(&record, expected).unwrap();
+                    store.group.queue(write, Reply::Blocking(reply));
+                    submitted.fetch_add(1, Ordering::SeqCst);
+                    answer.recv().unwrap()
+                })
+            })
+            .collect();
+        let n = threads.len() as u64;
+        while submitted.load(Ordering::SeqCst) < n {
+            std::thread::yield_now();
+        }
+        drop(held);
+        let answers = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        (answers, store.group.commits.load(Ordering::SeqCst) - before)
+    }
+
+    #[test]
+    fn writes_that_wait_together_share_one_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(RedbStore::open(dir.path().join("l.redb")).unwrap());
+        let writes = (0..16)
+            .map(|i| (record(&format!("k{i}"), 1, "w"), None))
+            .collect();
+        let (answers, commits) = queued(&store, writes);
+        assert!(answers.iter().all(Result::is_ok), "{answers:?}");
+        // The committer took what had come when it began (at least the
+        // first write) and waited for the lock; everything that came
+        // meanwhile goes in the next commit: two at most, not sixteen.
+        assert!((1..=2).contains(&commits), "{commits} commits: {store:?}");
+        for i in 0..16 {
+            assert!(
+                store
+                    .get(&Key::new("t", format!("k{i}")))
+                    .unwrap()
+                    .is_some()
+            );
+        }
+    }
+
+    #[test]
+    fn two_writes_of_one_version_in_one_commit_land_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(RedbStore::open(dir.path().join("l.redb")).unwrap());
+        store.put(&record("k", 1, "w"), None).unwrap();
+        let (answers, _) = queued(
+            &store,
+            vec![
+                (record("k", 2, "a"), Some(1)),
+                (record("k", 2, "b"), Some(1)),
+                (record("k", 2, "c"), Some(1)),
+            ],
+        );
+        let won: Vec<usize> = (0..3).filter(|&i| answers[i].is_ok()).collect();
+        assert_eq!(won.len(), 1, "{answers:?}");
+        assert!(answers.iter().filter(|a| a.is_err()).all(|a| matches!(
+            a,
+            Err(Error::VersionConflict {
+                expected: Some(1),
+                found: Some(2),
+                ..
+            })
+        )));
+        let stored = store.get(&Key::new("t", "k")).unwrap().unwrap();
+        let owner = ["a", "b", "c"][won[0]];
+        assert_eq!(stored.lease.unwrap().owner, owner);
+    }
+
+    #[test]
+    fn a_dropped_store_releases_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l.redb");
+        let store = RedbStore::open(&path).unwrap();
+        store.put(&record("k", 1, "w"), None).unwrap();
+        drop(store);
+        let again = RedbStore::open(&path).unwrap();
+        assert!(again.get(&Key::new("t", "k")).unwrap().is_some());
+    }
 
     #[test]
     fn a_record_revived_between_the_purge_scan_and_its_delete_is_kept() {
@@ -277,11 +698,11 @@ mod tests {
             .unwrap();
         clock.advance(config.retention + Duration::from_secs(1));
         let cutoff = clock.now() - chrono::TimeDelta::from_std(config.retention).unwrap();
-        let doomed = store.ended_before(cutoff).unwrap();
+        let doomed = store.db.ended_before(cutoff).unwrap();
         assert_eq!(doomed, [key.encode()], "ended past the retention");
         // A caller retries it (a revive) before the delete runs.
         ledger.revive(&key, &fp, "w1").unwrap();
-        assert_eq!(store.remove_still_ended(&doomed, cutoff).unwrap(), 0);
+        assert_eq!(store.db.remove_still_ended(&doomed, cutoff).unwrap(), 0);
         let kept = store
             .get(&key)
             .unwrap()
