@@ -80,6 +80,12 @@ pub struct Config {
     /// entry they did not add; with none trusted, by the peer address and
     /// the header is ignored.
     pub trusted_proxies: TrustedProxies,
+    /// The provider `/invoke` calls over HTTP (`ATE_PROVIDER_URL`, say
+    /// `http://127.0.0.1:9000/charge`); unset: the simulated provider.
+    pub provider_url: Option<crate::provider::ProviderUrl>,
+    /// The bound on one provider call (`ATE_PROVIDER_TIMEOUT_MS`, default
+    /// 5,000): to connect, and from the request to the whole answer.
+    pub provider_timeout: Duration,
 }
 
 /// A startup error.
@@ -121,6 +127,8 @@ const POSTGRES_CONNECTIONS: (&str, u32) = ("ATE_LEDGER_POSTGRES_CONNECTIONS", 4)
 const MAX_POSTGRES_CONNECTIONS: u32 = 1_024;
 /// `ATE_LEDGER_LEASE_SECS` and its default.
 const LEASE_SECS: (&str, u32) = ("ATE_LEDGER_LEASE_SECS", 30);
+/// `ATE_PROVIDER_TIMEOUT_MS` and its default.
+const PROVIDER_TIMEOUT_MS: (&str, u32) = ("ATE_PROVIDER_TIMEOUT_MS", 5_000);
 /// `ATE_ADMISSION_POLICY` and its default.
 const ADMISSION_POLICY: (&str, &str) = ("ATE_ADMISSION_POLICY", "lame-duck");
 
@@ -142,6 +150,7 @@ pub fn defaults() -> std::collections::BTreeMap<String, String> {
         MAX_CALLERS,
         POSTGRES_CONNECTIONS,
         LEASE_SECS,
+        PROVIDER_TIMEOUT_MS,
     ]
     .map(|(var, value)| (var.to_owned(), value.to_string()));
     let policy = (ADMISSION_POLICY.0.to_owned(), ADMISSION_POLICY.1.to_owned());
@@ -214,6 +223,17 @@ fn trusted_proxies() -> Result<TrustedProxies, ConfigError> {
         .map_err(|e| ConfigError::Other(format!("invalid value {list:?} for {var}: {e}")))
 }
 
+/// `ATE_PROVIDER_URL`: an `http://` URL (unset: the simulated provider).
+fn provider_url() -> Result<Option<crate::provider::ProviderUrl>, ConfigError> {
+    let var = "ATE_PROVIDER_URL";
+    let Some(text) = env_text(var, "for the simulated provider")? else {
+        return Ok(None);
+    };
+    crate::provider::ProviderUrl::parse(text.trim())
+        .map(Some)
+        .map_err(|e| ConfigError::Other(format!("invalid value {text:?} for {var}: {e}")))
+}
+
 /// The `Retry-After` of a request refused while draining under the strict
 /// policy: by then the load balancer has mostly moved on, so a retry lands
 /// on another pod.
@@ -251,6 +271,8 @@ impl Config {
         )?;
         let ratelimit_redis_fallback = redis_fallback()?;
         let trusted_proxies = trusted_proxies()?;
+        let provider_url = provider_url()?;
+        let provider_timeout = number(PROVIDER_TIMEOUT_MS, false)?;
         // Pods all run as PID 1: the pod's name tells replicas apart.
         let worker_id = env_text("ATE_WORKER_ID", "for HOSTNAME/pid-PID")?.unwrap_or_else(|| {
             format!(
@@ -277,6 +299,8 @@ impl Config {
             ratelimit_redis_url,
             ratelimit_redis_fallback,
             trusted_proxies,
+            provider_url,
+            provider_timeout: Duration::from_millis(provider_timeout.into()),
         })
     }
 }

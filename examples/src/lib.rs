@@ -27,6 +27,7 @@ pub mod config;
 pub mod json;
 pub mod metrics;
 pub mod objects;
+pub mod provider;
 pub mod service;
 
 pub use config::Config;

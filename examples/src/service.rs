@@ -112,6 +112,9 @@ pub struct AppState {
     audit_failures: AtomicU64,
     objects: Mutex<HashMap<String, Object>>,
     ledger: AsyncLedger<LedgerStore>,
+    /// The provider `/invoke` calls over HTTP (`ATE_PROVIDER_URL`); `None`:
+    /// the simulated one.
+    provider: Option<crate::provider::HttpProvider>,
     /// Metrics.
     pub metrics: Metrics,
     /// Held for the process's life: one process per data dir.
@@ -270,6 +273,10 @@ impl AppState {
                 Limits::redis(limits, store)
             }
         };
+        let provider = config.provider_url.clone().map(|url| {
+            tracing::info!(%url, "invoke: calling the provider over HTTP");
+            crate::provider::HttpProvider::new(url, config.provider_timeout)
+        });
         Ok(Arc::new(Self {
             // Starting: /ready answers 503 until the startup checks pass
             // (`ready_after_checks`).
@@ -284,6 +291,7 @@ impl AppState {
             audit_failures: AtomicU64::new(0),
             objects: Mutex::new(HashMap::new()),
             ledger,
+            provider,
             metrics,
             _data_dir_lock: data_dir_lock,
             sessions_closing: tokio::sync::watch::Sender::new(false),

@@ -1,5 +1,7 @@
 //! `POST /invoke`: the idempotent provider call on the attempt ledger.
 
+use bytes::Bytes;
+
 use super::*;
 
 impl AppState {
@@ -22,7 +24,7 @@ impl AppState {
         delay_ms: Option<&str>,
         body: &[u8],
     ) -> ApiResponse {
-        let key = match idempotency_key_of(idempotency_key) {
+        let idempotency = match idempotency_key_of(idempotency_key) {
             Ok(key) => key,
             Err(error) => return ApiResponse::json(400, json!({ "error": error })),
         };
@@ -37,6 +39,13 @@ impl AppState {
             Ok(request) => request,
             Err(error) => return ApiResponse::json(400, json!({ "error": error })),
         };
+        if self.provider.is_some() && (simulate.is_some() || delay_ms.is_some()) {
+            return ApiResponse::json(
+                400,
+                json!({"error": "X-Simulate and X-Simulate-Delay-Ms drive the simulated provider; \
+                                 this service calls ATE_PROVIDER_URL"}),
+            );
+        }
         let behaviour = match simulate.unwrap_or("success") {
             "success" => Simulate::Success,
             "credential_error" => Simulate::CredentialError,
@@ -57,18 +66,22 @@ impl AppState {
         // an admission of its own (below).
         let guard = admitted.as_ref().map(Admitted::hold);
         let fingerprint = Fingerprint::of_json(&request);
-        let key = Key::new(caller, key);
+        let key = Key::new(caller, idempotency);
         // The call runs in a task of its own: a client that hangs up (which
         // drops this request's future) must not stop it between the
         // dispatch and the close, or the provider's answer is never
         // recorded. The guard goes with it, so the shutdown waits for it.
         let this = Arc::clone(self);
+        let (client_key, body) = (idempotency.to_owned(), Bytes::copy_from_slice(body));
         let call = tokio::spawn(async move {
             let owner = &this.config.worker_id;
             let executed = this
                 .ledger
-                .execute(&key, &fingerprint, owner, |dispatch| {
-                    provider(dispatch, behaviour, delay, &key)
+                .execute(&key, &fingerprint, owner, |dispatch| async {
+                    match &this.provider {
+                        Some(http) => http.call(dispatch, &client_key, body).await,
+                        None => provider(dispatch, behaviour, delay, &key).await,
+                    }
                 })
                 .await;
             drop(guard);

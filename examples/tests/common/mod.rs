@@ -1,6 +1,8 @@
 //! Starting the real service binaries and talking to them over sockets.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod provider;
+
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
