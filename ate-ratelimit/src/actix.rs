@@ -88,8 +88,12 @@ impl<C: crate::clock::Clock + Clone> RateLimit<C> {
         }
     }
 
-    /// Requests to `path` (an exact match of the request path) check the
-    /// limits `ids`, each request weighing `cost` attempts.
+    /// Requests to `path` check the limits `ids`, each request weighing
+    /// `cost` attempts. `path` is matched against the path Actix routes
+    /// by (percent-decoded as its router decodes it: `/%6Eotify` is
+    /// `/notify`), exactly; put `NormalizePath`, if used, outside this
+    /// middleware. A limit bound to a resource with [`limit`](Self::limit)
+    /// needs no path at all.
     ///
     /// # Panics
     ///
@@ -98,7 +102,35 @@ impl<C: crate::clock::Clock + Clone> RateLimit<C> {
     /// built.
     #[must_use]
     pub fn route(mut self, path: &str, ids: &[LimitId], cost: NonZeroU32) -> Self {
-        Arc::make_mut(&mut self.rules).route(path, ids, cost);
+        Arc::make_mut(&mut self.rules).route(Some(path), ids, cost);
+        self
+    }
+
+    /// Every request the middleware sees checks the limits `ids`, each
+    /// weighing `cost`: for `.wrap()` on one resource or scope, so the
+    /// limits bind to what Actix routed there, however the URL was
+    /// spelled, with no path table of the middleware's own.
+    ///
+    /// # Panics
+    ///
+    /// As for [`route`](Self::route).
+    #[must_use]
+    pub fn limit(mut self, ids: &[LimitId], cost: NonZeroU32) -> Self {
+        Arc::make_mut(&mut self.rules).route(None, ids, cost);
+        self
+    }
+
+    /// The limits `ids` run in shadow mode: they decide, count and report
+    /// (the `RateLimit` fields, `on_decision`, [`Checked::shadow_denied`])
+    /// but never refuse, so a new limit can be rolled out and watched
+    /// before it bites. A request another limit refuses is still refused.
+    ///
+    /// # Panics
+    ///
+    /// If an id is not one of the limits' set.
+    #[must_use]
+    pub fn shadow(mut self, ids: &[LimitId]) -> Self {
+        Arc::make_mut(&mut self.rules).shadow(ids);
         self
     }
 
@@ -170,7 +202,9 @@ where
     actix_web::dev::forward_ready!(service);
 
     fn call(&self, req: ServiceRequest) -> Self::Future {
-        let Some(at) = self.layer.rules.find(req.path()) else {
+        // The path the router matches (requoted: percent-encoded
+        // unreserved bytes decoded), not the raw one.
+        let Some(at) = self.layer.rules.find(req.match_info().as_str()) else {
             let call = self.service.call(req);
             return Box::pin(async move { Ok(call.await?.map_into_left_body()) });
         };

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 
-use crate::http::{KeyError, TrustedProxies, client_ip, policy_field, ratelimit_field};
+use crate::http::{ClientIp, KeyError, policy_field, ratelimit_field};
 use crate::{Combined, Decision, LimitId, Limits, Scope};
 
 /// A request head the limits can read: its header values and the peer
@@ -32,8 +32,7 @@ pub struct Caller<R> {
 }
 
 enum CallerKind<R> {
-    Peer,
-    ClientIp(TrustedProxies),
+    ClientIp(ClientIp),
     Header(String),
     Custom(KeyFn<R>),
 }
@@ -41,8 +40,7 @@ enum CallerKind<R> {
 impl<R> Clone for Caller<R> {
     fn clone(&self) -> Self {
         let kind = match &self.kind {
-            CallerKind::Peer => CallerKind::Peer,
-            CallerKind::ClientIp(t) => CallerKind::ClientIp(t.clone()),
+            CallerKind::ClientIp(c) => CallerKind::ClientIp(c.clone()),
             CallerKind::Header(h) => CallerKind::Header(h.clone()),
             CallerKind::Custom(f) => CallerKind::Custom(f.clone()),
         };
@@ -56,8 +54,7 @@ impl<R> Clone for Caller<R> {
 impl<R> std::fmt::Debug for Caller<R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let kind = match &self.kind {
-            CallerKind::Peer => "peer".to_owned(),
-            CallerKind::ClientIp(t) => format!("client ip behind {t:?}"),
+            CallerKind::ClientIp(c) => format!("{c:?}"),
             CallerKind::Header(h) => format!("header {h}"),
             CallerKind::Custom(_) => "custom".to_owned(),
         };
@@ -79,19 +76,19 @@ impl<R: Head + 'static> Caller<R> {
         }
     }
 
-    /// The peer's IP address (the default). Behind a proxy every client
-    /// shares the proxy's address: use [`client_ip`](Self::client_ip).
+    /// The peer's IP address (the default; IPv6 peers by /64). Behind a
+    /// proxy every client shares the proxy's address: use
+    /// [`client_ip`](Self::client_ip).
     pub fn peer() -> Self {
-        Self::of(CallerKind::Peer)
+        Self::of(CallerKind::ClientIp(ClientIp::peer()))
     }
 
-    /// The client's IP behind `trusted` proxies
-    /// ([`client_ip`](crate::http::client_ip())): the peer, unless it is a
-    /// trusted proxy; then the rightmost `X-Forwarded-For` / `Forwarded`
-    /// entry that is not one. Never the client-controlled leftmost entry
-    /// on its own.
-    pub fn client_ip(trusted: TrustedProxies) -> Self {
-        Self::of(CallerKind::ClientIp(trusted))
+    /// The client's address as `client_ip` reads it
+    /// ([`ClientIp::key`]): from the source the operator named, through
+    /// trusted proxies only, IPv6 callers by prefix. Never the
+    /// client-controlled leftmost entry on its own.
+    pub fn client_ip(client_ip: ClientIp) -> Self {
+        Self::of(CallerKind::ClientIp(client_ip))
     }
 
     /// A header's value (an API key): given once, 1-256 visible ASCII
@@ -124,15 +121,12 @@ impl<R: Head + 'static> Caller<R> {
     pub fn key(&self, head: &R) -> Result<String, KeyError> {
         let peer = || (self.peer)(head).ok_or(KeyError::NoPeer);
         match &self.kind {
-            CallerKind::Peer => Ok(peer()?.to_string()),
-            CallerKind::ClientIp(trusted) => {
-                let ip = client_ip(
-                    peer()?,
-                    head.header_values("x-forwarded-for"),
-                    head.header_values("forwarded"),
-                    trusted,
-                )?;
-                Ok(ip.to_string())
+            CallerKind::ClientIp(client_ip) => {
+                let peer = peer()?;
+                match client_ip.header_name() {
+                    None => Ok(client_ip.key_of(peer)),
+                    Some(name) => client_ip.key(peer, head.header_values(name)),
+                }
             }
             CallerKind::Header(name) => match head.header_values(name).as_slice() {
                 [v] if (1..=256).contains(&v.len()) && v.iter().all(u8::is_ascii_graphic) => {
@@ -153,6 +147,7 @@ impl<R: Head + 'static> Caller<R> {
 pub struct Checked {
     key: String,
     remaining: u32,
+    shadowed: bool,
 }
 
 impl Checked {
@@ -165,6 +160,12 @@ impl Checked {
     pub fn remaining(&self) -> u32 {
         self.remaining
     }
+
+    /// Whether limits in shadow mode would have refused the request (it
+    /// was let through: a shadow limit never refuses).
+    pub fn shadow_denied(&self) -> bool {
+        self.shadowed
+    }
 }
 
 type DecisionFn = Arc<dyn Fn(&str, &Combined<'_>) + Send + Sync>;
@@ -172,7 +173,9 @@ type DecisionFn = Arc<dyn Fn(&str, &Combined<'_>) + Send + Sync>;
 /// Which limits a route checks, and what one request costs.
 #[derive(Debug, Clone)]
 pub(crate) struct Route {
-    path: Box<str>,
+    /// The exact path; `None`: every request the layer sees (a layer on
+    /// one route of the framework's router).
+    path: Option<Box<str>>,
     ids: Box<[LimitId]>,
     cost: NonZeroU32,
     /// The `RateLimit-Policy` field for these limits, written once.
@@ -185,6 +188,8 @@ pub(crate) struct Rules<C: crate::clock::Clock + Clone> {
     limits: Arc<Limits<C>>,
     routes: Vec<Route>,
     on_decision: Option<DecisionFn>,
+    /// The names of the limits in shadow mode.
+    shadow: Vec<Box<str>>,
 }
 
 impl<C: crate::clock::Clock + Clone> Clone for Rules<C> {
@@ -193,6 +198,7 @@ impl<C: crate::clock::Clock + Clone> Clone for Rules<C> {
             limits: self.limits.clone(),
             routes: self.routes.clone(),
             on_decision: self.on_decision.clone(),
+            shadow: self.shadow.clone(),
         }
     }
 }
@@ -202,6 +208,7 @@ impl<C: crate::clock::Clock + Clone> std::fmt::Debug for Rules<C> {
         f.debug_struct("Rules")
             .field("routes", &self.routes)
             .field("on_decision", &self.on_decision.is_some())
+            .field("shadow", &self.shadow)
             .finish_non_exhaustive()
     }
 }
@@ -237,17 +244,30 @@ impl<C: crate::clock::Clock + Clone> Rules<C> {
             limits,
             routes: Vec::new(),
             on_decision: None,
+            shadow: Vec::new(),
         }
     }
 
-    /// See the layers' `route`.
-    pub(crate) fn route(&mut self, path: &str, ids: &[LimitId], cost: NonZeroU32) {
+    /// See the layers' `shadow`.
+    pub(crate) fn shadow(&mut self, ids: &[LimitId]) {
+        let set = self.limits.set();
+        for &id in ids {
+            let name: Box<str> = set.name(id).into();
+            if !self.shadow.contains(&name) {
+                self.shadow.push(name);
+            }
+        }
+    }
+
+    /// See the layers' `route` (`path`) and `limit` (`None`).
+    pub(crate) fn route(&mut self, path: Option<&str>, ids: &[LimitId], cost: NonZeroU32) {
+        let shown = path.unwrap_or("(every request)");
         let set = self.limits.set();
         for &id in ids {
             let limit = set.limiter(id).quota().limit();
             assert!(
                 cost <= limit,
-                "route {path}: a cost of {cost} can never fit limit {:?} of {limit}",
+                "route {shown}: a cost of {cost} can never fit limit {:?} of {limit}",
                 set.name(id)
             );
         }
@@ -256,7 +276,7 @@ impl<C: crate::clock::Clock + Clone> Rules<C> {
                 .map(|&id| (set.name(id), set.limiter(id).quota())),
         );
         self.routes.push(Route {
-            path: path.into(),
+            path: path.map(Into::into),
             ids: ids.into(),
             cost,
             policy: Bytes::from(policy),
@@ -272,7 +292,9 @@ impl<C: crate::clock::Clock + Clone> Rules<C> {
 
     /// The route `path` checks, if any (its index, for [`check`](Self::check)).
     pub(crate) fn find(&self, path: &str) -> Option<usize> {
-        self.routes.iter().position(|r| *r.path == *path)
+        self.routes
+            .iter()
+            .position(|r| r.path.as_deref().is_none_or(|p| p == path))
     }
 
     /// Decides a request to route `at` (from [`find`](Self::find)) by the
@@ -328,11 +350,21 @@ impl<C: crate::clock::Clock + Clone> Rules<C> {
             hook(key, &decision);
         }
         let ratelimit = ratelimit_field(&decision);
-        if decision.is_allowed() {
+        // Refused only by limits in shadow mode: reported, counted, let
+        // through.
+        let shadowed = !decision.is_allowed()
+            && !self.shadow.is_empty()
+            && decision
+                .decisions()
+                .iter()
+                .filter(|(_, d)| !d.is_allowed())
+                .all(|(name, _)| self.shadow.iter().any(|s| **s == **name));
+        if decision.is_allowed() || shadowed {
             return Verdict::Allow {
                 checked: Checked {
                     key: String::new(),
                     remaining: decision.remaining(),
+                    shadowed,
                 },
                 policy: route.policy.clone(),
                 ratelimit: Bytes::from(ratelimit),

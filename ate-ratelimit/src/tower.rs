@@ -106,8 +106,13 @@ impl<C: crate::clock::Clock + Clone> RateLimitLayer<C> {
         }
     }
 
-    /// Requests to `path` (an exact match) check the limits `ids`, each
-    /// request weighing `cost` attempts (a heavier route weighs more).
+    /// Requests to `path` check the limits `ids`, each request weighing
+    /// `cost` attempts (a heavier route weighs more). `path` is matched
+    /// exactly against the request's path as received, which is what
+    /// axum's router matches too (it neither decodes nor folds the path:
+    /// `/%6Eotify` or `/notify/` are a 404 there). Under another router
+    /// that does, bind the limits to its routes with [`limit`](Self::limit)
+    /// on each route instead.
     ///
     /// # Panics
     ///
@@ -116,7 +121,38 @@ impl<C: crate::clock::Clock + Clone> RateLimitLayer<C> {
     /// errors, found when the layer is built.
     #[must_use]
     pub fn route(mut self, path: &str, ids: &[LimitId], cost: NonZeroU32) -> Self {
-        Arc::make_mut(&mut self.config).rules.route(path, ids, cost);
+        Arc::make_mut(&mut self.config)
+            .rules
+            .route(Some(path), ids, cost);
+        self
+    }
+
+    /// Every request the layer sees checks the limits `ids`, each weighing
+    /// `cost`: for a layer on one route of the framework's router (axum:
+    /// `post(handler).layer(layer)`), so the limits bind to what the
+    /// router matched, however the URL was spelled, with no path table of
+    /// the layer's own.
+    ///
+    /// # Panics
+    ///
+    /// As for [`route`](Self::route).
+    #[must_use]
+    pub fn limit(mut self, ids: &[LimitId], cost: NonZeroU32) -> Self {
+        Arc::make_mut(&mut self.config).rules.route(None, ids, cost);
+        self
+    }
+
+    /// The limits `ids` run in shadow mode: they decide, count and report
+    /// (the `RateLimit` fields, `on_decision`, [`Checked::shadow_denied`])
+    /// but never refuse, so a new limit can be rolled out and watched
+    /// before it bites. A request another limit refuses is still refused.
+    ///
+    /// # Panics
+    ///
+    /// If an id is not one of the limits' set.
+    #[must_use]
+    pub fn shadow(mut self, ids: &[LimitId]) -> Self {
+        Arc::make_mut(&mut self.config).rules.shadow(ids);
         self
     }
 

@@ -17,7 +17,7 @@ use std::time::Duration;
 use actix_web::body::MessageBody;
 use actix_web::{App, test, web};
 use ate_ratelimit::actix::{Caller, Checked, RateLimit};
-use ate_ratelimit::http::TrustedProxies;
+use ate_ratelimit::http::{ClientIp, TrustedProxies};
 use ate_ratelimit::{LimitId, LimitSet, Limits, Policy, Quota, clock::ManualClock};
 
 fn limits(n: u32) -> (Arc<Limits<ManualClock>>, LimitId, LimitId) {
@@ -173,7 +173,7 @@ async fn the_client_ip_is_the_rightmost_untrusted_hop_and_never_the_spoofed_left
     let trusted = TrustedProxies::parse("10.0.0.0/8").unwrap();
     let app = test::init_service(app(RateLimit::new(limits)
         .route("/notify", &[route, bucket], NonZeroU32::MIN)
-        .caller(Caller::client_ip(trusted))))
+        .caller(Caller::client_ip(ClientIp::x_forwarded_for(trusted)))))
     .await;
     let key = |body: String| {
         body.trim_start_matches("sent to ")
@@ -203,16 +203,18 @@ async fn the_client_ip_is_the_rightmost_untrusted_hop_and_never_the_spoofed_left
             None,
             Ok("203.0.113.9"),
         ),
-        // RFC 7239 Forwarded, with a port and IPv6.
+        // The source is X-Forwarded-For: a Forwarded header (which the
+        // client may have written itself) is never read, well-formed or
+        // not; the trusted peer sent no X-Forwarded-For, so it is the key.
         (
             "10.0.0.5",
             None,
             Some(r#"for="[2001:db8::1]:443""#),
-            Ok("2001:db8::1"),
+            Ok("10.0.0.5"),
         ),
+        ("10.0.0.5", None, Some("for=[::1"), Ok("10.0.0.5")),
         // Malformed from a trusted proxy: a 400, not a panic, not the header.
         ("10.0.0.5", Some("not-an-ip"), None, Err(400)),
-        ("10.0.0.5", None, Some("for=[::1"), Err(400)),
     ];
     for (peer, xff, fwd, want) in table {
         let mut headers = Vec::new();
@@ -287,4 +289,86 @@ async fn over_a_socket_the_fields_reach_a_real_client() {
     assert_eq!(second.status(), 429);
     assert_eq!(second.headers()["retry-after"], "60");
     handle.stop(true).await;
+}
+
+#[actix_web::test]
+async fn the_forwarded_source_reads_its_rightmost_untrusted_for() {
+    let (limits, route, bucket) = limits(100);
+    let trusted = TrustedProxies::parse("10.0.0.0/8").unwrap();
+    let app = test::init_service(app(RateLimit::new(limits)
+        .route("/notify", &[route, bucket], NonZeroU32::MIN)
+        .caller(Caller::client_ip(ClientIp::forwarded(trusted)))))
+    .await;
+    let (status, _, body) = call!(
+        &app,
+        post(
+            "/notify",
+            "10.0.0.5",
+            &[
+                ("forwarded", r#"for=6.6.6.6, for="[2001:db8::1]:443""#),
+                ("x-forwarded-for", "198.51.100.9"),
+            ]
+        )
+    );
+    assert_eq!(status, 200, "{body}");
+    // IPv6 callers by /64; X-Forwarded-For is never read.
+    assert!(body.starts_with("sent to 2001:db8::/64"), "{body}");
+    let (status, _, body) = call!(
+        &app,
+        post("/notify", "10.0.0.5", &[("forwarded", "for=[::1")])
+    );
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("Forwarded holds"), "{body}");
+}
+
+/// Every way a client might spell the limited URL.
+const SPELLINGS: [&str; 10] = [
+    "/notify",
+    "/%6Eotify",
+    "/notif%79",
+    "/%6e%6f%74%69%66%79",
+    "/notify/",
+    "//notify",
+    "/NOTIFY",
+    "/Notify",
+    "/notify?x=1",
+    "/./notify",
+];
+
+#[actix_web::test]
+async fn no_url_spelling_reaches_an_actix_route_unlimited() {
+    // A path table on the app, matched as Actix's router matches...
+    let (limits, route, bucket) = limits(1);
+    let table = test::init_service(app(RateLimit::new(limits).route(
+        "/notify",
+        &[route, bucket],
+        NonZeroU32::MIN,
+    )))
+    .await;
+    // ...and the limit wrapped on the resource itself.
+    let (limits, route, bucket) = self::limits(1);
+    let per_route = test::init_service(
+        App::new().service(
+            web::resource("/notify")
+                .wrap(RateLimit::new(limits).limit(&[route, bucket], NonZeroU32::MIN))
+                .route(web::post().to(|| async { "sent" })),
+        ),
+    )
+    .await;
+    macro_rules! every_spelling {
+        ($what:expr, $app:expr) => {{
+            let (status, _, body) = call!($app, post("/notify", "203.0.113.9", &[]));
+            assert_eq!(status, 200, "{}: {body}", $what);
+            for path in SPELLINGS {
+                let (status, _, body) = call!($app, post(path, "203.0.113.9", &[]));
+                assert!(
+                    status == 429 || status == 404,
+                    "{} {path}: {status} {body} (served past the limit)",
+                    $what
+                );
+            }
+        }};
+    }
+    every_spelling!("table", &table);
+    every_spelling!("per route", &per_route);
 }

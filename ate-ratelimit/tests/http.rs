@@ -13,8 +13,8 @@ use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ate_ratelimit::http::{KeyError, TrustedProxies, client_ip};
-use ate_ratelimit::tower::{Caller, RateLimitLayer};
+use ate_ratelimit::http::{ClientIp, KeyError, TrustedProxies};
+use ate_ratelimit::tower::{Caller, Checked, RateLimitLayer};
 use ate_ratelimit::{LimitId, LimitSet, Limits, Policy, Quota, clock::ManualClock};
 use axum::Router;
 use axum::body::Body;
@@ -28,7 +28,17 @@ fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
-/// `client_ip` over a table of peers, headers and trusted proxies.
+/// The client address from `X-Forwarded-For` lines through `trusted`.
+fn client_ip<'a>(
+    peer: IpAddr,
+    xff: impl IntoIterator<Item = &'a [u8], IntoIter: DoubleEndedIterator>,
+    trusted: &TrustedProxies,
+) -> Result<IpAddr, KeyError> {
+    ClientIp::x_forwarded_for(trusted.clone()).address(peer, xff)
+}
+
+/// The client address over a table of peers, headers, sources and trusted
+/// proxies.
 #[test]
 fn the_client_ip_is_taken_from_the_right_through_trusted_proxies_only() {
     let lb = TrustedProxies::parse("10.0.0.0/8, 2001:db8:ffff::/48").unwrap();
@@ -41,7 +51,7 @@ fn the_client_ip_is_taken_from_the_right_through_trusted_proxies_only() {
         &'a TrustedProxies,
         &'a str,
     );
-    let cases: [Case<'_>; 12] = [
+    let cases: [Case<'_>; 13] = [
         (
             "no proxies: the header is ignored",
             "203.0.113.9",
@@ -115,12 +125,20 @@ fn the_client_ip_is_taken_from_the_right_through_trusted_proxies_only() {
             "2001:db8::7",
         ),
         (
-            "Forwarded wins over X-Forwarded-For",
+            "source Forwarded: its rightmost untrusted for=",
             "10.0.0.5",
             &["6.6.6.6"],
             &["for=192.0.2.60;proto=https, for=\"[2001:db8:ffff::1]:443\""],
             &lb,
             "192.0.2.60",
+        ),
+        (
+            "source X-Forwarded-For: a client's own Forwarded is never read",
+            "10.0.0.5",
+            &["203.0.113.9"],
+            &["for=192.0.2.60"],
+            &lb,
+            "203.0.113.9",
         ),
         (
             "unknown stops at the proxy that said it",
@@ -140,13 +158,15 @@ fn the_client_ip_is_taken_from_the_right_through_trusted_proxies_only() {
         ),
     ];
     for (what, peer, xff, fwd, trusted, want) in cases {
-        let xff = xff.iter().map(|s| s.as_bytes());
-        let fwd = fwd.iter().map(|s| s.as_bytes());
-        assert_eq!(
-            client_ip(ip(peer), xff, fwd, trusted),
-            Ok(ip(want)),
-            "{what}"
-        );
+        // The operator names the source: Forwarded where the case's
+        // description says so, else X-Forwarded-For.
+        let got = if what.starts_with("source Forwarded") || what.starts_with("unknown") {
+            ClientIp::forwarded(trusted.clone()).address(ip(peer), fwd.iter().map(|s| s.as_bytes()))
+        } else {
+            ClientIp::x_forwarded_for(trusted.clone())
+                .address(ip(peer), xff.iter().map(|s| s.as_bytes()))
+        };
+        assert_eq!(got, Ok(ip(want)), "{what}");
     }
 }
 
@@ -165,7 +185,7 @@ fn malformed_forwarding_headers_are_errors_naming_them() {
         "1.2.3.4:port",
         "\u{e9}",
     ] {
-        let got = client_ip(ip("10.0.0.5"), [bad.as_bytes()], [], &lb);
+        let got = client_ip(ip("10.0.0.5"), [bad.as_bytes()], &lb);
         if bad == "203.0.113.9, " {
             assert_eq!(got, Ok(ip("203.0.113.9")), "an empty entry is skipped");
             continue;
@@ -174,22 +194,19 @@ fn malformed_forwarding_headers_are_errors_naming_them() {
         assert!(
             matches!(
                 err,
-                KeyError::Malformed {
-                    header: "X-Forwarded-For",
-                    ..
-                }
+                KeyError::Malformed { ref header, .. } if header == "X-Forwarded-For"
             ),
             "{bad}: {err}"
         );
     }
     let bytes: &[u8] = &[0xff, 0xfe];
-    assert!(client_ip(ip("10.0.0.5"), [bytes], [], &lb).is_err());
+    assert!(client_ip(ip("10.0.0.5"), [bytes], &lb).is_err());
     assert_eq!(
-        client_ip(ip("198.51.100.1"), [bytes], [], &lb),
+        client_ip(ip("198.51.100.1"), [bytes], &lb),
         Ok(ip("198.51.100.1"))
     );
     let long = "x".repeat(5_000);
-    let err = client_ip(ip("10.0.0.5"), [long.as_bytes()], [], &lb).unwrap_err();
+    let err = client_ip(ip("10.0.0.5"), [long.as_bytes()], &lb).unwrap_err();
     assert!(err.to_string().len() < 200, "the value is cut: {err}");
     assert!(matches!(
         TrustedProxies::parse("10.0.0.0/8, lb.internal"),
@@ -317,7 +334,7 @@ async fn a_heavier_route_costs_more_attempts() {
 async fn a_spoofed_forwarding_header_does_not_buy_a_fresh_window() {
     let (limits, route, bucket) = limits(2);
     let trusted = TrustedProxies::parse("10.0.0.0/8").unwrap();
-    let caller = Caller::client_ip(trusted).peer_from(|parts| {
+    let caller = Caller::client_ip(ClientIp::x_forwarded_for(trusted)).peer_from(|parts| {
         parts
             .extensions
             .get::<ConnectInfo<SocketAddr>>()
@@ -404,4 +421,212 @@ async fn a_peer_the_server_does_not_give_is_a_400_not_a_panic() {
     let (status, _, body) = call(&app, "/notify", "203.0.113.9", &[]).await;
     assert_eq!(status, 400);
     assert!(body.contains("peer address is unknown"), "{body}");
+}
+
+#[test]
+fn entries_the_walk_never_reaches_are_never_parsed() {
+    let lb = TrustedProxies::parse("10.0.0.0/8").unwrap();
+    // Whatever a client writes left of what its proxies appended.
+    for junk in ["not an address", "1.2.3.4.5", "\u{e9}", "[::1"] {
+        let line = format!("{junk}, 203.0.113.9, 10.1.1.1");
+        assert_eq!(
+            client_ip(ip("10.0.0.5"), [line.as_bytes()], &lb),
+            Ok(ip("203.0.113.9")),
+            "{junk}"
+        );
+        // In a line of its own, before the proxies' line.
+        assert_eq!(
+            client_ip(
+                ip("10.0.0.5"),
+                [junk.as_bytes(), b"203.0.113.9".as_slice()],
+                &lb
+            ),
+            Ok(ip("203.0.113.9")),
+            "{junk}"
+        );
+    }
+    let bytes: &[u8] = b"\xff\xfe, 203.0.113.9";
+    assert_eq!(
+        client_ip(ip("10.0.0.5"), [bytes], &lb),
+        Ok(ip("203.0.113.9"))
+    );
+    // Reached: a 400 naming the header.
+    let e = client_ip(ip("10.0.0.5"), [b"203.0.113.9, bogus".as_slice()], &lb).unwrap_err();
+    assert!(e.to_string().contains("X-Forwarded-For"), "{e}");
+}
+
+#[test]
+fn a_single_address_header_is_read_only_from_a_trusted_peer_and_only_once() {
+    let lb = TrustedProxies::parse("10.0.0.0/8").unwrap();
+    let real_ip = ClientIp::parse("X-Real-IP", lb.clone()).unwrap();
+    assert_eq!(real_ip.header_name(), Some("x-real-ip"));
+    assert_eq!(
+        real_ip.address(ip("10.0.0.5"), [b"203.0.113.9".as_slice()]),
+        Ok(ip("203.0.113.9"))
+    );
+    // From anyone else: the peer.
+    assert_eq!(
+        real_ip.address(ip("198.51.100.1"), [b"203.0.113.9".as_slice()]),
+        Ok(ip("198.51.100.1"))
+    );
+    // The edge did not set it: the peer (the edge) itself.
+    assert_eq!(real_ip.address(ip("10.0.0.5"), []), Ok(ip("10.0.0.5")));
+    // Twice: which one the edge wrote is unknowable, a 400.
+    let twice = real_ip.address(
+        ip("10.0.0.5"),
+        [b"1.1.1.1".as_slice(), b"203.0.113.9".as_slice()],
+    );
+    assert!(
+        matches!(twice, Err(KeyError::Malformed { .. })),
+        "{twice:?}"
+    );
+    for bad in ["", "x forwarded for", "peer;drop"] {
+        assert!(
+            matches!(
+                ClientIp::parse(bad, lb.clone()),
+                Err(KeyError::BadSource { .. })
+            ),
+            "{bad}"
+        );
+    }
+}
+
+#[test]
+fn ipv6_callers_are_keyed_by_prefix_and_mapped_ipv4_as_ipv4() {
+    let peer = ClientIp::peer();
+    let key = |c: &ClientIp, a: &str| c.key(ip(a), []).unwrap();
+    assert_eq!(key(&peer, "2001:db8:1:2:aaaa::1"), "2001:db8:1:2::/64");
+    assert_eq!(key(&peer, "2001:db8:1:2:ffff::9"), "2001:db8:1:2::/64");
+    assert_ne!(key(&peer, "2001:db8:1:3::1"), key(&peer, "2001:db8:1:2::1"));
+    assert_eq!(key(&peer, "::ffff:203.0.113.9"), "203.0.113.9");
+    assert_eq!(key(&peer, "203.0.113.9"), "203.0.113.9");
+    let p48 = ClientIp::peer().ipv6_prefix(48).unwrap();
+    assert_eq!(key(&p48, "2001:db8:1:2::1"), "2001:db8:1::/48");
+    let each = ClientIp::peer().ipv6_prefix(128).unwrap();
+    assert_eq!(key(&each, "2001:db8:1:2::1"), "2001:db8:1:2::1");
+    assert!(matches!(
+        ClientIp::peer().ipv6_prefix(0),
+        Err(KeyError::BadPrefix { bits: 0 })
+    ));
+    assert!(ClientIp::peer().ipv6_prefix(129).is_err());
+}
+
+/// The attack the reviewer ran: a client that writes its own `Forwarded`
+/// behind a proxy that appends only to `X-Forwarded-For` (nginx, AWS ALB,
+/// GCP) picked its own key whenever `Forwarded` was present.
+#[tokio::test]
+async fn a_client_written_forwarded_header_never_picks_the_key() {
+    let (limits, route, bucket) = limits(1);
+    let trusted = TrustedProxies::parse("10.0.0.0/8").unwrap();
+    let caller = Caller::client_ip(ClientIp::x_forwarded_for(trusted)).peer_from(|parts| {
+        parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| c.0.ip())
+    });
+    let app = app(RateLimitLayer::new(limits)
+        .route("/notify", &[route, bucket], NonZeroU32::MIN)
+        .caller(caller));
+    let mut allowed = 0;
+    for i in 0..20 {
+        let own = format!("for=198.51.100.{i}");
+        let (status, _, _) = call(
+            &app,
+            "/notify",
+            "10.0.0.5",
+            &[("forwarded", &own), ("x-forwarded-for", "203.0.113.9")],
+        )
+        .await;
+        allowed += usize::from(status == 200);
+    }
+    assert_eq!(allowed, 1, "one of 20 under a limit of 1");
+}
+
+/// Every way a client might spell the limited URL.
+const SPELLINGS: [&str; 10] = [
+    "/notify",
+    "/%6Eotify",
+    "/notif%79",
+    "/%6e%6f%74%69%66%79",
+    "/notify/",
+    "//notify",
+    "/NOTIFY",
+    "/Notify",
+    "/notify?x=1",
+    "/./notify",
+];
+
+/// A caller with a limit of 1 used up: each spelling must be refused by
+/// the limit (429) or never reach the handler (404), never served.
+async fn no_spelling_is_served_unlimited(app: &Router) {
+    assert_eq!(call(app, "/notify", "203.0.113.9", &[]).await.0, 200);
+    for path in SPELLINGS {
+        let (status, _, body) = call(app, path, "203.0.113.9", &[]).await;
+        assert!(
+            status == 429 || status == 404,
+            "{path}: {status} {body} (served past the limit)"
+        );
+    }
+}
+
+#[tokio::test]
+async fn no_url_spelling_reaches_an_axum_route_unlimited() {
+    // A path table on the router...
+    let (limits, route, bucket) = limits(1);
+    let table = app(RateLimitLayer::new(limits)
+        .route("/notify", &[route, bucket], NonZeroU32::MIN)
+        .caller(axum_peer()));
+    no_spelling_is_served_unlimited(&table).await;
+    // ...and the limit bound to the route itself.
+    let (set, route, bucket) = self::limits(1);
+    let per_route = Router::new().route(
+        "/notify",
+        post(|| async { "sent" }).layer(
+            RateLimitLayer::new(set)
+                .limit(&[route, bucket], NonZeroU32::MIN)
+                .caller(axum_peer()),
+        ),
+    );
+    no_spelling_is_served_unlimited(&per_route).await;
+}
+
+#[tokio::test]
+async fn a_shadow_limit_counts_and_reports_but_never_refuses() {
+    let (limits, route, bucket) = self::limits(1);
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let shadowed = Router::new().route(
+        "/notify",
+        post(
+            |axum::Extension(checked): axum::Extension<Checked>| async move {
+                format!("shadow_denied={}", checked.shadow_denied())
+            },
+        )
+        .layer(
+            RateLimitLayer::new(limits)
+                .limit(&[route, bucket], NonZeroU32::MIN)
+                .shadow(&[route])
+                .caller(axum_peer())
+                .on_decision(move |_, d| log.lock().unwrap().push(d.is_allowed())),
+        ),
+    );
+    for i in 0..3 {
+        let (status, headers, body) = call(&shadowed, "/notify", "203.0.113.9", &[]).await;
+        assert_eq!(status, 200, "a shadow limit never refuses");
+        assert_eq!(body, format!("shadow_denied={}", i > 0));
+        // Reported as the limit sees it: nothing left.
+        let field = headers["ratelimit"].to_str().unwrap().to_owned();
+        if i > 0 {
+            assert!(field.contains(r#""notify";r=0"#), "{field}");
+        }
+    }
+    assert_eq!(*seen.lock().unwrap(), [true, false, false]);
+    // A limit not in shadow mode still refuses: the bucket of 100 here.
+    let (limits, route, bucket) = self::limits(1);
+    let strict = app(RateLimitLayer::new(limits)
+        .route("/notify", &[route, bucket], NonZeroU32::MIN)
+        .shadow(&[bucket])
+        .caller(axum_peer()));
+    assert_eq!(call(&strict, "/notify", "203.0.113.9", &[]).await.0, 200);
+    assert_eq!(call(&strict, "/notify", "203.0.113.9", &[]).await.0, 429);
 }

@@ -64,7 +64,7 @@ where
 /// The rate-limit middleware: `/notify` and `/prompt` against their limits
 /// and the shared bucket, keyed by [`caller_key`], every decision recorded.
 fn rate_limits(state: &Shared) -> RateLimit {
-    let client = Caller::client_ip(state.config.trusted_proxies.clone());
+    let client = Caller::client_ip(state.config.client_ip.clone());
     let caller = Caller::custom(move |req: &HttpRequest| {
         caller_key(&header_values(req, "x-caller"), || client.key(req))
     });
@@ -72,6 +72,7 @@ fn rate_limits(state: &Shared) -> RateLimit {
     let (limits, routes) = state.limits();
     let mut layer = RateLimit::new(limits)
         .caller(caller)
+        .shadow(&state.shadowed())
         .on_decision(move |key, decision| recorder.record_decision(key, decision));
     for (path, ids) in routes {
         layer = layer.route(path, &ids, NonZeroU32::MIN);
@@ -132,8 +133,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 let caller = s.caller_of(
                     &header_values(&req, "x-caller"),
                     peer(&req),
-                    &header_values(&req, "x-forwarded-for"),
-                    &header_values(&req, "forwarded"),
+                    &header_values(&req, s.client_ip_header()),
                 );
                 respond(
                     s.invoke(

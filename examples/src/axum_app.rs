@@ -66,8 +66,7 @@ fn header_values<'a>(h: &'a HeaderMap, name: &str) -> Vec<&'a [u8]> {
 /// The rate-limit layer: `/notify` and `/prompt` against their limits and
 /// the shared bucket, keyed by [`caller_key`], every decision recorded.
 fn rate_limits(state: &Shared) -> RateLimitLayer {
-    let client =
-        Caller::client_ip(state.config.trusted_proxies.clone()).peer_from(connect_info_peer);
+    let client = Caller::client_ip(state.config.client_ip.clone()).peer_from(connect_info_peer);
     let caller = Caller::custom(move |parts: &Parts| {
         caller_key(&header_values(&parts.headers, "x-caller"), || {
             client.key(parts)
@@ -77,6 +76,7 @@ fn rate_limits(state: &Shared) -> RateLimitLayer {
     let (limits, routes) = state.limits();
     let mut layer = RateLimitLayer::new(limits)
         .caller(caller)
+        .shadow(&state.shadowed())
         .on_decision(move |key, decision| recorder.record_decision(key, decision));
     for (path, ids) in routes {
         layer = layer.route(path, &ids, NonZeroU32::MIN);
@@ -169,8 +169,7 @@ pub fn router(state: Shared) -> Router {
                     let caller = s.caller_of(
                         &header_values(&headers, "x-caller"),
                         peer.map(|Extension(ConnectInfo(a))| a.ip()),
-                        &header_values(&headers, "x-forwarded-for"),
-                        &header_values(&headers, "forwarded"),
+                        &header_values(&headers, s.client_ip_header()),
                     );
                     s.invoke(
                         admitted.map(|Extension(a)| a),

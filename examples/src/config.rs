@@ -5,7 +5,7 @@ use std::num::{NonZeroU32, NonZeroUsize};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ate_ratelimit::http::TrustedProxies;
+use ate_ratelimit::http::{ClientIp, TrustedProxies};
 use ate_ratelimit::{
     Fallback,
     config::{LimitTable, parse_positive},
@@ -74,12 +74,20 @@ pub struct Config {
     /// this process's own windows; `refuse` answers 503 with
     /// `Retry-After`.
     pub ratelimit_redis_fallback: Fallback,
-    /// The load balancers and proxies in front of the service
-    /// (`ATE_TRUSTED_PROXIES`, comma-separated CIDRs; default none): a
-    /// caller without `X-Caller` is keyed by the rightmost `X-Forwarded-For`
-    /// entry they did not add; with none trusted, by the peer address and
-    /// the header is ignored.
-    pub trusted_proxies: TrustedProxies,
+    /// Where a caller without `X-Caller` is keyed from: the load balancers
+    /// and proxies in front (`ATE_TRUSTED_PROXIES`, comma-separated CIDRs;
+    /// default none), the header they write the client address in
+    /// (`ATE_CLIENT_IP_SOURCE`: `peer`, `x-forwarded-for`, `forwarded`, or
+    /// a single-address header such as `x-real-ip`; default
+    /// `x-forwarded-for` when proxies are trusted, else `peer`), and the
+    /// IPv6 prefix callers are keyed by (`ATE_CLIENT_IPV6_PREFIX`, default
+    /// 64; 128 keys each address alone).
+    pub client_ip: ClientIp,
+    /// Limits in shadow mode (`ATE_RATELIMIT_SHADOW`, comma-separated
+    /// limit names: `notifications` (or `notify`), `prompt`, `requests`):
+    /// they count, report and show in `/metrics` (`result="shadow_denied"`)
+    /// but never refuse, so a new limit is watched before it bites.
+    pub ratelimit_shadow: Vec<&'static str>,
     /// The provider `/invoke` calls over HTTP (`ATE_PROVIDER_URL`, say
     /// `http://127.0.0.1:9000/charge`); unset: the simulated provider.
     pub provider_url: Option<crate::provider::ProviderUrl>,
@@ -223,6 +231,54 @@ fn trusted_proxies() -> Result<TrustedProxies, ConfigError> {
         .map_err(|e| ConfigError::Other(format!("invalid value {list:?} for {var}: {e}")))
 }
 
+/// `ATE_RATELIMIT_SHADOW`: the limits in shadow mode, by name.
+fn ratelimit_shadow() -> Result<Vec<&'static str>, ConfigError> {
+    let var = "ATE_RATELIMIT_SHADOW";
+    let Some(list) = env_text(var, "to let every limit refuse")? else {
+        return Ok(Vec::new());
+    };
+    let mut names = Vec::new();
+    for entry in list.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let name = match entry {
+            "notify" | NOTIFICATIONS => NOTIFICATIONS,
+            PROMPT => PROMPT,
+            REQUESTS => REQUESTS,
+            other => {
+                return Err(ConfigError::Other(format!(
+                    "invalid value {other:?} in {var}: the limits are {NOTIFICATIONS} (or \
+                     notify), {PROMPT} and {REQUESTS}"
+                )));
+            }
+        };
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    Ok(names)
+}
+
+/// `ATE_TRUSTED_PROXIES`, `ATE_CLIENT_IP_SOURCE` and
+/// `ATE_CLIENT_IPV6_PREFIX`.
+fn client_ip() -> Result<ClientIp, ConfigError> {
+    let trusted = trusted_proxies()?;
+    let var = "ATE_CLIENT_IP_SOURCE";
+    let default = if trusted.is_empty() {
+        "peer"
+    } else {
+        "x-forwarded-for"
+    };
+    let source = env_text(var, &format!("for {default}"))?;
+    let source = source.as_deref().unwrap_or(default);
+    let client_ip = ClientIp::parse(source, trusted)
+        .map_err(|e| ConfigError::Other(format!("invalid value {source:?} for {var}: {e}")))?;
+    let var = "ATE_CLIENT_IPV6_PREFIX";
+    let bits = env_number(var, u32::from(ClientIp::DEFAULT_IPV6_PREFIX), false)?;
+    u8::try_from(bits)
+        .map_err(|_| ate_ratelimit::http::KeyError::BadPrefix { bits: u8::MAX })
+        .and_then(|bits| client_ip.ipv6_prefix(bits))
+        .map_err(|e| ConfigError::Other(format!("invalid value \"{bits}\" for {var}: {e}")))
+}
+
 /// `ATE_PROVIDER_URL`: an `http://` URL (unset: the simulated provider).
 fn provider_url() -> Result<Option<crate::provider::ProviderUrl>, ConfigError> {
     let var = "ATE_PROVIDER_URL";
@@ -270,7 +326,8 @@ impl Config {
             "to keep the rate limits in each process",
         )?;
         let ratelimit_redis_fallback = redis_fallback()?;
-        let trusted_proxies = trusted_proxies()?;
+        let client_ip = client_ip()?;
+        let ratelimit_shadow = ratelimit_shadow()?;
         let provider_url = provider_url()?;
         let provider_timeout = number(PROVIDER_TIMEOUT_MS, false)?;
         // Pods all run as PID 1: the pod's name tells replicas apart.
@@ -298,7 +355,8 @@ impl Config {
             data_dir,
             ratelimit_redis_url,
             ratelimit_redis_fallback,
-            trusted_proxies,
+            client_ip,
+            ratelimit_shadow,
             provider_url,
             provider_timeout: Duration::from_millis(provider_timeout.into()),
         })

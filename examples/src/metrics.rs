@@ -88,14 +88,11 @@ impl Metrics {
     }
 
     /// Counts a rate-limit decision.
-    pub fn decision(&self, limit: &str, allowed: bool) {
+    pub fn decision(&self, limit: &str, result: &'static str) {
         self.decisions
             .get_or_create(&vec![
                 ("limit".into(), limit.into()),
-                (
-                    "result".into(),
-                    if allowed { "allowed" } else { "denied" }.into(),
-                ),
+                ("result".into(), result.into()),
             ])
             .inc();
     }

@@ -213,3 +213,126 @@ async fn a_flood_of_new_callers_is_refused_past_max_callers_not_stored() {
         assert!(keys >= 2, "{bin}: 'first' is held in two limits: {keys}");
     }
 }
+
+#[tokio::test]
+async fn a_shadow_limit_is_counted_and_reported_but_never_refuses() {
+    for bin in SERVICES {
+        let s = Service::start(
+            bin,
+            &[
+                ("ATE_RATELIMIT_SHADOW", "notify"),
+                ("ATE_NOTIFICATIONS_PER_MIN", "2"),
+            ],
+        );
+        let c = client();
+        for i in 0..4 {
+            let r = post(&c, s.url("/notify"), "shadowed").await;
+            assert_eq!(r.status(), 200, "{bin} #{i}");
+            let field = r.headers()["ratelimit"].to_str().unwrap().to_owned();
+            if i >= 2 {
+                assert!(field.contains(r#""notifications";r=0"#), "{bin}: {field}");
+            }
+        }
+        s.wait_for_metric(
+            r#"ate_ratelimit_decisions_total{limit="notifications",result="shadow_denied"} 2"#,
+        )
+        .await;
+        // The prompt limit is not in shadow mode: it still refuses.
+        let s = Service::start(
+            bin,
+            &[
+                ("ATE_RATELIMIT_SHADOW", "notify"),
+                ("ATE_PROMPT_PER_MIN", "1"),
+            ],
+        );
+        assert_eq!(post(&c, s.url("/prompt"), "p").await.status(), 200);
+        assert_eq!(post(&c, s.url("/prompt"), "p").await.status(), 429, "{bin}");
+    }
+}
+
+#[tokio::test]
+async fn behind_a_trusted_proxy_the_client_key_comes_from_the_named_source_only() {
+    for bin in SERVICES {
+        // The test client is the "proxy": loopback is trusted, and it writes
+        // what a proxy appending to X-Forwarded-For writes.
+        let s = Service::start(
+            bin,
+            &[
+                ("ATE_TRUSTED_PROXIES", "127.0.0.0/8"),
+                ("ATE_NOTIFICATIONS_PER_MIN", "1"),
+            ],
+        );
+        let c = client();
+        let mut allowed = 0;
+        for i in 0..20 {
+            let r = c
+                .post(s.url("/notify"))
+                .header("forwarded", format!("for=198.51.100.{i}"))
+                .header("x-forwarded-for", format!("junk{i}, 203.0.113.9"))
+                .send()
+                .await
+                .unwrap();
+            allowed += usize::from(r.status() == 200);
+        }
+        assert_eq!(allowed, 1, "{bin}: one of 20 under a limit of 1");
+        // IPv6 callers by /64: another address in the same /64 shares it.
+        let v6 = |addr: &str| {
+            c.post(s.url("/notify"))
+                .header("x-forwarded-for", addr.to_owned())
+                .send()
+        };
+        assert_eq!(v6("2001:db8:1:2::1").await.unwrap().status(), 200, "{bin}");
+        assert_eq!(
+            v6("2001:db8:1:2::ffff").await.unwrap().status(),
+            429,
+            "{bin}"
+        );
+        assert_eq!(v6("2001:db8:1:3::1").await.unwrap().status(), 200, "{bin}");
+    }
+}
+
+#[test]
+fn bad_client_address_settings_stop_the_start_naming_the_variable() {
+    for (var, value) in [
+        ("ATE_CLIENT_IP_SOURCE", "x forwarded for"),
+        ("ATE_CLIENT_IPV6_PREFIX", "129"),
+        ("ATE_CLIENT_IPV6_PREFIX", "0"),
+        ("ATE_RATELIMIT_SHADOW", "notify,unknown"),
+    ] {
+        for bin in SERVICES {
+            let dir = tempfile::tempdir().unwrap();
+            let out = std::process::Command::new(bin)
+                .args(["--listen", "127.0.0.1:0", "--data-dir"])
+                .arg(dir.path())
+                .env(var, value)
+                .output()
+                .unwrap();
+            assert!(!out.status.success(), "{bin} {var}={value}");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(stderr.contains(var), "{bin} {var}={value}: {stderr}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn no_url_spelling_reaches_a_limited_route_unlimited() {
+    for bin in SERVICES {
+        let s = Service::start(bin, &[("ATE_NOTIFICATIONS_PER_MIN", "1")]);
+        let c = client();
+        assert_eq!(post(&c, s.url("/notify"), "speller").await.status(), 200);
+        for path in [
+            "/%6Eotify",
+            "/notif%79",
+            "/notify/",
+            "//notify",
+            "/NOTIFY",
+            "/notify?x=1",
+        ] {
+            let status = post(&c, s.url(path), "speller").await.status();
+            assert!(
+                status == 429 || status == 404,
+                "{bin} {path}: {status} (served past the limit)"
+            );
+        }
+    }
+}

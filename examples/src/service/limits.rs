@@ -34,14 +34,31 @@ impl AppState {
             }
         }
         for (name, d) in decision.decisions() {
-            self.metrics.decision(name, d.is_allowed());
+            let result = if d.is_allowed() {
+                "allowed"
+            } else if self.config.ratelimit_shadow.contains(name) {
+                "shadow_denied"
+            } else {
+                "denied"
+            };
+            self.metrics.decision(name, result);
         }
     }
 
+    /// The limits in shadow mode (`ATE_RATELIMIT_SHADOW`).
+    pub fn shadowed(&self) -> Vec<LimitId> {
+        self.config
+            .ratelimit_shadow
+            .iter()
+            .filter_map(|name| self.limits.set().id(name))
+            .collect()
+    }
+
     /// Who a request is ([`caller_key`]) from its `X-Caller` values, its
-    /// peer and its forwarding headers (read only from the
-    /// `ATE_TRUSTED_PROXIES`): the rate limits' caller, and the scope of
-    /// its idempotency keys.
+    /// peer and the values of the header the client address is read from
+    /// (`ATE_CLIENT_IP_SOURCE`, believed only from `ATE_TRUSTED_PROXIES`;
+    /// see [`client_ip_header`](Self::client_ip_header)): the rate limits'
+    /// caller, and the scope of its idempotency keys.
     ///
     /// # Errors
     ///
@@ -51,19 +68,19 @@ impl AppState {
         &self,
         x_caller: &[&[u8]],
         peer: Option<std::net::IpAddr>,
-        x_forwarded_for: &[&[u8]],
-        forwarded: &[&[u8]],
+        source_values: &[&[u8]],
     ) -> Result<String, KeyError> {
         caller_key(x_caller, || {
             let peer = peer.ok_or(KeyError::NoPeer)?;
-            ate_ratelimit::http::client_ip(
-                peer,
-                x_forwarded_for.iter().copied(),
-                forwarded.iter().copied(),
-                &self.config.trusted_proxies,
-            )
-            .map(|ip| ip.to_string())
+            self.config
+                .client_ip
+                .key(peer, source_values.iter().copied())
         })
+    }
+
+    /// The header the client address is read from, if any (lowercase).
+    pub fn client_ip_header(&self) -> &str {
+        self.config.client_ip.header_name().unwrap_or("")
     }
 
     /// The limits the rate-limit layer checks, and the routes it checks
@@ -151,16 +168,14 @@ mod tests {
 
     #[test]
     fn a_peer_is_one_caller_however_its_address_is_written() {
-        use ate_ratelimit::http::{TrustedProxies, client_ip};
+        use ate_ratelimit::http::ClientIp;
         use std::net::IpAddr;
         // A dual-stack listener sees an IPv4 client as ::ffff:a.b.c.d; it
         // must share the window it has when it connects over IPv4.
-        let none = TrustedProxies::none();
+        let client_ip = ClientIp::peer();
         let key = |peer: &str, x_caller: &[&[u8]]| {
             let peer: IpAddr = peer.parse().unwrap();
-            caller_key(x_caller, || {
-                client_ip(peer, [], [], &none).map(|ip| ip.to_string())
-            })
+            caller_key(x_caller, || client_ip.key(peer, []))
         };
         assert_eq!(key("10.0.0.7", &[]).unwrap(), "ip:10.0.0.7");
         assert_eq!(key("::ffff:10.0.0.7", &[]).unwrap(), "ip:10.0.0.7");
