@@ -146,7 +146,11 @@ where
         let call = self.service.call(req);
         Box::pin(async move {
             let mut response = call.await?;
-            if guard.should_close_connection() {
+            // A 101 keeps its upgrade (its body, the session's outgoing
+            // stream under actix-ws, holds the guard until it closes).
+            if response.status() != StatusCode::SWITCHING_PROTOCOLS
+                && guard.should_close_connection()
+            {
                 response
                     .response_mut()
                     .head_mut()

@@ -176,6 +176,8 @@ struct Inner {
     // Counters for the snapshot, touched only while draining.
     admitted_while_draining: AtomicU64,
     refused_while_draining: AtomicU64,
+    /// How long `/ready` still answers 200 once the drain has begun.
+    ready_while_draining: std::time::Duration,
     policy: AdmissionPolicy,
     clock: Box<dyn Clock>,
     drain: Mutex<DrainInfo>,
@@ -243,6 +245,7 @@ pub struct GateBuilder {
     policy: AdmissionPolicy,
     clock: Option<Box<dyn Clock>>,
     starting: bool,
+    ready_while_draining: std::time::Duration,
 }
 
 impl GateBuilder {
@@ -266,6 +269,48 @@ impl GateBuilder {
         self
     }
 
+    /// Keeps readiness (`/ready`) at 200 for `grace` after the drain
+    /// begins (default: none, 503 at once), while every response carries
+    /// `Connection: close` (lame duck) so keep-alive clients move away.
+    ///
+    /// Which to choose depends on what follows `/ready`:
+    ///
+    /// - A load balancer that health-checks pods itself (AWS ALB or NLB
+    ///   target groups, GCP NEGs, HAProxy): keep the default. `/ready`
+    ///   failing at once takes the pod out before its process stops.
+    /// - kube-proxy alone (a `Service` without such a balancer, or an
+    ///   ingress controller that routes to `EndpointSlices`): since
+    ///   Kubernetes 1.26 (KEP-1669), when a Service has no ready endpoint
+    ///   left, traffic goes to endpoints that are terminating but still
+    ///   `serving`, which is the pod's readiness. A `/ready` that fails at
+    ///   the first SIGTERM marks such a pod not serving, and during a
+    ///   rollout that terminates every old pod before new ones are ready
+    ///   (or a scale to zero) traffic is dropped (kubernetes/ingress-nginx
+    ///   #13689). A grace of a few seconds less than the drain's bounded
+    ///   wait keeps the pod serving as that fallback while the endpoint
+    ///   controller removes it from the ready set.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ate_readiness::{Gate, clock::ManualClock};
+    ///
+    /// let clock = ManualClock::default();
+    /// let gate = Gate::builder()
+    ///     .clock(clock.clone())
+    ///     .ready_while_draining(Duration::from_secs(10))
+    ///     .build();
+    /// let _ = gate.begin_drain();
+    /// assert_eq!(gate.readiness_status(), 200);
+    /// clock.advance(chrono::TimeDelta::seconds(9));
+    /// assert_eq!(gate.readiness_status(), 200);
+    /// clock.advance(chrono::TimeDelta::seconds(1));
+    /// assert_eq!(gate.readiness_status(), 503);
+    /// ```
+    pub fn ready_while_draining(mut self, grace: std::time::Duration) -> Self {
+        self.ready_while_draining = grace;
+        self
+    }
+
     /// Builds the gate: `Serving`, or `Starting` if asked.
     pub fn build(self) -> Gate {
         Gate {
@@ -274,6 +319,7 @@ impl GateBuilder {
                 last_wait: AtomicU64::new(0),
                 admitted_while_draining: AtomicU64::new(0),
                 refused_while_draining: AtomicU64::new(0),
+                ready_while_draining: self.ready_while_draining,
                 policy: self.policy,
                 clock: self.clock.unwrap_or_else(|| Box::new(SystemClock)),
                 drain: Mutex::new(DrainInfo {
@@ -354,10 +400,30 @@ impl Gate {
         200
     }
 
-    /// Readiness: 200 while serving, 503 while starting or draining.
+    /// Readiness: 200 while serving, 503 while starting or draining (but
+    /// for the first [`ready_while_draining`](GateBuilder::ready_while_draining)
+    /// of a drain, if set).
     #[inline]
     pub fn readiness_status(&self) -> u16 {
-        if self.is_serving() { 200 } else { 503 }
+        if self.is_serving() || self.in_ready_grace() {
+            200
+        } else {
+            503
+        }
+    }
+
+    /// Whether the drain began less than the ready grace ago.
+    fn in_ready_grace(&self) -> bool {
+        let grace = self.inner.ready_while_draining;
+        if grace.is_zero() || !self.is_draining() {
+            return false;
+        }
+        let Some(since) = self.inner.drain.lock().started_at else {
+            return false;
+        };
+        let elapsed = self.inner.clock.now().signed_duration_since(since);
+        // A clock that stepped back counts as no time passed.
+        elapsed.to_std().unwrap_or_default() < grace
     }
 
     /// Flips the gate to draining. Idempotent and thread-safe.

@@ -49,6 +49,14 @@ use crate::{Error, Gate, OwnedGuard};
 /// counts as in flight until its response body is done (a streaming body
 /// too), so the drain's bounded wait waits for it. Exempt paths (probes,
 /// metrics, the drain endpoint) pass through uncounted.
+///
+/// An upgrade (`101 Switching Protocols`, a WebSocket) keeps its
+/// `Connection: upgrade` while draining. Its empty body ends at once, so
+/// the session that follows is the handler's to count: move
+/// [`Admitted::hold`] (axum: `Extension<Admitted>`) into the session's
+/// task, and the drain waits for it, as [`Gate::admit_session`] promises;
+/// [`OwnedGuard::admitted_while_draining`] tells a session opened while
+/// draining, which should then close with 1001 (going away).
 #[derive(Debug, Clone)]
 pub struct ReadinessLayer {
     // One pointer: the service is cloned for every request in axum.
@@ -190,9 +198,12 @@ where
         let response = std::task::ready!(inner.poll(cx))?;
         let guard = this.guard.take();
         let (mut parts, body) = response.into_parts();
-        if guard
-            .as_ref()
-            .is_some_and(OwnedGuard::should_close_connection)
+        // A 101 keeps its `Connection: upgrade`: overwriting it with
+        // `close` fails the handshake (a WebSocket opened while draining).
+        if parts.status != StatusCode::SWITCHING_PROTOCOLS
+            && guard
+                .as_ref()
+                .is_some_and(OwnedGuard::should_close_connection)
         {
             parts
                 .headers

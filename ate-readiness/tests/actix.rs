@@ -259,3 +259,69 @@ async fn over_a_socket_a_draining_response_closes_its_connection() {
     assert_eq!(draining.text().await.unwrap(), "in flight: 1");
     handle.stop(true).await;
 }
+
+/// A WebSocket opened while draining (lame duck), through actix-ws: the
+/// handshake keeps its upgrade, and the session (the 101's body is its
+/// outgoing stream) stays counted until it closes.
+#[actix_web::test]
+async fn a_websocket_opened_while_draining_keeps_its_upgrade_and_its_admission() {
+    use futures_util::{SinkExt, StreamExt};
+
+    async fn ws(
+        req: actix_web::HttpRequest,
+        body: web::Payload,
+    ) -> Result<HttpResponse, actix_web::Error> {
+        let (response, mut session, mut messages) = actix_ws::handle(&req, body)?;
+        actix_web::rt::spawn(async move {
+            while let Some(Ok(msg)) = messages.next().await {
+                if let actix_ws::Message::Close(reason) = msg {
+                    let _ = session.close(reason).await;
+                    return;
+                }
+                if let actix_ws::Message::Text(text) = msg
+                    && session.text(text).await.is_err()
+                {
+                    break;
+                }
+            }
+            let _ = session.close(None).await;
+        });
+        Ok(response)
+    }
+
+    let gate = Gate::new();
+    let g = gate.clone();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = actix_web::HttpServer::new(move || {
+        App::new()
+            .wrap(Readiness::new(g.clone()))
+            .route("/ws", web::get().to(ws))
+    })
+    .workers(1)
+    .disable_signals()
+    .listen(listener)
+    .unwrap()
+    .run();
+    let handle = server.handle();
+    actix_web::rt::spawn(server);
+    assert!(gate.begin_drain().started());
+    let (mut socket, response) = tokio_tungstenite::connect_async(format!("ws://{addr}/ws"))
+        .await
+        .expect("the handshake succeeds while draining");
+    assert_eq!(response.status(), 101);
+    socket
+        .send(tokio_tungstenite::tungstenite::Message::text("ping"))
+        .await
+        .unwrap();
+    let echo = socket.next().await.unwrap().unwrap();
+    assert_eq!(echo.into_text().unwrap().as_str(), "ping");
+    assert_eq!(gate.in_flight(), 1, "the session is counted");
+    socket.close(None).await.unwrap();
+    while socket.next().await.is_some() {}
+    let idle = gate
+        .wait_idle_async(std::time::Duration::from_secs(10))
+        .await;
+    assert!(idle.is_completed(), "{idle:?}");
+    handle.stop(true).await;
+}

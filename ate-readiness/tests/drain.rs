@@ -337,3 +337,43 @@ fn a_manual_clock_moves_both_ways_saturates_and_can_be_set() {
     clock.advance(TimeDelta::seconds(-10));
     assert_eq!(clock.now_for_model(), DateTime::<Utc>::MIN_UTC);
 }
+
+#[test]
+fn ready_fails_at_drain_start_by_default_for_a_load_balancer_that_follows_it() {
+    let gate = Gate::new();
+    assert_eq!(gate.readiness_status(), 200);
+    let _ = gate.begin_drain();
+    assert_eq!(gate.readiness_status(), 503);
+    assert_eq!(gate.ready_answer().status, 503);
+}
+
+#[test]
+fn ready_stays_up_for_the_grace_for_kube_proxys_terminating_endpoints() {
+    let clock = ate_readiness::clock::ManualClock::default();
+    let gate = Gate::builder()
+        .clock(clock.clone())
+        .ready_while_draining(std::time::Duration::from_secs(15))
+        .build();
+    let _ = gate.begin_drain();
+    // Draining (lame duck: responses say Connection: close) yet serving
+    // as kube-proxy's fallback.
+    assert!(gate.is_draining());
+    let guard = gate.admit_owned().unwrap();
+    assert!(guard.should_close_connection());
+    drop(guard);
+    assert_eq!(gate.ready_answer().status, 200);
+    // A clock that steps back does not end the grace, nor lengthen it.
+    clock.advance(chrono::TimeDelta::seconds(-60));
+    assert_eq!(gate.readiness_status(), 200);
+    clock.advance(chrono::TimeDelta::seconds(60 + 14));
+    assert_eq!(gate.readiness_status(), 200);
+    clock.advance(chrono::TimeDelta::seconds(1));
+    assert_eq!(gate.readiness_status(), 503);
+    assert_eq!(gate.ready_answer().status, 503);
+    // Starting is never ready, grace or not.
+    let starting = Gate::builder()
+        .starting()
+        .ready_while_draining(std::time::Duration::from_secs(15))
+        .build();
+    assert_eq!(starting.readiness_status(), 503);
+}

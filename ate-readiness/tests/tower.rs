@@ -296,3 +296,56 @@ async fn a_handler_holds_the_admission_for_work_that_outlives_the_response() {
     });
     assert!(waited.await.unwrap().is_completed());
 }
+
+/// A WebSocket opened while draining (lame duck): the handshake keeps its
+/// `Connection: upgrade`, and the session holds its admission until it
+/// closes, so the drain's wait waits for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_websocket_opened_while_draining_keeps_its_upgrade_and_its_admission() {
+    use ate_readiness::tower::Admitted;
+    use axum::Extension;
+    use axum::extract::ws::{Message, WebSocketUpgrade};
+    use futures_util::{SinkExt, StreamExt};
+
+    let gate = Gate::new();
+    let app = Router::new()
+        .route(
+            "/ws",
+            get(
+                |Extension(admitted): Extension<Admitted>, ws: WebSocketUpgrade| async move {
+                    // The session's own admission, held until it ends.
+                    let session = admitted.hold();
+                    ws.on_upgrade(move |mut socket| async move {
+                        while let Some(Ok(msg)) = socket.recv().await {
+                            if matches!(msg, Message::Close(_)) || socket.send(msg).await.is_err() {
+                                break;
+                            }
+                        }
+                        drop(session);
+                    })
+                },
+            ),
+        )
+        .layer(ReadinessLayer::new(gate.clone()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    assert!(gate.begin_drain().started());
+    let (mut ws, response) = tokio_tungstenite::connect_async(format!("ws://{addr}/ws"))
+        .await
+        .expect("the handshake succeeds while draining");
+    assert_eq!(response.status(), 101);
+    let connection = response.headers()["connection"].to_str().unwrap();
+    assert!(connection.eq_ignore_ascii_case("upgrade"), "{connection}");
+    ws.send(tokio_tungstenite::tungstenite::Message::text("ping"))
+        .await
+        .unwrap();
+    let echo = ws.next().await.unwrap().unwrap();
+    assert_eq!(echo.into_text().unwrap().as_str(), "ping");
+    // The 101's body has ended; the session is still counted.
+    assert_eq!(gate.in_flight(), 1);
+    ws.close(None).await.unwrap();
+    let idle = gate.wait_idle_async(Duration::from_secs(10)).await;
+    assert!(idle.is_completed(), "{idle:?}");
+    assert_eq!(gate.in_flight(), 0);
+}

@@ -34,6 +34,12 @@ pub struct Config {
     /// `Connection: close`; `strict` refuses them, 503 with `Retry-After:
     /// 5`.
     pub admission: AdmissionPolicy,
+    /// How long `/ready` keeps answering 200 once the drain has begun
+    /// (`ATE_READY_WHILE_DRAINING_SECS`, default 0: 503 at once, for a load
+    /// balancer that follows `/ready`; a few seconds under kube-proxy
+    /// alone, whose fallback to terminating-but-serving endpoints needs
+    /// the pod still ready).
+    pub ready_while_draining: Duration,
     /// The bearer token for control-plane writes (`ATE_CONTROL_TOKEN`);
     /// unset: every external observed write is refused.
     pub control_token: Option<String>,
@@ -135,6 +141,8 @@ const POSTGRES_CONNECTIONS: (&str, u32) = ("ATE_LEDGER_POSTGRES_CONNECTIONS", 4)
 const MAX_POSTGRES_CONNECTIONS: u32 = 1_024;
 /// `ATE_LEDGER_LEASE_SECS` and its default.
 const LEASE_SECS: (&str, u32) = ("ATE_LEDGER_LEASE_SECS", 30);
+/// `ATE_READY_WHILE_DRAINING_SECS` and its default.
+const READY_WHILE_DRAINING_SECS: (&str, u32) = ("ATE_READY_WHILE_DRAINING_SECS", 0);
 /// `ATE_PROVIDER_TIMEOUT_MS` and its default.
 const PROVIDER_TIMEOUT_MS: (&str, u32) = ("ATE_PROVIDER_TIMEOUT_MS", 5_000);
 /// `ATE_ADMISSION_POLICY` and its default.
@@ -159,6 +167,7 @@ pub fn defaults() -> std::collections::BTreeMap<String, String> {
         POSTGRES_CONNECTIONS,
         LEASE_SECS,
         PROVIDER_TIMEOUT_MS,
+        READY_WHILE_DRAINING_SECS,
     ]
     .map(|(var, value)| (var.to_owned(), value.to_string()));
     let policy = (ADMISSION_POLICY.0.to_owned(), ADMISSION_POLICY.1.to_owned());
@@ -303,6 +312,7 @@ impl Config {
         limits.resolve_env()?;
         let number = |(var, default): (&str, u32), allow_zero| env_number(var, default, allow_zero);
         let drain = number(DRAIN_TIMEOUT_SECS, true)?;
+        let ready_while_draining = number(READY_WHILE_DRAINING_SECS, true)?;
         let reconcile = number(RECONCILE_INTERVAL_MS, true)?;
         let max_callers = number(MAX_CALLERS, false)?;
         let admission = admission_policy()?;
@@ -342,6 +352,7 @@ impl Config {
             limits,
             drain_timeout: Duration::from_secs(drain.into()),
             admission,
+            ready_while_draining: Duration::from_secs(ready_while_draining.into()),
             control_token,
             reconcile_interval: (reconcile > 0).then(|| Duration::from_millis(reconcile.into())),
             max_callers: usize::try_from(max_callers).unwrap_or(usize::MAX),

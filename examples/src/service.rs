@@ -280,7 +280,11 @@ impl AppState {
         Ok(Arc::new(Self {
             // Starting: /ready answers 503 until the startup checks pass
             // (`ready_after_checks`).
-            gate: Gate::builder().policy(config.admission).starting().build(),
+            gate: Gate::builder()
+                .policy(config.admission)
+                .ready_while_draining(config.ready_while_draining)
+                .starting()
+                .build(),
             config,
             limits: Arc::new(limits),
             store_away: std::sync::atomic::AtomicBool::new(false),

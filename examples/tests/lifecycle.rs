@@ -489,3 +489,34 @@ async fn a_bad_work_duration_or_simulated_delay_is_a_400_naming_the_value() {
         assert!(text.contains("\"soon\""), "{bin}: {text}");
     }
 }
+
+#[tokio::test]
+async fn under_kube_proxy_alone_ready_stays_up_for_the_grace_while_clients_move_away() {
+    for bin in SERVICES {
+        let s = Service::start(bin, &[("ATE_READY_WHILE_DRAINING_SECS", "600")]);
+        let c = client();
+        wait_ready(&c, &s).await;
+        let drained = c.post(s.url("/__internal/drain")).send().await.unwrap();
+        assert_eq!(drained.status(), 200, "{bin}");
+        // Still serving as kube-proxy's fallback for terminating endpoints...
+        let ready = c.get(s.url("/ready")).send().await.unwrap();
+        assert_eq!(ready.status(), 200, "{bin}");
+        let body: serde_json::Value = ready.json().await.unwrap();
+        assert_eq!(body["state"], "draining", "{bin}");
+        // ...while every response tells keep-alive clients to go.
+        let work = c.get(s.url("/work?ms=1")).send().await.unwrap();
+        assert_eq!(work.status(), 200, "{bin}");
+        assert_eq!(work.headers()["connection"], "close", "{bin}");
+    }
+}
+
+/// Waits until `/ready` answers 200 (the startup checks done).
+async fn wait_ready(c: &reqwest::Client, s: &Service) {
+    eventually(Duration::from_secs(10), || async {
+        c.get(s.url("/ready"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status() == 200)
+    })
+    .await;
+}
