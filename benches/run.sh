@@ -44,8 +44,8 @@ for g in "${groups[@]}"; do
       ;;
     http)
       cargo build --release -p ate-benches --bin http_overhead
-      cmd="cargo run --release -p ate-benches --bin http_overhead -- ${HTTP_SECS:-5} ${HTTP_CONNECTIONS:-16}"
-      "$target/release/http_overhead" "${HTTP_SECS:-5}" "${HTTP_CONNECTIONS:-16}" | tee "$out/http.jsonl"
+      cmd="cargo run --release -p ate-benches --bin http_overhead -- ${HTTP_ROUNDS:-20} ${HTTP_CONNECTIONS:-16}"
+      "$target/release/http_overhead" "${HTTP_ROUNDS:-20}" "${HTTP_CONNECTIONS:-16}" | tee "$out/http.jsonl"
       ;;
     *)
       echo "unknown group $g (${all_groups[*]})" >&2

@@ -208,7 +208,7 @@ where
             let call = self.service.call(req);
             return Box::pin(async move { Ok(call.await?.map_into_left_body()) });
         };
-        let key = self.layer.caller.key(req.request());
+        let key = self.layer.caller.key_text(req.request());
         let rules = self.layer.rules.clone();
         let service = self.service.clone();
         Box::pin(async move {

@@ -391,13 +391,19 @@ impl ClientIp {
     /// The limits' key for an address: an IPv4 address as written, an
     /// IPv6 one as its prefix (`2001:db8:1:2::/64`; as written at /128).
     pub fn key_of(&self, ip: IpAddr) -> String {
+        self.key_text(ip).as_str().to_owned()
+    }
+
+    /// [`key_of`](Self::key_of), inline (no heap allocation).
+    pub(crate) fn key_text(&self, ip: IpAddr) -> crate::layer::KeyText {
+        use crate::layer::KeyText;
         match canonical(ip) {
-            IpAddr::V4(v4) => v4.to_string(),
-            IpAddr::V6(v6) if self.v6_prefix >= 128 => v6.to_string(),
+            IpAddr::V4(v4) => KeyText::display(v4),
+            IpAddr::V6(v6) if self.v6_prefix >= 128 => KeyText::display(v6),
             IpAddr::V6(v6) => {
                 let mask = u128::MAX << (128 - u32::from(self.v6_prefix));
                 let net = std::net::Ipv6Addr::from(u128::from(v6) & mask);
-                format!("{net}/{}", self.v6_prefix)
+                KeyText::display(format_args!("{net}/{}", self.v6_prefix))
             }
         }
     }
@@ -467,14 +473,18 @@ fn parse_hop(raw: &[u8], header: &str) -> Result<Hop, KeyError> {
 /// A limit's name as a Structured Field string (`"notify"`): quotes and
 /// backslashes escaped, anything outside visible ASCII left out.
 fn push_sf_string(out: &mut String, name: &str) {
-    out.push('"');
+    write_sf_string(out, name);
+}
+
+fn write_sf_string(out: &mut impl std::fmt::Write, name: &str) {
+    let _ = out.write_char('"');
     for c in name.chars().filter(|c| (' '..='~').contains(c)) {
         if c == '"' || c == '\\' {
-            out.push('\\');
+            let _ = out.write_char('\\');
         }
-        out.push(c);
+        let _ = out.write_char(c);
     }
-    out.push('"');
+    let _ = out.write_char('"');
 }
 
 /// Whole seconds, rounded up (a client told less would come back early).
@@ -504,8 +514,14 @@ pub fn policy_field<'n>(limits: impl IntoIterator<Item = (&'n str, Quota)>) -> S
 /// the oldest attempt counted leaves its window):
 /// `"notify";r=149;t=60, "requests";r=599;t=60`.
 pub fn ratelimit_field(decision: &Combined<'_>) -> String {
-    use std::fmt::Write;
     let mut out = String::with_capacity(32 * decision.decisions().len());
+    write_ratelimit_field(&mut out, decision);
+    out
+}
+
+/// [`ratelimit_field`], written into `out` (the layers write it on the
+/// stack).
+pub(crate) fn write_ratelimit_field(out: &mut impl std::fmt::Write, decision: &Combined<'_>) {
     for (i, ((name, d), reset)) in decision
         .decisions()
         .iter()
@@ -514,10 +530,9 @@ pub fn ratelimit_field(decision: &Combined<'_>) -> String {
     {
         let t = d.retry_after().unwrap_or(*reset);
         if i > 0 {
-            out.push_str(", ");
+            let _ = out.write_str(", ");
         }
-        push_sf_string(&mut out, name);
+        write_sf_string(out, name);
         let _ = write!(out, ";r={};t={}", d.remaining(), ceil_secs(t));
     }
-    out
 }

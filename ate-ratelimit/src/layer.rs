@@ -8,7 +8,7 @@ use bytes::Bytes;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 
-use crate::http::{ClientIp, KeyError, policy_field, ratelimit_field};
+use crate::http::{ClientIp, KeyError, policy_field, ratelimit_field, write_ratelimit_field};
 use crate::{Combined, Decision, LimitId, Limits, Scope};
 
 /// A request head the limits can read: its header values and the peer
@@ -119,15 +119,26 @@ impl<R: Head + 'static> Caller<R> {
     ///
     /// [`KeyError`] when the request does not say who it is as required.
     pub fn key(&self, head: &R) -> Result<String, KeyError> {
-        let peer = || (self.peer)(head).ok_or(KeyError::NoPeer);
+        self.key_text(head).map(|k| k.as_str().to_owned())
+    }
+
+    /// [`key`](Self::key), without a heap allocation for an address key.
+    pub(crate) fn key_text(&self, head: &R) -> Result<KeyText, KeyError> {
+        if let CallerKind::ClientIp(client_ip) = &self.kind {
+            let peer = (self.peer)(head).ok_or(KeyError::NoPeer)?;
+            let ip = match client_ip.header_name() {
+                None => peer,
+                Some(name) => client_ip.address(peer, head.header_values(name))?,
+            };
+            return Ok(client_ip.key_text(ip));
+        }
+        self.slow_key(head).map(KeyText::from)
+    }
+
+    /// The keys other than an address's (which `key_text` writes inline).
+    fn slow_key(&self, head: &R) -> Result<String, KeyError> {
         match &self.kind {
-            CallerKind::ClientIp(client_ip) => {
-                let peer = peer()?;
-                match client_ip.header_name() {
-                    None => Ok(client_ip.key_of(peer)),
-                    Some(name) => client_ip.key(peer, head.header_values(name)),
-                }
-            }
+            CallerKind::ClientIp(_) => self.key_text(head).map(|k| k.as_str().to_owned()),
             CallerKind::Header(name) => match head.header_values(name).as_slice() {
                 [v] if (1..=256).contains(&v.len()) && v.iter().all(u8::is_ascii_graphic) => {
                     Ok(String::from_utf8_lossy(v).into_owned())
@@ -141,11 +152,62 @@ impl<R: Head + 'static> Caller<R> {
     }
 }
 
+/// A caller's key as text, inline when it is short (an IP address or a
+/// /64: up to 48 bytes), so keying a request by its address allocates
+/// nothing.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct KeyText(smallvec::SmallVec<[u8; 48]>);
+
+impl KeyText {
+    pub(crate) fn as_str(&self) -> &str {
+        // Only ever written from `&str`s (`From<String>`, `fmt::Write`).
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+
+    /// `value`'s `Display`, written without a heap allocation while it
+    /// fits inline.
+    pub(crate) fn display(value: impl std::fmt::Display) -> Self {
+        use std::fmt::Write;
+        let mut text = Self(smallvec::SmallVec::new());
+        let _ = write!(text, "{value}");
+        text
+    }
+}
+
+impl std::fmt::Write for KeyText {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0.extend_from_slice(s.as_bytes());
+        Ok(())
+    }
+}
+
+/// A header field value being written, inline up to 128 bytes.
+struct FieldText(smallvec::SmallVec<[u8; 128]>);
+
+impl std::fmt::Write for FieldText {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0.extend_from_slice(s.as_bytes());
+        Ok(())
+    }
+}
+
+impl From<String> for KeyText {
+    fn from(s: String) -> Self {
+        Self(smallvec::SmallVec::from_vec(s.into_bytes()))
+    }
+}
+
+impl std::fmt::Debug for KeyText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
 /// What a limited request was allowed with, in its extensions for the
 /// handler (axum: `Extension<Checked>`; Actix: `web::ReqData<Checked>`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Checked {
-    key: String,
+    key: KeyText,
     remaining: u32,
     shadowed: bool,
 }
@@ -153,7 +215,7 @@ pub struct Checked {
 impl Checked {
     /// The caller's key the limits were checked under.
     pub fn key(&self) -> &str {
-        &self.key
+        self.key.as_str()
     }
 
     /// Attempts left in the tightest of the route's limits.
@@ -304,8 +366,8 @@ impl<C: crate::clock::Clock + Clone> Rules<C> {
     pub(crate) fn check_now(
         &self,
         at: usize,
-        key: Result<String, KeyError>,
-    ) -> Result<Verdict, String> {
+        key: Result<KeyText, KeyError>,
+    ) -> Result<Verdict, KeyText> {
         let key = match key {
             Ok(key) => key,
             Err(e) => {
@@ -319,20 +381,26 @@ impl<C: crate::clock::Clock + Clone> Rules<C> {
         let Some(route) = self.routes.get(at) else {
             return Ok(no_route());
         };
-        match self.limits.check_n_now(&route.ids, &key, route.cost) {
-            Some(decision) => Ok(self.verdict(route, &key, decision).with_key(key)),
+        match self
+            .limits
+            .check_n_now(&route.ids, key.as_str(), route.cost)
+        {
+            Some(decision) => Ok(self.verdict(route, key.as_str(), decision).with_key(key)),
             None => Err(key),
         }
     }
 
     /// Decides a request to route `at` by the caller `key`, asking the
     /// shared store where there is one.
-    pub(crate) async fn check(&self, at: usize, key: String) -> Verdict {
+    pub(crate) async fn check(&self, at: usize, key: KeyText) -> Verdict {
         let Some(route) = self.routes.get(at) else {
             return no_route();
         };
-        let decision = self.limits.check_n(&route.ids, &key, route.cost).await;
-        self.verdict(route, &key, decision).with_key(key)
+        let decision = self
+            .limits
+            .check_n(&route.ids, key.as_str(), route.cost)
+            .await;
+        self.verdict(route, key.as_str(), decision).with_key(key)
     }
 
     fn verdict(
@@ -349,7 +417,6 @@ impl<C: crate::clock::Clock + Clone> Rules<C> {
         if let Some(hook) = &self.on_decision {
             hook(key, &decision);
         }
-        let ratelimit = ratelimit_field(&decision);
         // Refused only by limits in shadow mode: reported, counted, let
         // through.
         let shadowed = !decision.is_allowed()
@@ -362,14 +429,20 @@ impl<C: crate::clock::Clock + Clone> Rules<C> {
         if decision.is_allowed() || shadowed {
             return Verdict::Allow {
                 checked: Checked {
-                    key: String::new(),
+                    key: KeyText(smallvec::SmallVec::new()),
                     remaining: decision.remaining(),
                     shadowed,
                 },
                 policy: route.policy.clone(),
-                ratelimit: Bytes::from(ratelimit),
+                // Written on the stack, copied once.
+                ratelimit: {
+                    let mut field = FieldText(smallvec::SmallVec::new());
+                    write_ratelimit_field(&mut field, &decision);
+                    Bytes::copy_from_slice(&field.0)
+                },
             };
         }
+        let ratelimit = ratelimit_field(&decision);
         let policy = String::from_utf8_lossy(&route.policy).into_owned();
         Verdict::Refuse(denied(
             &decision,
@@ -380,7 +453,7 @@ impl<C: crate::clock::Clock + Clone> Rules<C> {
 
 impl Verdict {
     /// The verdict with the caller's key in its `Checked`.
-    fn with_key(mut self, key: String) -> Self {
+    fn with_key(mut self, key: KeyText) -> Self {
         if let Verdict::Allow { checked, .. } = &mut self {
             checked.key = key;
         }

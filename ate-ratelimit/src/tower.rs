@@ -34,7 +34,6 @@ use bytes::Bytes;
 use http::header::{CONTENT_TYPE, HeaderName};
 use http::request::Parts;
 use http::{HeaderValue, Request, Response, StatusCode};
-use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
@@ -201,18 +200,19 @@ impl<S, C: crate::clock::Clock + Clone> std::fmt::Debug for RateLimit<S, C> {
     }
 }
 
-/// The response body: the service's, or the layer's own answer.
-pub type RateLimitBody<B> = EitherBody<B>;
-
+/// The response keeps the service's body type (axum's `Body`, hyper's
+/// `Full<Bytes>`, ...), so a framework that boxes every other body type
+/// does not box it again; the layer's own answers are built with
+/// `ResBody::from(Bytes)`.
 impl<S, C, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, C>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
     S::Future: Send,
     C: crate::clock::Clock + Clone + Send + Sync + 'static,
     ReqBody: Send + 'static,
-    ResBody: Body<Data = Bytes>,
+    ResBody: From<Bytes>,
 {
-    type Response = Response<RateLimitBody<ResBody>>;
+    type Response = Response<ResBody>;
     type Error = S::Error;
     type Future = ResponseFuture<S::Future, ResBody, S::Error>;
 
@@ -226,7 +226,7 @@ where
             return ResponseFuture::inner(self.inner.call(req), None);
         };
         let (mut parts, body) = req.into_parts();
-        let key = config.caller.key(&parts);
+        let key = config.caller.key_text(&parts);
         // In process, decided here: no boxed future on the hot path.
         let key = match config.rules.check_now(at, key) {
             Ok(Verdict::Allow {
@@ -255,11 +255,7 @@ where
                 } => {
                     parts.extensions.insert(checked);
                     let response = inner.call(Request::from_parts(parts, body)).await?;
-                    Ok(with_fields(
-                        response.map(EitherBody::inner),
-                        policy,
-                        ratelimit,
-                    ))
+                    Ok(with_fields(response, policy, ratelimit))
                 }
                 Verdict::Refuse(refusal) => Ok(respond(refusal)),
             }
@@ -273,8 +269,8 @@ pin_project! {
     #[project = FutureProj]
     enum FutureKind<F, B, E> {
         Inner { #[pin] call: F, fields: Option<(Bytes, Bytes)> },
-        Ready { response: Option<Response<EitherBody<B>>> },
-        Shared { call: BoxFuture<Result<Response<EitherBody<B>>, E>> },
+        Ready { response: Option<Response<B>> },
+        Shared { call: BoxFuture<Result<Response<B>, E>> },
     }
 }
 
@@ -308,7 +304,7 @@ impl<F, B, E> ResponseFuture<F, B, E> {
         }
     }
 
-    fn ready(response: Response<EitherBody<B>>) -> Self {
+    fn ready(response: Response<B>) -> Self {
         Self {
             kind: FutureKind::Ready {
                 response: Some(response),
@@ -316,7 +312,7 @@ impl<F, B, E> ResponseFuture<F, B, E> {
         }
     }
 
-    fn shared(call: BoxFuture<Result<Response<EitherBody<B>>, E>>) -> Self {
+    fn shared(call: BoxFuture<Result<Response<B>, E>>) -> Self {
         Self {
             kind: FutureKind::Shared { call },
         }
@@ -327,12 +323,12 @@ impl<F, B, E> Future for ResponseFuture<F, B, E>
 where
     F: Future<Output = Result<Response<B>, E>>,
 {
-    type Output = Result<Response<EitherBody<B>>, E>;
+    type Output = Result<Response<B>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().kind.project() {
             FutureProj::Inner { call, fields } => {
-                let response = std::task::ready!(call.poll(cx))?.map(EitherBody::inner);
+                let response = std::task::ready!(call.poll(cx))?;
                 Poll::Ready(Ok(match fields.take() {
                     Some((policy, ratelimit)) => with_fields(response, policy, ratelimit),
                     None => response,
@@ -366,8 +362,8 @@ fn header_value(value: &str) -> HeaderValue {
     HeaderValue::from_str(value).unwrap_or(HeaderValue::from_static(""))
 }
 
-fn respond<B>(refusal: Refusal) -> Response<EitherBody<B>> {
-    let mut response = Response::new(EitherBody::full(Bytes::from(refusal.body)));
+fn respond<B: From<Bytes>>(refusal: Refusal) -> Response<B> {
+    let mut response = Response::new(B::from(Bytes::from(refusal.body)));
     *response.status_mut() =
         StatusCode::from_u16(refusal.status).unwrap_or(StatusCode::TOO_MANY_REQUESTS);
     let headers = response.headers_mut();
@@ -376,77 +372,4 @@ fn respond<B>(refusal: Refusal) -> Response<EitherBody<B>> {
         headers.insert(HeaderName::from_static(name), header_value(&value));
     }
     response
-}
-
-pin_project! {
-    #[project = KindProj]
-    enum Kind<B> {
-        Inner { #[pin] body: B },
-        Full { data: Option<Bytes> },
-    }
-}
-
-pin_project! {
-    /// A response body: the service's own, or one the layer wrote.
-    pub struct EitherBody<B> {
-        #[pin]
-        kind: Kind<B>,
-    }
-}
-
-impl<B> std::fmt::Debug for EitherBody<B> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.kind {
-            Kind::Inner { .. } => f.write_str("EitherBody::Inner"),
-            Kind::Full { data } => f
-                .debug_struct("EitherBody::Full")
-                .field("data", data)
-                .finish(),
-        }
-    }
-}
-
-impl<B> EitherBody<B> {
-    fn inner(body: B) -> Self {
-        Self {
-            kind: Kind::Inner { body },
-        }
-    }
-
-    fn full(data: Bytes) -> Self {
-        Self {
-            kind: Kind::Full { data: Some(data) },
-        }
-    }
-}
-
-impl<B: Body<Data = Bytes>> Body for EitherBody<B> {
-    type Data = Bytes;
-    type Error = B::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
-        match self.project().kind.project() {
-            KindProj::Inner { body } => body.poll_frame(cx),
-            KindProj::Full { data } => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        match &self.kind {
-            Kind::Inner { body } => body.is_end_stream(),
-            Kind::Full { data } => data.is_none(),
-        }
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match &self.kind {
-            Kind::Inner { body } => body.size_hint(),
-            Kind::Full { data } => {
-                SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64))
-            }
-        }
-    }
 }

@@ -130,6 +130,23 @@ impl Wiring {
         }
     }
 
+    /// The rate-limit layer alone on an axum router, keyed by the peer
+    /// from axum's `ConnectInfo`.
+    pub fn axum_ratelimit(&self, router: axum::Router) -> axum::Router {
+        use axum::extract::ConnectInfo;
+        let caller = ate_ratelimit::tower::Caller::peer().peer_from(|parts| {
+            parts
+                .extensions
+                .get::<ConnectInfo<std::net::SocketAddr>>()
+                .map(|c| c.0.ip())
+        });
+        router.layer(
+            ate_ratelimit::tower::RateLimitLayer::new(self.limits.clone())
+                .route("/hello", &[self.hello], NonZeroU32::MIN)
+                .caller(caller),
+        )
+    }
+
     /// The readiness and rate-limit layers on an axum router, keyed by the
     /// peer from axum's `ConnectInfo`.
     pub fn axum(&self, router: axum::Router) -> axum::Router {
@@ -278,7 +295,7 @@ pub async fn load_with(
 }
 
 /// Reads one response with a `Content-Length` body.
-async fn read_response(stream: &mut TcpStream, buf: &mut [u8]) -> std::io::Result<()> {
+pub async fn read_response(stream: &mut TcpStream, buf: &mut [u8]) -> std::io::Result<()> {
     let mut have = 0;
     loop {
         let n = stream.read(&mut buf[have..]).await?;
