@@ -318,6 +318,25 @@ impl<'a> Ctx<'a> {
 pub fn check(input: &CheckInput) -> Result<Report, InputError> {
     let current = index(&input.current.objects, "current state")?;
     let proposed_in = index(&input.proposed.objects, "proposed state")?;
+    // An object the command line names must be there: a typo or a wrong
+    // namespace would otherwise delete (or retire) nothing and check
+    // nothing, and the answer would be SAFE.
+    let named = input
+        .delete
+        .iter()
+        .map(|id| ("--delete", id))
+        .chain(input.retired.iter().map(|r| ("--retire-key", &r.object)));
+    for (flag, id) in named {
+        if !current.contains_key(id) && !proposed_in.contains_key(id) {
+            let hint = ids::closest(id, current.keys().copied())
+                .map(|c| format!(" (did you mean {c}?)"))
+                .unwrap_or_default();
+            return Err(InputError::Invalid {
+                at: flag.into(),
+                message: format!("{id} is not in the current state{hint}"),
+            });
+        }
+    }
     let mut proposed = current.clone();
     let mut pruned = HashSet::new();
     if input.deletion == Deletion::Prune {

@@ -95,6 +95,12 @@ pub struct ConfigObject {
     pub id: ObjectId,
     /// Key names (`data` ∪ `binaryData` / `stringData`).
     pub keys: BTreeSet<String>,
+    /// Of [`keys`](Self::keys), those a ConfigMap holds in `binaryData`.
+    /// A volume reads both maps; `env` (`configMapKeyRef`) and `envFrom`
+    /// read `data` only (the kubelet: "couldn't find key ... in
+    /// ConfigMap"; `envFrom` skips `binaryData` without a word).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub binary_keys: BTreeSet<String>,
     /// `immutable: true`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub immutable: bool,
@@ -149,6 +155,8 @@ struct FlatObject {
     name: String,
     keys: BTreeSet<String>,
     #[serde(default)]
+    binary_keys: BTreeSet<String>,
+    #[serde(default)]
     immutable: bool,
     #[serde(default)]
     secret_type: Option<String>,
@@ -171,6 +179,7 @@ impl From<FlatObject> for ConfigObject {
                 name: o.name,
             },
             keys: o.keys,
+            binary_keys: o.binary_keys,
             immutable: o.immutable,
             secret_type: o.secret_type,
             hook: o.hook,
@@ -182,6 +191,12 @@ impl From<FlatObject> for ConfigObject {
 }
 
 impl ConfigObject {
+    /// Whether reference `r` can read key `key` of it: a ConfigMap's
+    /// `binaryData` key is there for a volume, not for `env` or `envFrom`.
+    pub(crate) fn readable_by(&self, r: &Reference, key: &str) -> bool {
+        self.keys.contains(key) && !(r.reads_data_only() && self.binary_keys.contains(key))
+    }
+
     /// Whether applying it over a Secret that exists sets that Secret's
     /// type: not for one a SecretProviderClass makes, as the Secrets Store
     /// CSI driver only creates a Secret with that type and then patches its
@@ -310,6 +325,12 @@ pub struct Reference {
     pub bulk: bool,
     /// `optional: true`.
     pub optional: bool,
+    /// A `subPath` naming a file the volume does not project: its `items`
+    /// list no path there (one renamed, say), so the container gets an
+    /// empty directory where the file was. `key` is the file the subPath
+    /// names.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unprojected: bool,
 }
 
 /// The keys the kubelet reads an image pull secret's credentials from:
@@ -342,6 +363,14 @@ pub(crate) const PLUGIN_SECRET_SITES: [&str; 9] = [
 ];
 
 impl Reference {
+    /// Whether it reads a ConfigMap's `data` only: `env`
+    /// (`configMapKeyRef`) and `envFrom` do, a volume reads `binaryData`
+    /// too.
+    pub(crate) fn reads_data_only(&self) -> bool {
+        self.kind == ConfigKind::ConfigMap
+            && (self.site.contains("configMapKeyRef") || self.site.starts_with("envFrom["))
+    }
+
     /// The reference to pull secret `secret` that ServiceAccount `account`
     /// adds to every pod that runs as it.
     pub(crate) fn account_pull_secret(account: &str, secret: &str) -> Self {
@@ -353,6 +382,7 @@ impl Reference {
             key: None,
             bulk: false,
             optional: false,
+            unprojected: false,
         }
     }
 

@@ -413,6 +413,7 @@ fn object(namespaces: bool) -> impl Strategy<Value = ConfigObject> {
             |((kind, ns), n, keys, immutable, hook, sync_wave, kept, secret_type)| ConfigObject {
                 id: object_id(kind, ns, n),
                 keys: keys.into_iter().map(key_name).collect(),
+                binary_keys: BTreeSet::new(),
                 immutable,
                 secret_type: secret_type
                     .filter(|_| kind == ConfigKind::Secret)
@@ -472,6 +473,7 @@ fn reference() -> impl Strategy<Value = Reference> {
             bulk: key.is_none(),
             key: key.map(key_name),
             optional,
+            unprojected: false,
         });
     // Now and then the root CA ConfigMap Kubernetes keeps in every
     // namespace: its `ca.crt` (as a pod's token volume reads it), all of
@@ -488,6 +490,7 @@ fn reference() -> impl Strategy<Value = Reference> {
             bulk: key.is_none(),
             key: key.map(str::to_owned),
             optional,
+            unprojected: false,
         });
     // Now and then an image pull secret (a whole Secret, not loaded).
     let pull = (0u8..3).prop_map(|n| Reference {
@@ -498,6 +501,7 @@ fn reference() -> impl Strategy<Value = Reference> {
         key: None,
         bulk: false,
         optional: false,
+        unprojected: false,
     });
     prop_oneof![8 => read, 1 => root_ca, 1 => pull]
 }
@@ -622,10 +626,15 @@ fn retired(
         .iter()
         .filter(|_| !keys.is_empty())
         .map(|i| keys[i.index(keys.len())].clone());
-    let named = any.into_iter().map(|(kind, n, k)| RetiredKey {
-        object: object_id(kind, "default", n),
-        key: key_name(k),
-    });
+    // Any key of an object the current state holds (one it does not is a
+    // usage error, exit 2).
+    let named = any
+        .into_iter()
+        .map(|(kind, n, k)| RetiredKey {
+            object: object_id(kind, "default", n),
+            key: key_name(k),
+        })
+        .filter(|r| current.iter().any(|o| o.id == r.object));
     picked.chain(named).collect()
 }
 
@@ -706,6 +715,7 @@ pub fn transition() -> impl Strategy<Value = CheckInput> {
                         name: ROOT_CA.into(),
                     },
                     keys: BTreeSet::from(["ca.crt".to_owned()]),
+                    binary_keys: BTreeSet::new(),
                     immutable: false,
                     secret_type: None,
                     hook: None,
@@ -730,6 +740,10 @@ pub fn transition() -> impl Strategy<Value = CheckInput> {
                         .into_iter()
                         .map(|(kind, ns, n)| object_id(kind, ns, n))
                         .filter(|id| !prop_objs.iter().any(|o| o.id == *id))
+                        // Naming an object that is not there is a usage
+                        // error (exit 2): delete only what the current
+                        // state holds.
+                        .filter(|id| cur_objs.iter().any(|o| o.id == *id))
                         .collect::<BTreeSet<_>>()
                         .into_iter()
                         .collect()

@@ -845,21 +845,26 @@ fn retire_key_turns_a_bulk_load_losing_that_key_into_a_warning_and_never_prints_
     assert_eq!(report["warnings"][0]["key"], "REDIS");
     assert!(!all_output(&json).contains(CANARY));
     // Retiring another key waives nothing, and says so.
-    let other = check_with(
-        &cur,
-        &proposed,
-        &[
-            "--retire-key",
-            "cm/default/cfg/DB_HOST",
-            "secret/default/cfg/REDIS",
-        ],
-    );
+    let other = check_with(&cur, &proposed, &["--retire-key", "cm/default/cfg/DB_HOST"]);
     let text = all_output(&other);
     assert_eq!(other.status.code(), Some(1), "{text}");
     assert!(text.contains("FAIL [bulk-key-removed]"), "{text}");
     assert!(
-        text.contains("WARN [retired-key-unused] -> ConfigMap/default/cfg key DB_HOST")
-            && text.contains("WARN [retired-key-unused] -> Secret/default/cfg key REDIS"),
+        text.contains("WARN [retired-key-unused] -> ConfigMap/default/cfg key DB_HOST"),
+        "{text}"
+    );
+    // A key of an object that is not there (the kind mistaken) is unusable
+    // input naming it: it would waive nothing and check nothing.
+    let absent = check_with(
+        &cur,
+        &proposed,
+        &["--retire-key", "secret/default/cfg/REDIS"],
+    );
+    let text = all_output(&absent);
+    assert_eq!(absent.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("--retire-key: Secret/default/cfg is not in the current state")
+            && text.contains("did you mean ConfigMap/default/cfg"),
         "{text}"
     );
 }

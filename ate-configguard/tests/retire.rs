@@ -150,10 +150,21 @@ fn a_retirement_waives_only_its_own_kind_namespace_object_and_key() {
         &deployment("web", ENVFROM_APP),
     ]);
     let proposed = cm("app-config", &["LOG_LEVEL"]);
-    for other in [
+    // Another object (kind, namespace, name) that is not there: unusable
+    // input naming it, never a waiver.
+    for absent in [
         "Secret/default/app-config/OLD_FLAG",
         "ConfigMap/prod/app-config/OLD_FLAG",
         "ConfigMap/default/app-config2/OLD_FLAG",
+    ] {
+        let err = check(&input_retiring(&current, &proposed, &[absent])).unwrap_err();
+        assert!(
+            err.to_string().contains("is not in the current state"),
+            "{absent}: {err}"
+        );
+    }
+    // Another key of the object: waives nothing.
+    for other in [
         "ConfigMap/default/app-config/OLD_FLAG2",
         "ConfigMap/default/app-config/old_flag",
     ] {

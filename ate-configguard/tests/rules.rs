@@ -440,6 +440,7 @@ fn an_inventory_round_trips_every_field_and_refuses_a_field_it_does_not_have() {
             namespace: "prod".into(),
             name: "db".into(),
         },
+        binary_keys: std::collections::BTreeSet::new(),
         keys: ["PASSWORD".to_string(), "USER".to_string()].into(),
         immutable: true,
         secret_type: Some("Opaque".into()),

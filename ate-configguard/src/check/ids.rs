@@ -96,3 +96,46 @@ fn object_id(
         name: name.to_owned(),
     })
 }
+
+/// The object of `candidates` closest to `id`, if one is close: the same
+/// kind and name in another namespace, or the same name of the other kind,
+/// else a name a typo or two away.
+pub(super) fn closest<'a>(
+    id: &ObjectId,
+    candidates: impl Iterator<Item = &'a ObjectId>,
+) -> Option<&'a ObjectId> {
+    let mut best: Option<(usize, &ObjectId)> = None;
+    for c in candidates {
+        let distance = if c.name == id.name && (c.kind == id.kind || c.namespace == id.namespace) {
+            // The same name in another namespace, or of the other kind.
+            0
+        } else if c.kind == id.kind && c.namespace == id.namespace {
+            edit_distance(&c.name, &id.name)
+        } else {
+            continue;
+        };
+        if best.is_none_or(|(d, _)| distance < d) {
+            best = Some((distance, c));
+        }
+    }
+    let limit = (id.name.chars().count() / 3).max(2);
+    best.filter(|(d, _)| *d <= limit).map(|(_, c)| c)
+}
+
+/// Levenshtein distance, in characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut previous = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let here = row[j + 1];
+            row[j + 1] = (previous + usize::from(ca != *cb))
+                .min(row[j] + 1)
+                .min(here + 1);
+            previous = here;
+        }
+    }
+    row[b.len()]
+}

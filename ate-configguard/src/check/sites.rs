@@ -245,8 +245,21 @@ pub(super) fn check_reference(
         return;
     };
     site.refused_in_place(object);
+    if r.unprojected {
+        let file = r.key.as_deref().unwrap_or_default();
+        site.report(
+            Code::MissingKey,
+            r.key.as_deref(),
+            format!(
+                "the subPath names {file}, which the volume's items do not project (an \
+                 item's path renamed while the mount still names the old file?): the \
+                 container gets an empty directory there"
+            ),
+        );
+        return;
+    }
     match &r.key {
-        Some(key) if !object.keys.contains(key) => site.missing_key(object, key),
+        Some(key) if !object.readable_by(r, key) => site.missing_key(object, key),
         Some(_) => {}
         None if r.is_pull_secret() => site.pull_secret(object),
         None if r.bulk => site.bulk_keys(object),
@@ -425,8 +438,21 @@ impl Site<'_, '_> {
         let (ctx, current) = (self.ctx, self.current);
         let target = self.target.clone();
         let moved = ctx.holders(&target.namespace, key);
-        let was_there = current.is_some_and(|c| c.keys.contains(key));
-        let mut msg = if was_there {
+        let r = self.r;
+        let was_there = current.is_some_and(|c| c.readable_by(r, key));
+        let mut msg = if object.keys.contains(key) {
+            // There, but in binaryData, which env does not read.
+            format!(
+                "the proposed ConfigMap holds this key in binaryData, and {} reads data only \
+                 (the kubelet: couldn't find key {key} in ConfigMap): keep it in data, or \
+                 mount it as a file",
+                if r.site.starts_with("envFrom[") {
+                    "envFrom"
+                } else {
+                    "env (configMapKeyRef)"
+                }
+            )
+        } else if was_there {
             "the proposed state removes this key while it is still referenced".to_owned()
         } else {
             "the key exists in neither the current nor the proposed object".to_owned()
@@ -514,13 +540,23 @@ impl Site<'_, '_> {
     fn bulk_keys(&mut self, object: &ConfigObject) {
         let (ctx, r, current) = (self.ctx, self.r, self.current);
         let target = self.target.clone();
-        let mut before: BTreeSet<&String> =
-            current.map(|c| c.keys.iter().collect()).unwrap_or_default();
+        // What the reference loads: envFrom skips a ConfigMap's binaryData.
+        let mut before: BTreeSet<&String> = current
+            .map(|c| c.keys.iter().filter(|k| c.readable_by(r, k)).collect())
+            .unwrap_or_default();
         if let Some(inv) = ctx.inventory.get(&target) {
             before.extend(inv.iter());
         }
         for key in before {
-            if !object.keys.contains(key) {
+            if object.keys.contains(key) && !object.readable_by(r, key) {
+                self.report(
+                    Code::BulkKeyRemoved,
+                    Some(key),
+                    "the proposed ConfigMap moves this key to binaryData, which envFrom skips: \
+                     the variable silently disappears (keep it in data)"
+                        .into(),
+                );
+            } else if !object.keys.contains(key) {
                 let retired = ctx.retired.contains(&(&target, key.as_str()));
                 let message = match (r.is_plugin_secret(), retired) {
                     (false, true) => {

@@ -39,8 +39,12 @@ pub(super) fn config_object(cx: Cx<'_>, doc: &Node, out: &mut Manifests) -> Resu
     let secret = (kind == "Secret").then_some("Secret");
     let binary = (kind == "ConfigMap").then_some("ConfigMap");
     let mut keys = key_names(doc, "data", at, secret)?;
+    let mut binary_keys = BTreeSet::new();
     let mut overlap = false;
     for key in key_names(doc, also, at, binary)? {
+        if kind == "ConfigMap" {
+            binary_keys.insert(key.clone());
+        }
         // A Secret's stringData overwrites its data; a ConfigMap's
         // key in both is refused by the API server.
         if !keys.insert(key.clone()) {
@@ -109,6 +113,7 @@ pub(super) fn config_object(cx: Cx<'_>, doc: &Node, out: &mut Manifests) -> Resu
             name,
         },
         keys,
+        binary_keys,
         immutable,
         secret_type,
         hook: None,

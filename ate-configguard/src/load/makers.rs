@@ -23,6 +23,7 @@ pub(super) fn made_secret(
             name: target.unwrap_or(name),
         },
         keys,
+        binary_keys: BTreeSet::new(),
         immutable,
         secret_type: None,
         hook: None,

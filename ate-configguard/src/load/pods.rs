@@ -36,8 +36,115 @@ impl Refs {
             key: key.map(str::to_owned),
             bulk,
             optional: optional.unwrap_or(false),
+            unprojected: false,
         });
         Ok(())
+    }
+
+    /// A `subPath` whose `file` no item of the volume's `items` projects.
+    fn unprojected(
+        &mut self,
+        container: &str,
+        site: String,
+        kind: ConfigKind,
+        name: &str,
+        file: &str,
+        optional: Option<bool>,
+    ) -> Result<(), String> {
+        self.push(
+            Some(container),
+            site,
+            kind,
+            name,
+            Some(file),
+            false,
+            optional,
+        )?;
+        if let Some(last) = self.0.last_mut() {
+            last.unprojected = true;
+        }
+        Ok(())
+    }
+}
+
+/// A `subPath` on a projected volume: the item of a ConfigMap or Secret
+/// source that projects `file` is a key reference; if every such source
+/// lists `items` and none projects it, the mount is an empty directory.
+/// (With a source that projects every key, any of them may hold it: not
+/// decided here.)
+fn projected_sub_path(
+    r: &mut Refs,
+    c: &str,
+    site: &str,
+    p: &k8s_openapi::api::core::v1::ProjectedVolumeSource,
+    file: &str,
+) -> Result<(), String> {
+    let mut first = None;
+    for source in p.sources.iter().flatten() {
+        let config = source
+            .config_map
+            .as_ref()
+            .map(|cm| {
+                (
+                    ConfigKind::ConfigMap,
+                    cm.name.as_str(),
+                    &cm.items,
+                    cm.optional,
+                )
+            })
+            .or_else(|| {
+                source
+                    .secret
+                    .as_ref()
+                    .map(|s| (ConfigKind::Secret, s.name.as_str(), &s.items, s.optional))
+            });
+        let Some((kind, name, items, optional)) = config else {
+            continue;
+        };
+        let Some(items) = items else {
+            return Ok(());
+        };
+        first.get_or_insert((kind, name, optional));
+        if let Some(item) = items
+            .iter()
+            .find(|i| i.path.split('/').next() == Some(file))
+        {
+            return r.push(
+                Some(c),
+                site.to_owned(),
+                kind,
+                name,
+                Some(&item.key),
+                false,
+                optional,
+            );
+        }
+    }
+    match first {
+        Some((kind, name, optional)) => {
+            r.unprojected(c, site.to_owned(), kind, name, file, optional)
+        }
+        None => Ok(()),
+    }
+}
+
+/// A mount's `subPath`, or a `subPathExpr` with nothing to expand; an
+/// expression with variables on a ConfigMap or Secret volume cannot be
+/// checked against the files it projects, and is refused (fail closed).
+fn literal_sub_path(m: &VolumeMount, on_config: bool) -> Result<Option<&str>, String> {
+    if let Some(sub) = m.sub_path.as_deref().filter(|s| !s.is_empty()) {
+        return Ok(Some(sub));
+    }
+    match m.sub_path_expr.as_deref().filter(|s| !s.is_empty()) {
+        None => Ok(None),
+        Some(expr) if !expr.contains("$(") => Ok(Some(expr)),
+        Some(expr) if on_config => Err(format!(
+            "volumeMounts[{}].subPathExpr {expr:?} expands variables only the kubelet knows, \
+             so the file it picks from the ConfigMap or Secret volume cannot be checked: \
+             use subPath, or mount the volume whole",
+            m.name
+        )),
+        Some(_) => Ok(None),
     }
 }
 
@@ -140,10 +247,11 @@ pub(super) fn subpath_refs(
     volumes: &[Volume],
 ) -> Result<(), String> {
     for m in mounts.into_iter().flatten() {
-        let Some(sub) = m.sub_path.as_deref().filter(|s| !s.is_empty()) else {
+        let Some(v) = volumes.iter().find(|v| v.name == m.name) else {
             continue;
         };
-        let Some(v) = volumes.iter().find(|v| v.name == m.name) else {
+        let on_config = v.config_map.is_some() || v.secret.is_some() || v.projected.is_some();
+        let Some(sub) = literal_sub_path(m, on_config)? else {
             continue;
         };
         // The first path component is the file, i.e. the key (or item path).
@@ -174,9 +282,21 @@ pub(super) fn subpath_refs(
                             false,
                             cm.optional,
                         )?;
+                    } else {
+                        r.unprojected(
+                            c,
+                            site.clone(),
+                            ConfigKind::ConfigMap,
+                            &cm.name,
+                            file,
+                            cm.optional,
+                        )?;
                     }
                 }
             }
+        }
+        if let Some(p) = &v.projected {
+            projected_sub_path(r, c, &site, p, file)?;
         }
         if let Some(s) = &v.secret {
             let name = s.secret_name.as_deref().unwrap_or("");
@@ -204,6 +324,8 @@ pub(super) fn subpath_refs(
                             false,
                             s.optional,
                         )?;
+                    } else {
+                        r.unprojected(c, site.clone(), ConfigKind::Secret, name, file, s.optional)?;
                     }
                 }
             }

@@ -19,14 +19,21 @@ impl ConfigObject {
             .chain(cm.binary_data.iter().flat_map(BTreeMap::keys))
             .cloned()
             .collect();
-        typed_object(
+        let mut object = typed_object(
             ConfigKind::ConfigMap,
             &cm.metadata,
             default_namespace,
             keys,
             cm.immutable,
             None,
-        )
+        )?;
+        object.binary_keys = cm
+            .binary_data
+            .iter()
+            .flat_map(BTreeMap::keys)
+            .cloned()
+            .collect();
+        Ok(object)
     }
 
     /// A Secret's key names (`data` and `stringData`, and for a
@@ -76,6 +83,7 @@ pub(super) fn typed_object(
             name,
         },
         keys,
+        binary_keys: BTreeSet::new(),
         immutable: immutable.unwrap_or(false),
         secret_type,
         hook: order.hook,
