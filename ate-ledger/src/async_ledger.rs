@@ -11,8 +11,8 @@ use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
 use crate::clock::{Clock, SystemClock};
+use crate::config::{Begin, Close, Config, check_config};
 use crate::core::Core;
-use crate::ledger::{Begin, Close, Config, check_config};
 use crate::outcome::{Call, Executed, Response, Step};
 use crate::store::{AsyncStore, Cutoff, Read, Store, StoreFuture};
 use crate::written::Written;

@@ -1,6 +1,12 @@
 //! Wall-clock injection (leases, retention and try timestamps).
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
+
+/// `d` as chrono's delta, saturating (a `Duration::MAX` ttl or retention
+/// means "forever").
+pub(crate) fn delta(d: std::time::Duration) -> TimeDelta {
+    TimeDelta::from_std(d).unwrap_or(TimeDelta::MAX)
+}
 
 /// A source of wall-clock time.
 pub trait Clock: Send + Sync + std::fmt::Debug {

@@ -10,7 +10,9 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, Utc};
 
 use crate::clock::Clock;
-use crate::ledger::{Begin, Close, Config};
+use crate::clock::delta;
+use crate::config::{Begin, Close, Config};
+use crate::model::owns;
 use crate::store::{AsyncStore, Cutoff, Read, Store, StoreFuture};
 use crate::written::Written;
 use crate::{Error, Fingerprint, Key, Lease, Record, State, Try, TryOutcome};
@@ -62,10 +64,6 @@ fn corrupt(key: &Key, detail: &str) -> Error {
         what: format!("record {key}"),
         detail: detail.into(),
     }
-}
-
-pub(crate) fn delta(d: Duration) -> TimeDelta {
-    TimeDelta::from_std(d).unwrap_or(TimeDelta::MAX)
 }
 
 /// `at + d`, saturating at the last time chrono can hold (a `lease_ttl` of
@@ -121,18 +119,6 @@ fn open_try_mut<'r>(record: &'r mut Record, lease: &Lease) -> Result<&'r mut Try
             key: lease.key.to_string(),
             token: lease.token,
         })
-}
-
-/// Whether `lease` still owns `record`: the record is open, of the
-/// lease's incarnation, and holds that very lease (token and try).
-pub(crate) fn owns(record: &Record, lease: &Lease) -> bool {
-    let current = record
-        .lease
-        .as_ref()
-        .map(|l| (l.incarnation, l.token, l.try_id));
-    !record.state.is_closed()
-        && record.incarnation == lease.incarnation
-        && current == Some((lease.incarnation, lease.token, lease.try_id))
 }
 
 /// The state machine over one store, clock and config.

@@ -88,6 +88,7 @@
 #[cfg(feature = "tokio")]
 mod async_ledger;
 pub mod clock;
+mod config;
 mod core;
 mod ledger;
 mod model;
@@ -106,7 +107,8 @@ mod written;
 
 #[cfg(feature = "tokio")]
 pub use async_ledger::{AsyncLedger, Blocking, Dispatch};
-pub use ledger::{Begin, Close, Config, Ledger};
+pub use config::{Begin, Close, Config};
+pub use ledger::Ledger;
 pub use model::{Fence, Fingerprint, Key, Lease, Record, State, Try, TryOutcome};
 #[cfg(feature = "tokio")]
 pub use outcome::{Call, Executed, Response, Step};

@@ -316,6 +316,18 @@ impl Record {
     }
 }
 
+/// Whether `lease` still owns `record`: the record is open, of the
+/// lease's incarnation, and holds that very lease (token and try).
+pub(crate) fn owns(record: &Record, lease: &Lease) -> bool {
+    let current = record
+        .lease
+        .as_ref()
+        .map(|l| (l.incarnation, l.token, l.try_id));
+    !record.state.is_closed()
+        && record.incarnation == lease.incarnation
+        && current == Some((lease.incarnation, lease.token, lease.try_id))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

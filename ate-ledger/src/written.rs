@@ -27,8 +27,9 @@ use std::collections::HashMap;
 use chrono::{DateTime, TimeDelta, Utc};
 use parking_lot::Mutex;
 
-use crate::core::{delta, owns};
-use crate::ledger::Config;
+use crate::clock::delta;
+use crate::config::Config;
+use crate::model::owns;
 use crate::{Key, Lease, Record};
 
 /// The most records remembered; past it the stale ones are dropped, then
