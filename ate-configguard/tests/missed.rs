@@ -236,3 +236,59 @@ fn deleting_or_retiring_an_object_that_is_not_there_is_a_usage_error_naming_it()
     let report = check(&there).unwrap();
     assert!(!report.is_safe(), "{}", report.to_text());
 }
+
+const SECRET_KEY_REF: &str = "      containers:\n        - name: app\n          image: a\n          env:\n            - name: PASSWORD\n              valueFrom:\n                secretKeyRef: { name: db, key: password }\n";
+
+#[test]
+fn reclassified_only_when_the_object_really_moved_between_kinds() {
+    use ate_configguard::Deletion;
+    // An unrelated ConfigMap of the same name was there all along: the
+    // Secret's deletion is a deletion.
+    let current = docs(&[
+        &secret("db", &["password"]),
+        &cm("db", &["host"]),
+        &deployment("web", SECRET_KEY_REF),
+    ]);
+    let proposed = docs(&[&cm("db", &["host"]), &deployment("web", SECRET_KEY_REF)]);
+    let report = run_with(
+        &current,
+        &proposed,
+        Deletion::Listed,
+        &["Secret/default/db"],
+    );
+    assert_eq!(
+        codes(&report),
+        [("missing-object".to_owned(), Some("password".to_owned()))],
+        "{}",
+        report.to_text()
+    );
+    assert!(!report.to_text().contains("moved between kinds"));
+    // The Secret gone and a ConfigMap of its name new: a move.
+    let current = docs(&[
+        &secret("db", &["password"]),
+        &deployment("web", SECRET_KEY_REF),
+    ]);
+    let proposed = docs(&[&cm("db", &["password"]), &deployment("web", SECRET_KEY_REF)]);
+    let report = run_with(&current, &proposed, Deletion::Prune, &[]);
+    assert_eq!(codes(&report)[0].0, "reclassified", "{}", report.to_text());
+}
+
+#[test]
+fn a_wrong_key_of_the_platforms_root_ca_is_a_missing_key_naming_the_one_it_holds() {
+    // After the Kubernetes documentation's service-account CA mount.
+    let reader = "      containers:\n        - name: app\n          image: a\n          env:\n            - name: CA\n              valueFrom:\n                configMapKeyRef: { name: kube-root-ca.crt, key: ca.pem }\n";
+    let state = deployment("web", reader);
+    let report = run(&state, &state);
+    assert_eq!(
+        codes(&report),
+        [("missing-key".to_owned(), Some("ca.pem".to_owned()))],
+        "{}",
+        report.to_text()
+    );
+    let text = report.to_text();
+    assert!(text.contains("holds only the key ca.crt"), "{text}");
+    assert!(!text.contains("exists in neither"), "{text}");
+    // The right key resolves without the object in the input.
+    let right = deployment("web", &reader.replace("ca.pem", "ca.crt"));
+    assert!(run(&right, &right).is_safe());
+}

@@ -24,12 +24,19 @@ fn a_live_openshift_pod_reads_the_injected_service_ca_without_it_in_the_input() 
     let pod = live_pod("service-ca.crt");
     let report = run(&pod, &pod);
     assert!(report.failures.is_empty(), "{report:?}");
-    // Another key of it is not the platform's: that still fails.
+    // Another key of it is not the platform's: that still fails, as the
+    // missing key of an object that is there.
     let odd = live_pod("other.crt");
     let report = run(&odd, &odd);
     assert_eq!(
         codes(&report),
-        vec![("missing-object".into(), Some("other.crt".into()))],
+        vec![("missing-key".into(), Some("other.crt".into()))],
+        "{report:?}"
+    );
+    assert!(
+        report.failures[0]
+            .message
+            .contains("holds only the key service-ca.crt"),
         "{report:?}"
     );
 }

@@ -938,12 +938,13 @@ fn a_live_pods_root_ca_resolves_without_the_configmap_in_the_input() {
     // keeps kube-root-ca.crt (with ca.crt) in every namespace.
     let report = run_with(ROOT_CA_POD, &cm("app", &["A"]), Deletion::Listed, &[]);
     assert!(report.is_safe(), "{}", report.to_text());
-    // Another key of it is not kept by anyone.
+    // Another key of it is not kept by anyone: the key of an object that
+    // is there is missing.
     let other = ROOT_CA_POD.replace("key: ca.crt", "key: other.crt");
     let report = run_with(&other, &cm("app", &["A"]), Deletion::Listed, &[]);
     assert_eq!(
         codes(&report),
-        vec![("missing-object".into(), Some("other.crt".into()))]
+        vec![("missing-key".into(), Some("other.crt".into()))]
     );
 }
 

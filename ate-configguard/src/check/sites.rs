@@ -370,7 +370,17 @@ impl Site<'_, '_> {
             kind: r.kind.other(),
             ..target.clone()
         };
-        if ctx.proposed.contains_key(&other) {
+        // Moved only if this kind is gone and the other is new: an
+        // unrelated object of the other kind that was there all along is
+        // no move.
+        let moved = ctx.proposed.contains_key(&other)
+            && current.is_some()
+            && !ctx.current.contains_key(&other);
+        let platform_key = CONTROL_PLANE_OBJECTS
+            .iter()
+            .find(|(kind, name, _)| target.kind == *kind && target.name == *name)
+            .map(|(_, _, held)| *held);
+        if moved {
             self.report(
                 Code::Reclassified,
                 r.key.as_deref(),
@@ -385,6 +395,20 @@ impl Site<'_, '_> {
                 Code::MissingObject,
                 r.key.as_deref(),
                 "the proposed state deletes this object while it is still referenced".into(),
+            );
+        } else if let (Some(held), Some(key)) = (platform_key, r.key.as_deref())
+            && key != held
+        {
+            // The object is the platform's, there in every namespace; the
+            // key is what is wrong.
+            self.report(
+                Code::MissingKey,
+                Some(key),
+                format!(
+                    "{} is written into every namespace by the control plane and holds \
+                     only the key {held}",
+                    target.name
+                ),
             );
         } else if !kept_by_control_plane(&target, r.key.as_deref()) {
             self.report(
