@@ -236,9 +236,33 @@ fn yaml_message(e: &serde_saphyr::Error, line_offset: usize) -> String {
     options.formatter = &formatter;
     options.snippets = serde_saphyr::SnippetMode::Off;
     options.line_offset = line_offset as u64;
-    e.render_with_options(options)
+    let text = e
+        .render_with_options(options)
         // Advice to the parser's caller (this tool), not to its user.
-        .replace(", set DuplicateKeyPolicy in Options if acceptable", "")
+        .replace(", set DuplicateKeyPolicy in Options if acceptable", "");
+    budget_in_words(&text).unwrap_or(text)
+}
+
+/// The parser's resource limits, said in the user's terms rather than as
+/// its Rust debug text (`budget breached: Depth { depth: 65 }`).
+fn budget_in_words(text: &str) -> Option<String> {
+    let rest = text.strip_prefix("budget breached: ")?;
+    let (what, number) = rest.split_once(" { ")?;
+    let number: String = number.chars().filter(char::is_ascii_digit).collect();
+    let said = match what {
+        "Depth" => format!("nested {number} levels deep, deeper than this tool reads"),
+        "Aliases" | "AliasExpansions" => {
+            format!(
+                "expands YAML aliases {number} times, more than this tool reads (an alias bomb?)"
+            )
+        }
+        "Documents" => format!("holds {number} documents, more than this tool reads"),
+        other => format!(
+            "is larger than this tool reads ({} {number})",
+            other.to_lowercase()
+        ),
+    };
+    Some(format!("the YAML {said}"))
 }
 
 fn parse_yaml<W: Wrapped>(

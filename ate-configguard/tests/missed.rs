@@ -292,3 +292,22 @@ fn a_wrong_key_of_the_platforms_root_ca_is_a_missing_key_naming_the_one_it_holds
     let right = deployment("web", &reader.replace("ca.pem", "ca.crt"));
     assert!(run(&right, &right).is_safe());
 }
+
+#[test]
+fn input_errors_say_where_in_user_terms_never_rust_debug_text() {
+    // Nesting past the parser's budget (a YAML bomb shape).
+    let deep = format!("a: {}{}\n", "[".repeat(70), "]".repeat(70));
+    let text = load_err(&deep).to_string();
+    assert!(
+        !text.contains("Depth {") && !text.contains("budget breached"),
+        "{text}"
+    );
+    assert!(text.contains("nested") && text.contains("line 1"), "{text}");
+    // A document's error names the line the document starts on.
+    let second = docs(&[
+        &cm("ok", &["a"]),
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: { name: w }\nspec:\n  template:\n    spec:\n      containers:\n        - name: a\n          image: b\n          env:\n            - name: X\n              valueFrom:\n                configMapKeyRef: { name: c }\n",
+    ]);
+    let text = load_err(&second).to_string();
+    assert!(text.contains("document 2 (line 9)"), "{text}");
+}

@@ -364,13 +364,19 @@ pub(super) fn load_located(
     out: &mut Manifests,
 ) -> Result<(), InputError> {
     let before = out.workloads.len();
-    load_doc(
-        doc,
-        &format!("{source} document {}", index + 1),
-        options,
-        out,
-    )?;
     let line = lines.get(index).copied().unwrap_or(1);
+    let at = format!("{source} document {}", index + 1);
+    // Every input error names the line its document starts on (the place
+    // alone names a generated workload, which must not change).
+    load_doc(doc, &at, options, out).map_err(|e| match e {
+        InputError::Invalid { at: place, message } if place.starts_with(&at) => {
+            InputError::Invalid {
+                at: format!("{at} (line {line}){}", &place[at.len()..]),
+                message,
+            }
+        }
+        other => other,
+    })?;
     for w in &mut out.workloads[before..] {
         w.source = Some(Place {
             file: source.to_owned(),
