@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 
 use ate_configguard::{Finding, Report, Severity};
 use serde_sarif::sarif::{
-    ArtifactLocation, Location, Message, MultiformatMessageString, PhysicalLocation, Region,
-    ReportingDescriptor, Result as SarifResult, ResultLevel, Run, Sarif, Tool, ToolComponent,
+    ArtifactLocation, Invocation, Location, Message, MultiformatMessageString, Notification,
+    PhysicalLocation, Region, ReportingDescriptor, Result as SarifResult, ResultLevel, Run, Sarif,
+    Tool, ToolComponent,
 };
 
 /// A workflow command's data, escaped as GitHub reads it.
@@ -124,6 +125,36 @@ pub(crate) fn sarif(report: &Report) -> Result<String, serde_json::Error> {
     let run = Run::builder()
         .tool(Tool::builder().driver(driver).build())
         .results(results)
+        .build();
+    let log = Sarif::builder()
+        .version(serde_json::json!("2.1.0"))
+        .schema(serde_sarif::sarif::SCHEMA_URL)
+        .runs(vec![run])
+        .build();
+    serde_json::to_string_pretty(&log).map(|s| s + "\n")
+}
+
+/// A SARIF log for input the tool could not use (exit 2): no results, and
+/// the error as the run's tool execution notification, so a code-scanning
+/// upload says why nothing was checked instead of finding no file.
+pub(crate) fn sarif_unusable(error: &str) -> Result<String, serde_json::Error> {
+    let driver = ToolComponent::builder()
+        .name("ate-configguard")
+        .version(env!("CARGO_PKG_VERSION"))
+        .build();
+    let notification = Notification::builder()
+        .message(Message::builder().text(error).build())
+        .level(serde_json::json!("error"))
+        .build();
+    let invocation = Invocation::builder()
+        .execution_successful(false)
+        .exit_code(2_i64)
+        .tool_execution_notifications(vec![notification])
+        .build();
+    let run = Run::builder()
+        .tool(Tool::builder().driver(driver).build())
+        .invocations(vec![invocation])
+        .results(Vec::<SarifResult>::new())
         .build();
     let log = Sarif::builder()
         .version(serde_json::json!("2.1.0"))

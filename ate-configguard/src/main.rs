@@ -400,10 +400,23 @@ fn main() -> ExitCode {
             ..
         }
     );
+    let sarif = matches!(
+        cli.command,
+        Command::Check {
+            format: Format::Sarif,
+            ..
+        } | Command::Drift {
+            format: Format::Sarif,
+            ..
+        }
+    );
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
             write_stderr(&format!("error: {e}"));
+            if sarif && let Ok(log) = ci::sarif_unusable(&e.to_string()) {
+                let _ = write_stdout(&log);
+            }
             if github {
                 let _ = write_stdout(&format!(
                     "::error title=unusable-input::{}\n",

@@ -1113,3 +1113,30 @@ fn findings_are_placed_at_their_file_and_line_for_ci_systems() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("::error title=unusable-input::"));
 }
+
+#[test]
+fn sarif_on_unusable_input_is_a_log_with_the_error_as_a_tool_notification() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = write(
+        dir.path(),
+        "bad.yaml",
+        "kind: ConfigMap\nmetadata:\n  name: \"x\n",
+    );
+    let out = check_with(&bad, &bad, &["--format", "sarif"]);
+    assert_eq!(out.status.code(), Some(2), "{}", all_output(&out));
+    let log: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(log["version"], "2.1.0");
+    let run = &log["runs"][0];
+    assert_eq!(run["results"], serde_json::json!([]));
+    let invocation = &run["invocations"][0];
+    assert_eq!(invocation["executionSuccessful"], false);
+    let note = &invocation["toolExecutionNotifications"][0];
+    assert_eq!(note["level"], "error");
+    assert!(
+        note["message"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("unclosed quote"),
+        "{log:#}"
+    );
+}

@@ -311,3 +311,13 @@ fn input_errors_say_where_in_user_terms_never_rust_debug_text() {
     let text = load_err(&second).to_string();
     assert!(text.contains("document 2 (line 9)"), "{text}");
 }
+
+#[test]
+fn a_persistent_volume_is_a_core_kind_not_an_unknown_one() {
+    // After kubernetes/examples' CSI volume samples.
+    let pv = "apiVersion: v1\nkind: PersistentVolume\nmetadata: { name: pv1 }\nspec:\n  capacity: { storage: 1Gi }\n  accessModes: [ ReadWriteOnce ]\n  csi:\n    driver: example.csi.k8s.io\n    volumeHandle: h1\n    nodePublishSecretRef: { name: csi-creds, namespace: default }\n";
+    let text = load_err(pv).to_string();
+    assert!(text.contains("PersistentVolume (core/v1)"), "{text}");
+    assert!(!text.contains("unknown kind"), "{text}");
+    assert!(text.contains("--allow-kind PersistentVolume"), "{text}");
+}

@@ -601,6 +601,23 @@ pub(super) fn allowed(cx: Cx<'_>, doc: &Node, out: &mut Manifests) -> Result<(),
     Ok(())
 }
 
+/// Kinds of the core API group (`v1`) that this guard reads no references
+/// of: Kubernetes' own, never "unknown".
+const CORE_KINDS: [&str; 12] = [
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+    "Namespace",
+    "Node",
+    "Service",
+    "Endpoints",
+    "Event",
+    "LimitRange",
+    "ResourceQuota",
+    "ReplicationController",
+    "PodTemplate",
+    "Binding",
+];
+
 /// Any other kind: ignored unless it may read config (fail closed).
 pub(super) fn unknown(cx: Cx<'_>, doc: &Node) -> Result<(), InputError> {
     let Cx {
@@ -631,10 +648,16 @@ pub(super) fn unknown(cx: Cx<'_>, doc: &Node) -> Result<(), InputError> {
         } else {
             format!("{kind}.{group} (or {kind}, of any group)")
         };
+        let known = if group.is_empty() && CORE_KINDS.contains(&kind.as_str()) {
+            // Kubernetes' own: known, just not one this guard reads.
+            format!("kind {kind} (core/{api}) is not one whose references this tool follows; it")
+        } else {
+            format!("unknown kind {kind} ({api})")
+        };
         return Err(bad(
             at,
             format!(
-                "unknown kind {kind} ({api}) names a Secret or ConfigMap (at {path}); \
+                "{known} names a Secret or ConfigMap (at {path}); \
                  pass --allow-kind {allow} to read its references"
             ),
         ));
