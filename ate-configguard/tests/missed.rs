@@ -321,3 +321,21 @@ fn a_persistent_volume_is_a_core_kind_not_an_unknown_one() {
     assert!(!text.contains("unknown kind"), "{text}");
     assert!(text.contains("--allow-kind PersistentVolume"), "{text}");
 }
+
+#[test]
+fn the_helm_hint_comes_only_with_template_syntax_where_yaml_is_written() {
+    let hinted = |yaml: &str| load_err(yaml).to_string().contains("helm template");
+    // A chart's template: an action line, an unquoted value.
+    assert!(hinted(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  a: \"b\n"
+    ));
+    assert!(hinted(
+        "{{- if .Values.enabled }}\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata:\n  a: \"b\n{{- end }}\n"
+    ));
+    // A rendered dashboard: `{{` in a quoted legend and in a block scalar;
+    // the parse error is another one, and says nothing of Helm.
+    // (After grafana/grafana's dashboard JSON in a kube-prometheus ConfigMap.)
+    let rendered = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: dash}\ndata:\n  legend: \"{{ pod }}\"\n  alert.tmpl: |\n    {{ define \"x\" }}{{ .Labels }}{{ end }}\n  broken: \"unclosed\n";
+    let text = load_err(rendered).to_string();
+    assert!(!text.contains("helm template"), "{text}");
+}

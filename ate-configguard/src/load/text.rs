@@ -268,12 +268,60 @@ pub(super) const HELM_TEMPLATE: &str = "it holds `{{`: if this is a Helm chart's
 /// an error that quotes one. A rendered ConfigMap may hold `{{` in its
 /// values (alerting templates), so other errors get no hint.
 pub(super) fn helm_template(text: &str, e: &InputError) -> bool {
-    text.contains("{{")
-        && match e {
-            InputError::Parse { .. } => true,
-            InputError::Invalid { message, .. } => message.contains("{{"),
-            InputError::Io { .. } => false,
+    match e {
+        InputError::Parse { .. } => template_in_yaml_position(text),
+        InputError::Invalid { message, .. } => message.contains("{{"),
+        InputError::Io { .. } => false,
+    }
+}
+
+/// Whether `text` holds a template action where YAML itself is written:
+/// a line that is an action (`{{- if .Values.x }}`), or an unquoted key
+/// or value that starts with one (`name: {{ .Release.Name }}`). One inside
+/// a quoted string (a Grafana legend) or a block scalar (an alerting
+/// template in a ConfigMap) is a value, as a rendered manifest holds.
+fn template_in_yaml_position(text: &str) -> bool {
+    // The indentation of the key whose block scalar (`|`, `>`) is open.
+    let mut block: Option<usize> = None;
+    for line in text.lines() {
+        let content = line.trim_start();
+        let indent = line.len() - content.len();
+        if let Some(key_indent) = block {
+            if content.is_empty() || indent > key_indent {
+                continue;
+            }
+            block = None;
         }
+        if content.starts_with('#') {
+            continue;
+        }
+        let item = content.trim_start_matches(['-', ' ']);
+        if item.starts_with("{{") {
+            return true;
+        }
+        if let Some((_, value)) = item.split_once(": ").or_else(|| item.split_once(":\t")) {
+            let value = value.trim_start();
+            if value.starts_with("{{") {
+                return true;
+            }
+            let header = value.split('#').next().unwrap_or("").trim_end();
+            if header.starts_with('|') || header.starts_with('>') {
+                block = Some(indent);
+            }
+        } else if let Some(key) = item.strip_suffix(':')
+            && key.trim_start().starts_with("{{")
+        {
+            return true;
+        }
+        if item.ends_with(": |")
+            || item.ends_with(": >")
+            || item.ends_with(": |-")
+            || item.ends_with(": >-")
+        {
+            block = Some(indent);
+        }
+    }
+    false
 }
 
 pub(super) const HELM_DRY_RUN: &str = "this looks like what `helm install` or `helm upgrade` prints with \
