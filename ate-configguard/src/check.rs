@@ -531,6 +531,8 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
     Ok(Report {
         result: Verdict::of(&failures),
         workloads_checked: input.current.workloads.len() + input.proposed.workloads.len(),
+        workloads_current: input.current.workloads.len(),
+        workloads_proposed: input.proposed.workloads.len(),
         references_checked: references,
         failures,
         warnings,

@@ -44,11 +44,13 @@ pub(crate) fn github(report: &Report) -> String {
         ));
     }
     out.push_str(&format!(
-        "{}: {} failure(s), {} warning(s); {} workload(s), {} reference(s) checked\n",
+        "{}: {} failure(s), {} warning(s); {} workload(s) current and {} proposed, {} \
+         reference(s) checked\n",
         report.result.as_str().to_uppercase(),
         report.failures.len(),
         report.warnings.len(),
-        report.workloads_checked,
+        report.workloads_current,
+        report.workloads_proposed,
         report.references_checked
     ));
     out

@@ -343,6 +343,8 @@ pub fn drift(
     Ok(Report {
         result: crate::check::Verdict::of(&failures),
         workloads_checked: 0,
+        workloads_current: 0,
+        workloads_proposed: 0,
         references_checked: compared,
         failures,
         warnings: Vec::new(),

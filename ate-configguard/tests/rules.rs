@@ -259,7 +259,7 @@ fn proposed_workloads_must_resolve_too() {
     );
     assert!(
         text.ends_with(
-            "\nUNSAFE: 1 failure(s), 0 warning(s); 1 workload(s), 1 reference(s) checked\n"
+            "\nUNSAFE: 1 failure(s), 0 warning(s); 0 workload(s) current and 1 proposed, 1 reference(s) checked\n"
         ),
         "{text}"
     );

@@ -53,6 +53,12 @@ pub struct Report {
     pub result: Verdict,
     /// Workloads checked (current + proposed; 0 for a drift check).
     pub workloads_checked: usize,
+    /// Of them, those of the current state.
+    #[serde(default)]
+    pub workloads_current: usize,
+    /// Of them, those of the proposed state.
+    #[serde(default)]
+    pub workloads_proposed: usize,
     /// References checked (for a drift check: keys compared).
     pub references_checked: usize,
     /// Failures (any makes the transition unsafe).
@@ -89,9 +95,11 @@ impl Report {
     }
 
     fn checked(&self) -> String {
+        // Per state: one workload in both is two checks, not two
+        // workloads.
         format!(
-            "{} workload(s), {} reference(s) checked",
-            self.workloads_checked, self.references_checked
+            "{} workload(s) current and {} proposed, {} reference(s) checked",
+            self.workloads_current, self.workloads_proposed, self.references_checked
         )
     }
 
