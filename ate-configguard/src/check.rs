@@ -280,6 +280,8 @@ struct Ctx<'a> {
     pruned: HashSet<&'a WorkloadId>,
     /// Keys the change retires on purpose.
     retired: HashSet<(&'a ObjectId, &'a str)>,
+    /// The references of each workload of the proposed input.
+    proposed_refs: HashMap<&'a WorkloadId, &'a [Reference]>,
 }
 
 impl<'a> Ctx<'a> {
@@ -416,6 +418,12 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
         },
         holders: OnceCell::new(),
         pruned,
+        proposed_refs: input
+            .proposed
+            .workloads
+            .iter()
+            .map(|w| (&w.id, w.references.as_slice()))
+            .collect(),
         retired: input
             .retired
             .iter()

@@ -339,3 +339,16 @@ fn the_helm_hint_comes_only_with_template_syntax_where_yaml_is_written() {
     let text = load_err(rendered).to_string();
     assert!(!text.contains("helm template"), "{text}");
 }
+
+#[test]
+fn a_break_only_the_current_template_has_suggests_the_two_step_fix() {
+    // The proposed template stops reading the key in the same change that
+    // removes it: the current pods break during the rollout.
+    let current = docs(&[&config(&["lives"], &[]), &deployment("game", ENV_KEY_REF)]);
+    let proposed = docs(&[&config(&[], &[]), &deployment("game", VOLUME)]);
+    let report = run(&current, &proposed);
+    assert!(!report.is_safe());
+    let text = report.to_text();
+    assert!(text.contains("(current)"), "{text}");
+    assert!(text.contains("in an earlier step of its own"), "{text}");
+}

@@ -217,10 +217,11 @@ fn a_key_moving_between_objects_is_allowed_once_no_stale_reference_remains() {
         report.failures[0].side,
         Some(ate_configguard::Side::Current)
     );
+    let message = &report.failures[0].message;
     assert!(
-        report.failures[0].message.ends_with(
+        message.contains(
             "it is now in ConfigMap/default/cfg-v2 (a stale reference to the old source remains)"
-        ),
+        ) && message.ends_with("in an earlier step of its own, then remove it"),
         "{}",
         report.failures[0].message
     );

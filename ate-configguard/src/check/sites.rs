@@ -312,6 +312,22 @@ impl Site<'_, '_> {
                 "; the same change prunes this workload, whose pods serve until it is \
                  deleted: delete it in an earlier step of its own",
             );
+        } else if side == Side::Current
+            && !waived
+            && self.severity == Severity::Failure
+            && ctx.proposed_refs.get(&w.id).is_some_and(|refs| {
+                !refs
+                    .iter()
+                    .any(|p| p.kind == r.kind && p.name == r.name && p.key == r.key)
+            })
+        {
+            // The proposed template no longer reads it, but the current
+            // one's pods serve until the rollout replaces them.
+            message.push_str(
+                "; the current template's pods still read it until the rollout replaces them: \
+                 roll out the template without this reference in an earlier step of its own, \
+                 then remove it",
+            );
         }
         self.out.insert(Finding {
             severity: if waived {
