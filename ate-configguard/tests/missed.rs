@@ -352,3 +352,15 @@ fn a_break_only_the_current_template_has_suggests_the_two_step_fix() {
     assert!(text.contains("(current)"), "{text}");
     assert!(text.contains("in an earlier step of its own"), "{text}");
 }
+
+#[test]
+fn mixed_namespaces_in_a_chart_suggest_the_namespace_that_resolves_them() {
+    // A chart rendering its ConfigMap with `namespace: game` and its
+    // Deployment with none (left to `helm install -n game`).
+    let placed = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: game-config\n  namespace: game\ndata:\n  lives: v\n";
+    let state = docs(&[placed, &deployment("game", ENV_KEY_REF)]);
+    let report = run(&state, &state);
+    let text = report.to_text();
+    assert!(!report.is_safe(), "{text}");
+    assert!(text.contains("give --namespace game"), "{text}");
+}

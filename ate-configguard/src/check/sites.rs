@@ -427,17 +427,40 @@ impl Site<'_, '_> {
                 ),
             );
         } else if !kept_by_control_plane(&target, r.key.as_deref()) {
-            self.report(
-                Code::MissingObject,
-                r.key.as_deref(),
-                format!(
-                    "the object exists in neither the current nor the proposed state \
-                     (one that a Job or a controller writes belongs in the current \
-                     state: `kubectl get {} {} -n {} -o yaml`, read for its key names only)",
+            // The same kind and name in another namespace: a chart that
+            // names the namespace on some documents and leaves it to the
+            // applier on others (`helm install -n x`).
+            let elsewhere: BTreeSet<&str> = ctx
+                .current
+                .keys()
+                .chain(ctx.proposed.keys())
+                .filter(|id| {
+                    id.kind == target.kind
+                        && id.name == target.name
+                        && id.namespace != target.namespace
+                })
+                .map(|id| id.namespace.as_str())
+                .collect();
+            let hint = match elsewhere.first() {
+                Some(ns) => format!(
+                    "; a {} {} is in namespace {}: if the workload's manifest leaves its \
+                     namespace to the applier (`helm install -n {ns}`), give --namespace {ns}",
+                    target.kind,
+                    target.name,
+                    elsewhere.iter().copied().collect::<Vec<_>>().join(", ")
+                ),
+                None => format!(
+                    " (one that a Job or a controller writes belongs in the current state: \
+                     `kubectl get {} {} -n {} -o yaml`, read for its key names only)",
                     target.kind.to_string().to_lowercase(),
                     target.name,
                     target.namespace
                 ),
+            };
+            self.report(
+                Code::MissingObject,
+                r.key.as_deref(),
+                format!("the object exists in neither the current nor the proposed state{hint}"),
             );
         }
     }
