@@ -364,3 +364,26 @@ fn mixed_namespaces_in_a_chart_suggest_the_namespace_that_resolves_them() {
     assert!(!report.is_safe(), "{text}");
     assert!(text.contains("give --namespace game"), "{text}");
 }
+
+#[test]
+fn field_paths_in_errors_have_no_rust_type_segments() {
+    let wrong_type = deployment(
+        "web",
+        "      containers:\n        - name: a\n          image: b\n          ports: [ { containerPort: \"x\" } ]\n",
+    );
+    let text = load_err(&wrong_type).to_string();
+    assert!(
+        text.contains("containers[0].ports[0].containerPort"),
+        "{text}"
+    );
+    let unknown = deployment(
+        "web",
+        "      containers:\n        - name: a\n          image: b\n          env:\n            - name: X\n              valueFrom: { vaultRef: { name: v } }\n",
+    );
+    let text = load_err(&unknown).to_string();
+    assert!(
+        text.contains("containers[0].env[0].valueFrom.vaultRef"),
+        "{text}"
+    );
+    assert!(!text.contains(".?"), "{text}");
+}

@@ -556,12 +556,21 @@ fn env_reference(node: &Node, path: &str) -> Option<String> {
 fn typed<T: DeserializeOwned>(node: Node, at: &str, prefix: &str) -> Result<T, InputError> {
     let mut ignored = Vec::new();
     let value = node.into_json();
-    let result: Result<T, _> =
-        serde_ignored::deserialize(value, |path| ignored.push(path.to_string()));
+    let mut track = serde_path_to_error::Track::new();
+    let result: Result<T, _> = serde_ignored::deserialize(
+        serde_path_to_error::Deserializer::new(value, &mut track),
+        |path| ignored.push(shown_path(&path)),
+    );
     let decoded = result.map_err(|e| {
+        let inner = shown_error_path(&track.path());
+        let at_field = if inner.is_empty() {
+            prefix.to_owned()
+        } else {
+            format!("{prefix}.{inner}")
+        };
         bad(
             at,
-            format!("{prefix}: {}", crate::parse::redact(&e.to_string())),
+            format!("{at_field}: {}", crate::parse::redact(&e.to_string())),
         )
     })?;
     for path in ignored {
@@ -576,7 +585,7 @@ fn typed<T: DeserializeOwned>(node: Node, at: &str, prefix: &str) -> Result<T, I
             "imagepullsecrets",
         ]
         .iter()
-        .any(|seg| lower.split('.').any(|s| s == *seg));
+        .any(|seg| lower.split('.').any(|s| s.split('[').next() == Some(*seg)));
         let looks_like_ref = ["secret", "configmap", "keyref", "config_map"]
             .iter()
             .any(|w| lower.contains(w));
@@ -590,6 +599,48 @@ fn typed<T: DeserializeOwned>(node: Node, at: &str, prefix: &str) -> Result<T, I
         }
     }
     Ok(decoded)
+}
+
+/// A path serde_ignored reports, as a manifest's field path: map keys
+/// joined with dots, list items as `[i]`, and nothing for the layers of
+/// the Rust types (an `Option`, a newtype), which serde_ignored shows as
+/// `?`.
+fn shown_path(path: &serde_ignored::Path<'_>) -> String {
+    use serde_ignored::Path;
+    match path {
+        Path::Root => String::new(),
+        Path::Seq { parent, index } => format!("{}[{index}]", shown_path(parent)),
+        Path::Map { parent, key } => {
+            let parent = shown_path(parent);
+            if parent.is_empty() {
+                key.clone()
+            } else {
+                format!("{parent}.{key}")
+            }
+        }
+        Path::Some { parent }
+        | Path::NewtypeStruct { parent }
+        | Path::NewtypeVariant { parent } => shown_path(parent),
+    }
+}
+
+/// serde_path_to_error's path, likewise without its `?` segments.
+fn shown_error_path(path: &serde_path_to_error::Path) -> String {
+    use serde_path_to_error::Segment;
+    let mut out = String::new();
+    for segment in path.iter() {
+        match segment {
+            Segment::Seq { index } => out.push_str(&format!("[{index}]")),
+            Segment::Map { key } | Segment::Enum { variant: key } => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(key);
+            }
+            Segment::Unknown => {}
+        }
+    }
+    out
 }
 
 fn push_workload(
