@@ -387,3 +387,14 @@ fn field_paths_in_errors_have_no_rust_type_segments() {
     );
     assert!(!text.contains(".?"), "{text}");
 }
+
+#[test]
+fn yaml_punctuation_in_a_parse_error_is_shown_and_values_never() {
+    let text = load_err("a: {x: 1\n").to_string();
+    assert!(text.contains("unclosed bracket '{'"), "{text}");
+    let text = load_err("a: [1, 2}}\n").to_string();
+    assert!(text.contains("'[' closed by '}'"), "{text}");
+    // A value stays out, even one a character long.
+    let text = load_err("kind: ConfigMap\nmetadata: {name: x}\ndata: {a: \"s3cr3t}\n").to_string();
+    assert!(!text.contains("s3cr3t"), "{text}");
+}

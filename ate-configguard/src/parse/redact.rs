@@ -28,11 +28,18 @@ pub(crate) fn redact(message: &str) -> String {
                 }
                 inner.push(d);
             }
-            // Field and key names are names, never values.
+            // Field and key names are names, never values; and a YAML
+            // indicator the parser quotes ("unclosed bracket '['") is
+            // punctuation, which no value is made of alone.
+            let indicator = {
+                let mut one = inner.chars();
+                matches!((one.next(), one.next()), (Some(c), None) if "[]{},:-?|>!&*#%@'\"`".contains(c))
+            };
             let keep = closed
-                && ["duplicate key ", "missing field ", "unknown field "]
-                    .iter()
-                    .any(|before| out.ends_with(before));
+                && (indicator
+                    || ["duplicate key ", "missing field ", "unknown field "]
+                        .iter()
+                        .any(|before| out.ends_with(before)));
             out.push(close);
             out.push_str(if keep { &inner } else { "…" });
             if closed {
