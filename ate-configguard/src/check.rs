@@ -533,6 +533,33 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
         });
     }
     findings.extend(unused);
+    // A state of CRDs and no workload beside one of workloads: perhaps a
+    // chart's CRDs rendered and its templates did not, or a dump cut short.
+    for (side, state, other) in [
+        ("current", &input.current, &input.proposed),
+        ("proposed", &input.proposed, &input.current),
+    ] {
+        if state.crds > 0 && state.workloads.is_empty() && !other.workloads.is_empty() {
+            findings.insert(Finding {
+                severity: Severity::Warning,
+                code: Code::MaybeTruncated,
+                workload: None,
+                side: None,
+                container: None,
+                site: None,
+                object: None,
+                key: None,
+                message: format!(
+                    "the {side} state holds {} CustomResourceDefinition(s) and no workload, \
+                     while the other holds {}: it may be truncated (a chart whose CRDs rendered \
+                     and templates did not, a dump cut short); check that it is complete",
+                    state.crds,
+                    other.workloads.len()
+                ),
+                source: None,
+            });
+        }
+    }
     let (failures, warnings): (Vec<Finding>, Vec<Finding>) = once_per_reference(findings)
         .into_iter()
         .partition(|f| f.severity == Severity::Failure);

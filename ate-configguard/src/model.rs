@@ -573,6 +573,9 @@ pub enum Code {
     ValueDiffers,
     /// Drift: the object holds a key the defaults do not know.
     UnknownKey,
+    /// A state that holds CustomResourceDefinitions and no workload where
+    /// the other holds workloads: it may be truncated.
+    MaybeTruncated,
 }
 
 impl Code {
@@ -593,6 +596,7 @@ impl Code {
             Self::MissingDefault => "missing-default",
             Self::ValueDiffers => "value-differs",
             Self::UnknownKey => "unknown-key",
+            Self::MaybeTruncated => "maybe-truncated",
         }
     }
 }
@@ -762,6 +766,10 @@ pub struct Manifests {
     /// [`LoadOptions::default_namespace`](crate::LoadOptions::default_namespace)
     /// (see [`unplaced_namespace`](crate::manifest::unplaced_namespace)).
     pub unplaced: usize,
+    /// How many CustomResourceDefinitions were read: a state that holds
+    /// some and no workload, where the other holds workloads, may be cut
+    /// short (a chart's CRDs rendered and its templates not).
+    pub crds: usize,
 }
 
 impl Manifests {
@@ -774,7 +782,9 @@ impl Manifests {
             notes,
             service_accounts,
             unplaced,
+            crds,
         } = other;
+        self.crds += crds;
         self.objects.extend(objects);
         self.workloads.extend(workloads);
         self.notes.extend(notes);

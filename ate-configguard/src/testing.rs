@@ -760,6 +760,7 @@ pub fn transition() -> impl Strategy<Value = CheckInput> {
                         notes: Vec::new(),
                         service_accounts: cur_accounts,
                         unplaced: 0,
+                        crds: 0,
                     },
                     proposed: Manifests {
                         objects: prop_objs,
@@ -767,6 +768,7 @@ pub fn transition() -> impl Strategy<Value = CheckInput> {
                         notes: Vec::new(),
                         service_accounts: prop_accounts,
                         unplaced: 0,
+                        crds: 0,
                     },
                     inventory,
                     deletion: if prune {
@@ -841,6 +843,7 @@ pub fn order_transition() -> impl Strategy<Value = CheckInput> {
                     notes: Vec::new(),
                     service_accounts,
                     unplaced: 0,
+                    crds: 0,
                 };
                 let (cur_accounts, prop_accounts) = accounts;
                 CheckInput {

@@ -398,3 +398,22 @@ fn yaml_punctuation_in_a_parse_error_is_shown_and_values_never() {
     let text = load_err("kind: ConfigMap\nmetadata: {name: x}\ndata: {a: \"s3cr3t}\n").to_string();
     assert!(!text.contains("s3cr3t"), "{text}");
 }
+
+#[test]
+fn a_state_of_crds_and_no_workload_beside_workloads_may_be_truncated() {
+    // After cert-manager's install: its CRDs first, then the rest.
+    let crd = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: { name: certificates.cert-manager.io }\nspec: { group: cert-manager.io, names: { kind: Certificate, plural: certificates }, scope: Namespaced, versions: [] }\n";
+    let full = docs(&[crd, &config(&["lives"], &[]), &deployment("game", VOLUME)]);
+    let report = run(&full, crd);
+    let warned: Vec<&str> = report.warnings.iter().map(|w| w.code.as_str()).collect();
+    assert!(warned.contains(&"maybe-truncated"), "{}", report.to_text());
+    assert!(report.to_text().contains("may be truncated"));
+    // Both complete: no such warning.
+    let report = run(&full, &full);
+    assert!(
+        report
+            .warnings
+            .iter()
+            .all(|w| w.code.as_str() != "maybe-truncated")
+    );
+}

@@ -194,6 +194,9 @@ fn load_doc(
         }
         return Ok(());
     }
+    if kind == "CustomResourceDefinition" && group == "apiextensions.k8s.io" {
+        out.crds += 1;
+    }
     let custom_kind = custom(&kind);
     if let Some(versions) = api_versions(&kind).filter(|_| !custom_kind) {
         expect_api(versions)?;
