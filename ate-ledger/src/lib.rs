@@ -64,11 +64,15 @@
 //!
 //! # Feature flags
 //!
-//! - `redb` (default): the durable `RedbStore`.
-//! - `postgres`: `PgStore`, the durable store on PostgreSQL for many
-//!   replicas.
+//! - `redb` (default): the durable `RedbStore` (group commit).
+//! - `tokio`: `AsyncLedger` and `execute`, the whole protocol in one call,
+//!   with `Dispatch` and its `Fence`.
+//! - `postgres-async`: `AsyncPgStore` on a `deadpool-postgres` pool, one
+//!   ledger for many replicas.
+//! - `postgres`: `PgStore`, the same for blocking services.
 //! - `test-util`: `ManualClock` and the `testing` module (reference model,
-//!   proptest strategies with crashes mid-attempt).
+//!   proptest strategies with crashes mid-attempt, the store conformance
+//!   suite `testing::conformance`).
 //!
 //! # Many replicas: `PgStore`
 //!
