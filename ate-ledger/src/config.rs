@@ -15,7 +15,7 @@ pub struct Config {
     /// `expires_at` is the last time chrono holds (year 262,142).
     pub lease_ttl: Duration,
     /// How long ended records are kept (and so replayed) before
-    /// [`Ledger::purge`] may delete them: at least as long as a client may
+    /// [`Ledger::purge`](crate::Ledger::purge) may delete them: at least as long as a client may
     /// retry a request, or a late retry executes again. Default 24 h; at
     /// least [`MIN_RETENTION`](Self::MIN_RETENTION). `Duration::MAX` keeps
     /// them forever: `purge` then deletes nothing.
@@ -38,14 +38,14 @@ impl Default for Config {
     }
 }
 
-/// The answer of [`Ledger::begin`].
+/// The answer of [`Ledger::begin`](crate::Ledger::begin).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use]
 pub enum Begin {
     /// A new logical attempt and its first try: drive it with the lease.
     Started(Lease),
     /// The key already ended: replay this record instead of executing. If
-    /// [`Record::is_revivable`], the caller may [`Ledger::revive`] it.
+    /// [`Record::is_revivable`], the caller may [`Ledger::revive`](crate::Ledger::revive) it.
     Replay(Record),
 }
 
@@ -57,7 +57,7 @@ pub enum Close {
     /// The provider definitively rejected it; replayed to repeats.
     FailedAtProvider(String),
     /// Failed before dispatch (credentials, configuration). Only legal
-    /// before [`Ledger::mark_dispatched`].
+    /// before [`Ledger::mark_dispatched`](crate::Ledger::mark_dispatched).
     PreProvider(String),
     /// Dispatched, then no answer (timeout, reset). Not revivable.
     ProviderUnavailable(String),
