@@ -137,15 +137,7 @@ fn a_bad_provider_setting_stops_the_start_naming_the_variable() {
         ("ATE_PROVIDER_TIMEOUT_MS", "5s", "ATE_PROVIDER_TIMEOUT_MS"),
     ] {
         for bin in SERVICES {
-            let dir = tempfile::tempdir().unwrap();
-            let out = std::process::Command::new(bin)
-                .args(["--listen", "127.0.0.1:0", "--data-dir"])
-                .arg(dir.path())
-                .env(var, value)
-                .output()
-                .unwrap();
-            assert!(!out.status.success(), "{bin} {var}={value}");
-            let stderr = String::from_utf8_lossy(&out.stderr);
+            let stderr = start_refused(bin, var, value);
             assert!(
                 stderr.contains(var) && stderr.contains(says),
                 "{bin} {var}={value}: {stderr}"

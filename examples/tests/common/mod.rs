@@ -222,3 +222,17 @@ pub async fn refused(res: reqwest::Response, what: &str) -> String {
 pub fn has_sample(text: &str, line: &str) -> bool {
     text.lines().any(|l| l == line)
 }
+
+/// Starts `bin` with `var=value` on a fresh data dir, expecting it to
+/// refuse to start: its stderr.
+pub fn start_refused(bin: &str, var: &str, value: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(bin)
+        .args(["--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .env(var, value)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{bin} started with {var}={value}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
