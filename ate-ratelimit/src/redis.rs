@@ -165,11 +165,13 @@ impl RedisConfig {
             .set_response_timeout(None)
             .set_number_of_retries(1)
             .set_max_delay(self.timeout);
-        let conn = ConnectionManager::new_lazy_with_config(client, manager)
+        let conn = ConnectionManager::new_lazy_with_config(client.clone(), manager.clone())
             .map_err(|e| bad(e.to_string()))?;
         Ok(RedisStore {
             inner: Arc::new(Inner {
-                conn,
+                conn: parking_lot::RwLock::new(conn),
+                client,
+                manager,
                 script: redis::Script::new(SCRIPT),
                 started: Instant::now(),
                 up: AtomicBool::new(false),
@@ -194,13 +196,34 @@ fn redacted(url: &str) -> String {
 
 /// A handle on the shared store. Clones share one multiplexed connection.
 /// `Send + Sync`.
+///
+/// How it meets a failing store:
+///
+/// - A call that gets no answer within the timeout (a stalled server, or a
+///   flow that died without a word: a dropped NAT or load-balancer entry)
+///   takes the fallback, and the next call goes over a new connection.
+/// - A call that cannot reach the server (a connection a restart closed,
+///   a reset) is tried once more on a new connection within the same
+///   timeout, so the first check after a restart is shared. A check whose
+///   request went out and only its reply was lost may then be counted
+///   twice: stricter, never looser.
+/// - Only a failure to reach the server marks the store down for every
+///   caller (checks then take the fallback for `recheck_after`); an error
+///   the server answers about one call (a key of another type) answers
+///   that call from the fallback alone.
 #[derive(Clone)]
 pub struct RedisStore {
     inner: Arc<Inner>,
 }
 
 struct Inner {
-    conn: ConnectionManager,
+    /// The connection, replaced after a timeout or a failure to reach the
+    /// server: a flow that died without a word (a dropped NAT or load
+    /// balancer entry, a hung proxy) never errors, so the manager itself
+    /// would keep it.
+    conn: parking_lot::RwLock<ConnectionManager>,
+    client: redis::Client,
+    manager: ConnectionManagerConfig,
     script: redis::Script,
     config: RedisConfig,
     started: Instant,
@@ -266,7 +289,7 @@ impl RedisStore {
     ///
     /// The reason the store did not answer.
     pub async fn ping(&self) -> Result<(), String> {
-        let mut conn = self.inner.conn.clone();
+        let mut conn = self.connection();
         let result = tokio::time::timeout(
             self.inner.config.timeout,
             redis::cmd("PING").query_async::<String>(&mut conn),
@@ -277,8 +300,27 @@ impl RedisStore {
             Ok(Err(e)) => Err(e.to_string()),
             Err(_) => Err(self.timed_out()),
         };
+        if result.is_err() {
+            self.replace_connection();
+        }
         self.mark(result.is_ok());
         result
+    }
+
+    /// The connection calls use now.
+    fn connection(&self) -> ConnectionManager {
+        self.inner.conn.read().clone()
+    }
+
+    /// A new connection for the calls after this one (made on first use);
+    /// the old one goes once the calls holding it end.
+    fn replace_connection(&self) {
+        if let Ok(fresh) = ConnectionManager::new_lazy_with_config(
+            self.inner.client.clone(),
+            self.inner.manager.clone(),
+        ) {
+            *self.inner.conn.write() = fresh;
+        }
     }
 
     fn timed_out(&self) -> String {
@@ -342,33 +384,68 @@ impl RedisStore {
         for w in windows {
             invocation.arg(w.limit).arg(w.window_us);
         }
-        let mut conn = self.inner.conn.clone();
-        let result = tokio::time::timeout(
-            self.inner.config.timeout,
-            invocation.invoke_async::<Vec<i64>>(&mut conn),
-        )
-        .await;
-        let answer = match result {
-            Err(_) => Err(self.timed_out()),
-            Ok(Err(e)) => Err(e.to_string()),
-            Ok(Ok(flat)) if flat.len() == 4 * windows.len() => Ok(flat
-                .chunks_exact(4)
-                .map(|a| Answer {
-                    allowed: a[0] == 1,
-                    count: u32::try_from(a[1]).unwrap_or(u32::MAX),
-                    wait: Duration::from_micros(u64::try_from(a[2]).unwrap_or(0)),
-                    reset: Duration::from_micros(u64::try_from(a[3]).unwrap_or(0)),
-                })
-                .collect()),
-            Ok(Ok(flat)) => Err(format!(
-                "the script answered {} values for {} limits",
-                flat.len(),
-                windows.len()
-            )),
+        // A failure to reach the server (a connection a restart closed, a
+        // reset) is tried once more on a new connection within the same
+        // deadline: a call whose request went out and only its reply was
+        // lost may then be counted twice, which is stricter, never looser.
+        let deadline = tokio::time::Instant::now() + self.inner.config.timeout;
+        let mut tries = 0;
+        let (answer, reached) = loop {
+            tries += 1;
+            let mut conn = self.connection();
+            let result =
+                tokio::time::timeout_at(deadline, invocation.invoke_async::<Vec<i64>>(&mut conn))
+                    .await;
+            match result {
+                Err(_) => {
+                    self.replace_connection();
+                    break (Err(self.timed_out()), false);
+                }
+                Ok(Err(e)) if unreachable(&e) => {
+                    self.replace_connection();
+                    if tries == 1 && tokio::time::Instant::now() < deadline {
+                        continue;
+                    }
+                    break (Err(e.to_string()), false);
+                }
+                // The server answered, with an error about this call (a key
+                // of another type, a script error): it is up for everyone.
+                Ok(Err(e)) => break (Err(e.to_string()), true),
+                Ok(Ok(flat)) if flat.len() == 4 * windows.len() => {
+                    let answers = flat
+                        .chunks_exact(4)
+                        .map(|a| Answer {
+                            allowed: a[0] == 1,
+                            count: u32::try_from(a[1]).unwrap_or(u32::MAX),
+                            wait: Duration::from_micros(u64::try_from(a[2]).unwrap_or(0)),
+                            reset: Duration::from_micros(u64::try_from(a[3]).unwrap_or(0)),
+                        })
+                        .collect();
+                    break (Ok(answers), true);
+                }
+                Ok(Ok(flat)) => {
+                    let message = format!(
+                        "the script answered {} values for {} limits",
+                        flat.len(),
+                        windows.len()
+                    );
+                    break (Err(message), true);
+                }
+            }
         };
-        self.mark(answer.is_ok());
+        self.mark(reached);
         answer
     }
+}
+
+/// Whether `e` says the server was not reached (or the connection broke),
+/// rather than that it answered this call with an error.
+fn unreachable(e: &redis::RedisError) -> bool {
+    e.is_io_error()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_unrecoverable_error()
+        || e.is_timeout()
 }
 
 /// The check of one call against every limit it touches. Times are whole

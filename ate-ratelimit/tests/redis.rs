@@ -536,3 +536,144 @@ fn a_bad_url_is_refused_without_repeating_its_password() {
     assert!(!err.contains("s3cret"), "{err}");
     assert!(err.contains("redis://app:***@cache:notaport/0"), "{err}");
 }
+
+/// A TCP relay to `target` whose flows can die without a word: after
+/// `freeze`, the connections it holds stop forwarding (nothing closes,
+/// nothing answers: a dropped NAT or load-balancer entry), while new
+/// connections are forwarded as before.
+struct Relay {
+    port: u16,
+    frozen: Arc<std::sync::Mutex<Vec<Arc<std::sync::atomic::AtomicBool>>>>,
+}
+
+impl Relay {
+    async fn start(target: u16) -> Self {
+        use std::sync::atomic::AtomicBool;
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let frozen: Arc<std::sync::Mutex<Vec<Arc<AtomicBool>>>> = Arc::default();
+        let flows = frozen.clone();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(server) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await else {
+                    continue;
+                };
+                let dead = Arc::new(AtomicBool::new(false));
+                flows.lock().unwrap().push(dead.clone());
+                let (cr, cw) = client.into_split();
+                let (sr, sw) = server.into_split();
+                tokio::spawn(pump(cr, sw, dead.clone()));
+                tokio::spawn(pump(sr, cw, dead));
+            }
+        });
+        Self { port, frozen }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/0", self.port)
+    }
+
+    /// Every flow open now stops forwarding, silently.
+    fn freeze(&self) {
+        for dead in self.frozen.lock().unwrap().iter() {
+            dead.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+}
+
+/// Copies `from` to `to` until the flow dies; then reads and drops.
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    dead: Arc<std::sync::atomic::AtomicBool>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        if dead.load(std::sync::atomic::Ordering::SeqCst) {
+            continue;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silently_dead_connection_is_replaced_after_one_timeout() {
+    let server = TestRedis::start();
+    let relay = Relay::start(server.port()).await;
+    let mut set = LimitSet::new(Policy::CountDenied, MonotonicClock::new());
+    let id = set.add("notify", quota(100, Duration::from_secs(60)));
+    let store = RedisConfig::new(relay.url())
+        .prefix("dead")
+        .timeout(Duration::from_millis(500))
+        .recheck_after(Duration::ZERO)
+        .fallback(Fallback::Refuse)
+        .connect()
+        .unwrap();
+    let limits = Limits::redis(set, store);
+    assert_eq!(limits.check(&[id], "ann").await.scope(), Scope::Shared);
+    relay.freeze();
+    // The flow is dead: this check waits out its timeout, and refuses.
+    assert_eq!(limits.check(&[id], "ann").await.scope(), Scope::Unavailable);
+    // The next goes over a new connection, shared again (before: every
+    // check timed out on the dead flow until the kernel gave up).
+    let d = limits.check(&[id], "ann").await;
+    assert_eq!(d.scope(), Scope::Shared, "{:?}", d.store_error());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_restart_the_first_check_reconnects_and_is_shared() {
+    let mut server = TestRedis::start();
+    let mut set = LimitSet::new(Policy::CountDenied, MonotonicClock::new());
+    let id = set.add("notify", quota(100, Duration::from_secs(60)));
+    // A replica that would decide alone for an hour once it found the
+    // store down.
+    let store = RedisConfig::new(server.url())
+        .prefix("restart")
+        .timeout(Duration::from_secs(2))
+        .recheck_after(Duration::from_secs(3_600))
+        .connect()
+        .unwrap();
+    let limits = Limits::redis(set, store);
+    assert_eq!(limits.check(&[id], "ann").await.scope(), Scope::Shared);
+    server.restart();
+    // The old connection is closed; the check goes again on a new one.
+    let d = limits.check(&[id], "ann").await;
+    assert_eq!(d.scope(), Scope::Shared, "{:?}", d.store_error());
+    assert_eq!(d.remaining(), 99, "the restarted server is empty");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_callers_bad_key_does_not_take_the_store_away_from_others() {
+    let server = TestRedis::start();
+    let mut set = LimitSet::new(Policy::CountDenied, MonotonicClock::new());
+    let id = set.add("notify", quota(5, Duration::from_secs(60)));
+    let store = RedisConfig::new(server.url())
+        .prefix("perkey")
+        .timeout(Duration::from_secs(2))
+        .recheck_after(Duration::from_secs(3_600))
+        .connect()
+        .unwrap();
+    let limits = Limits::redis(set, store);
+    let _: () = redis::cmd("SET")
+        .arg("perkey:{=mallory}:notify")
+        .arg("not a list")
+        .query_async(&mut raw(&server).await)
+        .await
+        .unwrap();
+    let d = limits.check(&[id], "mallory").await;
+    assert_eq!(d.scope(), Scope::Fallback);
+    assert!(d.store_error().unwrap().contains("WRONGTYPE"));
+    // Everyone else is still shared (before: the store was marked down
+    // for recheck_after, an hour here).
+    assert_eq!(limits.check(&[id], "oscar").await.scope(), Scope::Shared);
+    assert_eq!(limits.scope(), Scope::Shared);
+}
