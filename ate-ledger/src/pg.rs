@@ -12,8 +12,8 @@ use postgres::tls::{MakeTlsConnect, TlsConnect};
 use postgres::{Client, Config, NoTls, Socket, Statement};
 
 use crate::pg_sql::{
-    INSERT, OPEN_AT, PURGE_BATCH, Purge, READ_AT, SCHEMA_CHECK, SCHEMA_VERSION, SETUP, SETUP_LOCK,
-    UPDATE, VERSION_OF, decode, incarnation_column, open_rows, read_row, to_i64,
+    OPEN_AT, PURGE_BATCH, Purge, READ_AT, SCHEMA_CHECK, SCHEMA_VERSION, SETUP, SETUP_LOCK,
+    VERSION_OF, Write, decode, open_rows, read_row,
 };
 use crate::store::{Cutoff, Read, Store};
 use crate::{Error, Key, Record};
@@ -460,47 +460,13 @@ impl Store for PgStore {
 
     fn put(&self, record: &Record, expected: Option<u64>) -> Result<(), Error> {
         let key = record.key.clone();
-        let text = serde_json::to_string(record).map_err(|e| Error::Storage(e.to_string()))?;
-        let version = to_i64(&key, record.version)?;
-        let expected_i64 = expected.map(|v| to_i64(&key, v)).transpose()?;
-        let open = !record.state.is_closed();
-        let ended_at = record.ended_at;
-        let incarnation = incarnation_column(record.incarnation);
+        let write = Write::of(record, expected)?;
         self.with(move |c| {
-            let written = match expected_i64 {
-                None => {
-                    let insert = c.prepared(INSERT)?;
-                    c.client.execute(
-                        &insert,
-                        &[
-                            &key.scope,
-                            &key.id,
-                            &version,
-                            &open,
-                            &ended_at,
-                            &text,
-                            &incarnation,
-                        ],
-                    )
-                }
-                Some(expected) => {
-                    let update = c.prepared(UPDATE)?;
-                    c.client.execute(
-                        &update,
-                        &[
-                            &key.scope,
-                            &key.id,
-                            &version,
-                            &open,
-                            &ended_at,
-                            &text,
-                            &incarnation,
-                            &expected,
-                        ],
-                    )
-                }
-            }
-            .map_err(storage)?;
+            let statement = c.prepared(write.sql())?;
+            let written = c
+                .client
+                .execute(&statement, &write.params())
+                .map_err(storage)?;
             if written == 1 {
                 return Ok(());
             }

@@ -9,8 +9,8 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 
 use crate::pg_sql::{
-    INSERT, OPEN_AT, PURGE_BATCH, Purge, READ_AT, SCHEMA_CHECK, SCHEMA_VERSION, SETUP, SETUP_LOCK,
-    UPDATE, VERSION_OF, incarnation_column, open_rows, read_row, to_i64,
+    OPEN_AT, PURGE_BATCH, Purge, READ_AT, SCHEMA_CHECK, SCHEMA_VERSION, SETUP, SETUP_LOCK,
+    VERSION_OF, Write, open_rows, read_row,
 };
 use crate::store::{AsyncStore, Cutoff, Read, StoreFuture};
 use crate::{Error, Key, Record};
@@ -202,50 +202,13 @@ impl AsyncStore for AsyncPgStore {
     fn put<'a>(&'a self, record: &'a Record, expected: Option<u64>) -> StoreFuture<'a, ()> {
         Box::pin(self.bounded("write", async move {
             let key = &record.key;
-            let text = serde_json::to_string(record).map_err(|e| Error::Storage(e.to_string()))?;
-            let version = to_i64(key, record.version)?;
-            let open = !record.state.is_closed();
-            let ended_at = record.ended_at;
-            let incarnation = incarnation_column(record.incarnation);
+            let write = Write::of(record, expected)?;
             let client = self.pool.get().await.map_err(storage)?;
-            let written = match expected.map(|v| to_i64(key, v)).transpose()? {
-                None => {
-                    let statement = client.prepare_cached(INSERT).await.map_err(storage)?;
-                    client
-                        .execute(
-                            &statement,
-                            &[
-                                &key.scope,
-                                &key.id,
-                                &version,
-                                &open,
-                                &ended_at,
-                                &text,
-                                &incarnation,
-                            ],
-                        )
-                        .await
-                }
-                Some(expected) => {
-                    let statement = client.prepare_cached(UPDATE).await.map_err(storage)?;
-                    client
-                        .execute(
-                            &statement,
-                            &[
-                                &key.scope,
-                                &key.id,
-                                &version,
-                                &open,
-                                &ended_at,
-                                &text,
-                                &incarnation,
-                                &expected,
-                            ],
-                        )
-                        .await
-                }
-            }
-            .map_err(storage)?;
+            let statement = client.prepare_cached(write.sql()).await.map_err(storage)?;
+            let written = client
+                .execute(&statement, &write.params())
+                .await
+                .map_err(storage)?;
             if written == 1 {
                 return Ok(());
             }

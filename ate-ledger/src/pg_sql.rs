@@ -134,6 +134,62 @@ fn before_first_day(cutoff: DateTime<Utc>) -> bool {
         .is_some_and(|first| cutoff < first.and_utc())
 }
 
+/// One conditional write of a record, as both stores send it: an
+/// `INSERT` (expecting no record) or an `UPDATE` conditional on the
+/// version and incarnation, with its parameters.
+pub(crate) struct Write {
+    scope: String,
+    id: String,
+    version: i64,
+    open: bool,
+    ended_at: Option<DateTime<Utc>>,
+    text: String,
+    incarnation: i64,
+    expected: Option<i64>,
+}
+
+impl Write {
+    pub(crate) fn of(record: &Record, expected: Option<u64>) -> Result<Self, Error> {
+        let key = &record.key;
+        Ok(Self {
+            scope: key.scope.clone(),
+            id: key.id.clone(),
+            version: to_i64(key, record.version)?,
+            open: !record.state.is_closed(),
+            ended_at: record.ended_at,
+            text: serde_json::to_string(record).map_err(|e| Error::Storage(e.to_string()))?,
+            incarnation: incarnation_column(record.incarnation),
+            expected: expected.map(|v| to_i64(key, v)).transpose()?,
+        })
+    }
+
+    /// `INSERT` or `UPDATE`.
+    pub(crate) fn sql(&self) -> &'static str {
+        if self.expected.is_some() {
+            UPDATE
+        } else {
+            INSERT
+        }
+    }
+
+    /// The statement's parameters, in its order.
+    pub(crate) fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+        let mut params: Vec<&(dyn ToSql + Sync)> = vec![
+            &self.scope,
+            &self.id,
+            &self.version,
+            &self.open,
+            &self.ended_at,
+            &self.text,
+            &self.incarnation,
+        ];
+        if let Some(expected) = &self.expected {
+            params.push(expected);
+        }
+        params
+    }
+}
+
 /// A record's incarnation as the `incarnation` column holds it: the same
 /// 64 bits, read as a signed `BIGINT`.
 pub(crate) fn incarnation_column(incarnation: u64) -> i64 {
