@@ -91,6 +91,8 @@
 //!   async waits that do not record attempts while they sleep, and
 //!   `TokioClock`, a clock on tokio's time for tests of them with paused
 //!   time (a `ManualClock` does not move while they sleep).
+//! - `redis-cluster`: `RedisConfig::cluster`, limits kept in a Redis
+//!   Cluster (implies `redis`); with `test-util`, `testing::TestCluster`.
 //! - `redis`: `RedisConfig`, `RedisStore`, `Fallback` and `Limits::redis`:
 //!   limits shared by every replica (implies `tokio`).
 //! - `test-util`: the `testing` module (reference model, proptest

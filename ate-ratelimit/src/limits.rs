@@ -236,19 +236,19 @@ impl<C: Clock + Clone> Limits<C> {
             .iter()
             .map(|&id| {
                 let quota = self.set.limiter(id).quota();
+                // The in-process tick and window, so a replica that falls
+                // back rounds the same attempts alike.
+                let g = crate::window::Geometry::new(quota.limit().get(), quota.window());
                 Window {
                     name: self.set.name(id),
                     limit: quota.limit().get(),
-                    // Rounded up: a longer window is stricter.
-                    window_us: u64::try_from(quota.window().as_nanos().div_ceil(1_000))
-                        .unwrap_or(u64::MAX)
-                        .max(1),
+                    window_ticks: g.window,
+                    tick_us: g.tick_nanos / 1_000,
                 }
             })
             .collect();
         let times = now.map(|t| Times {
-            now_us: t.as_nanos() / 1_000,
-            at_us: t.as_nanos().div_ceil(1_000),
+            now_ns: t.as_nanos(),
         });
         let count_denied = self.set.policy() == Policy::CountDenied;
         match store.run(caller, &windows, cost, count_denied, times).await {

@@ -1,14 +1,20 @@
 //! Limits shared by every replica, kept in Redis (feature `redis`).
 //!
-//! Each limit's window for a caller is one Redis list: the times of the
-//! last N recorded attempts, newest first, in microseconds. One Lua script
-//! (run with `EVALSHA`, loaded again on `NOSCRIPT`) drops what left the
-//! window, decides, records and sets the key's expiry for every limit of a
-//! call, atomically, in one round trip. The rules are the in-process ones
-//! ([`LimitSet`](crate::LimitSet)): the trailing window `(t - W, t]`,
-//! exact `remaining` and `retry_after`, denials recorded under
+//! Each limit's window for a caller is one Redis list of runs (a time, the
+//! attempts recorded at it, a running total), newest first, holding at
+//! most the last N recorded attempts. One Lua script (run with `EVALSHA`,
+//! loaded again on `NOSCRIPT`) drops what left the window, decides, records
+//! and sets the key's expiry for every limit of a call, atomically, in one
+//! round trip: it reads both ends of each list and writes its head,
+//! whatever the check's cost or N. The rules are the in-process ones
+//! ([`LimitSet`](crate::LimitSet)), on the same tick: the trailing window
+//! `(t - W, t]`, exact `remaining` and `retry_after`, denials recorded under
 //! [`Policy::CountDenied`](crate::Policy::CountDenied), all or nothing
 //! under [`Policy::AllowedOnly`](crate::Policy::AllowedOnly).
+//!
+//! With the `redis-cluster` feature the store may be a Redis Cluster
+//! (`RedisConfig::cluster`): a call's keys share one hash tag (the
+//! caller), so each check is still one script call on one node.
 
 use std::fmt;
 use std::sync::Arc;
@@ -49,7 +55,7 @@ pub enum Fallback {
 #[derive(Clone)]
 #[must_use = "a config does nothing until `connect` is called"]
 pub struct RedisConfig {
-    url: String,
+    target: Target,
     prefix: String,
     timeout: Duration,
     fallback: Fallback,
@@ -59,8 +65,16 @@ pub struct RedisConfig {
 
 impl fmt::Debug for RedisConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let target = match &self.target {
+            Target::One(url) => redacted(url),
+            #[cfg(feature = "redis-cluster")]
+            Target::Cluster(nodes) => {
+                let nodes: Vec<String> = nodes.iter().map(|n| redacted(n)).collect();
+                format!("cluster {}", nodes.join(","))
+            }
+        };
         f.debug_struct("RedisConfig")
-            .field("url", &redacted(&self.url))
+            .field("target", &target)
             .field("prefix", &self.prefix)
             .field("timeout", &self.timeout)
             .field("fallback", &self.fallback)
@@ -82,8 +96,42 @@ impl RedisConfig {
     /// [`Fallback::Local`], a `Retry-After` of 1 s when refusing, and a
     /// store found unreachable tried again after 1 s.
     pub fn new(url: impl Into<String>) -> Self {
+        Self::with_target(Target::One(url.into()))
+    }
+
+    /// A store in a Redis Cluster (feature `redis-cluster`), found through
+    /// `nodes` (seed URLs, `redis://host:port`; one that answers is
+    /// enough), otherwise as [`new`](Self::new). The client follows
+    /// `MOVED`/`ASK` and topology changes by itself; every key of one call
+    /// is in one slot (the caller is the hash tag), so a check is still one
+    /// script call.
+    ///
+    /// While a slot has no master (its master died and no replica is
+    /// promoted yet, or the cluster reports itself down), checks of the
+    /// callers in that slot take the fallback; the others stay shared. A
+    /// failover can lose what the old master recorded and had not yet
+    /// copied to the replica it promotes (replication is asynchronous):
+    /// at most the attempts of that last moment are forgotten, so the limit
+    /// errs open only by those, for one window.
+    ///
+    /// ```
+    /// use ate_ratelimit::RedisConfig;
+    ///
+    /// let config = RedisConfig::cluster(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379"]);
+    /// assert!(format!("{config:?}").contains("cluster"));
+    /// ```
+    #[cfg(feature = "redis-cluster")]
+    pub fn cluster<I, S>(nodes: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self::with_target(Target::Cluster(nodes.into_iter().map(Into::into).collect()))
+    }
+
+    fn with_target(target: Target) -> Self {
         Self {
-            url: url.into(),
+            target,
             prefix: "ate".into(),
             timeout: Self::DEFAULT_TIMEOUT,
             fallback: Fallback::Local,
@@ -149,37 +197,168 @@ impl RedisConfig {
     /// if any, is not repeated in the message); [`Error::NoRuntime`]
     /// outside a tokio runtime.
     pub fn connect(self) -> Result<RedisStore, Error> {
-        let bad = |reason: String| Error::RedisUrl {
-            url: redacted(&self.url),
+        let bad = |url: &str, reason: String| Error::RedisUrl {
+            url: redacted(url),
             reason,
         };
-        let client = redis::Client::open(self.url.as_str()).map_err(|e| bad(e.to_string()))?;
+        let (client, slots) = match &self.target {
+            Target::One(url) => {
+                let client =
+                    redis::Client::open(url.as_str()).map_err(|e| bad(url, e.to_string()))?;
+                // The bound on a call is one `tokio::time::timeout` around
+                // it (connecting included); a response timeout of the
+                // manager's own would be a second timer on every call.
+                let manager = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(self.timeout))
+                    .set_response_timeout(None)
+                    .set_number_of_retries(1)
+                    .set_max_delay(self.timeout);
+                (Client::One(client, manager), 1)
+            }
+            #[cfg(feature = "redis-cluster")]
+            Target::Cluster(nodes) => {
+                if nodes.is_empty() {
+                    return Err(bad("", "a cluster needs at least one seed node".into()));
+                }
+                for node in nodes {
+                    redis::Client::open(node.as_str()).map_err(|e| bad(node, e.to_string()))?;
+                }
+                // The cluster client bounds each node's answer itself (and
+                // reconnects a node that gave none); our outer timeout
+                // still bounds the whole check.
+                let client = redis::cluster::ClusterClientBuilder::new(nodes.clone())
+                    .connection_timeout(self.timeout)
+                    .response_timeout(self.timeout)
+                    .retries(2)
+                    .min_retry_wait(1)
+                    .max_retry_wait(u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX))
+                    .build()
+                    .map_err(|e| bad(&nodes.join(","), e.to_string()))?;
+                (Client::Cluster(client), 16_384)
+            }
+        };
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(Error::NoRuntime);
         }
-        // The bound on a call is one `tokio::time::timeout` around it
-        // (connecting included); a response timeout of the manager's own
-        // would be a second timer on every call.
-        let manager = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(self.timeout))
-            .set_response_timeout(None)
-            .set_number_of_retries(1)
-            .set_max_delay(self.timeout);
-        let conn = ConnectionManager::new_lazy_with_config(client.clone(), manager.clone())
-            .map_err(|e| bad(e.to_string()))?;
+        let conn = client
+            .connect(self.timeout)
+            .map_err(|e| match &self.target {
+                Target::One(url) => bad(url, e.to_string()),
+                #[cfg(feature = "redis-cluster")]
+                Target::Cluster(nodes) => bad(&nodes.join(","), e.to_string()),
+            })?;
         Ok(RedisStore {
             inner: Arc::new(Inner {
                 conn: parking_lot::RwLock::new(conn),
                 client,
-                manager,
                 script: redis::Script::new(SCRIPT),
                 started: Instant::now(),
                 up: AtomicBool::new(false),
-                down_until_ms: AtomicU64::new(0),
+                down_until_ms: (0..slots).map(|_| AtomicU64::new(0)).collect(),
                 config: self,
             }),
         })
     }
+}
+
+/// Where the store is.
+#[derive(Clone)]
+enum Target {
+    /// One Redis (a primary, or a proxy in front of several).
+    One(String),
+    /// A Redis Cluster's seed nodes.
+    #[cfg(feature = "redis-cluster")]
+    Cluster(Vec<String>),
+}
+
+/// How new connections are made.
+enum Client {
+    One(redis::Client, ConnectionManagerConfig),
+    #[cfg(feature = "redis-cluster")]
+    Cluster(redis::cluster::ClusterClient),
+}
+
+impl Client {
+    /// A connection that connects on first use.
+    fn connect(&self, timeout: Duration) -> redis::RedisResult<Conn> {
+        let _ = timeout;
+        match self {
+            Client::One(client, manager) => Ok(Conn::One(ConnectionManager::new_lazy_with_config(
+                client.clone(),
+                manager.clone(),
+            )?)),
+            #[cfg(feature = "redis-cluster")]
+            Client::Cluster(client) => Ok(Conn::Cluster(
+                client.get_pending_async_connection_with_config(
+                    redis::cluster::ClusterConfig::new()
+                        .set_connection_timeout(timeout)
+                        .set_response_timeout(timeout),
+                ),
+            )),
+        }
+    }
+}
+
+/// One multiplexed connection, or a cluster client's connections to every
+/// node.
+#[derive(Clone)]
+enum Conn {
+    One(ConnectionManager),
+    #[cfg(feature = "redis-cluster")]
+    Cluster(redis::cluster_async::ClusterConnection),
+}
+
+impl redis::aio::ConnectionLike for Conn {
+    fn req_packed_command<'a>(
+        &'a mut self,
+        cmd: &'a redis::Cmd,
+    ) -> redis::RedisFuture<'a, redis::Value> {
+        match self {
+            Conn::One(c) => c.req_packed_command(cmd),
+            #[cfg(feature = "redis-cluster")]
+            Conn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        match self {
+            Conn::One(c) => c.req_packed_commands(cmd, offset, count),
+            #[cfg(feature = "redis-cluster")]
+            Conn::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::One(c) => c.get_db(),
+            #[cfg(feature = "redis-cluster")]
+            Conn::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+/// The Redis Cluster slot of `key`: CRC16 (XMODEM) of its hash tag (the
+/// text between the first `{` and the next `}`, if not empty) or of the
+/// whole key, modulo 16,384.
+#[cfg(feature = "redis-cluster")]
+fn slot(key: &[u8]) -> usize {
+    let tag = key
+        .iter()
+        .position(|&b| b == b'{')
+        .and_then(|open| {
+            let rest = &key[open + 1..];
+            rest.iter()
+                .position(|&b| b == b'}')
+                .filter(|&close| close > 0)
+                .map(|close| &rest[..close])
+        })
+        .unwrap_or(key);
+    usize::from(crc16::State::<crc16::XMODEM>::calculate(tag)) % 16_384
 }
 
 /// `url` with any password replaced by `***`.
@@ -221,16 +400,17 @@ struct Inner {
     /// server: a flow that died without a word (a dropped NAT or load
     /// balancer entry, a hung proxy) never errors, so the manager itself
     /// would keep it.
-    conn: parking_lot::RwLock<ConnectionManager>,
-    client: redis::Client,
-    manager: ConnectionManagerConfig,
+    conn: parking_lot::RwLock<Conn>,
+    client: Client,
     script: redis::Script,
     config: RedisConfig,
     started: Instant,
     /// Whether the last call reached the store.
     up: AtomicBool,
-    /// Until this many ms after `started`, checks skip the store.
-    down_until_ms: AtomicU64,
+    /// Until this many ms after `started`, checks skip the store: one
+    /// entry for one Redis, one per slot for a cluster (a slot without a
+    /// master is skipped alone).
+    down_until_ms: Box<[AtomicU64]>,
 }
 
 impl fmt::Debug for RedisStore {
@@ -246,7 +426,10 @@ impl fmt::Debug for RedisStore {
 pub(crate) struct Window<'a> {
     pub(crate) name: &'a str,
     pub(crate) limit: u32,
-    pub(crate) window_us: u64,
+    /// The window in ticks, and the tick in microseconds: the in-process
+    /// geometry, so both backends round alike.
+    pub(crate) window_ticks: u64,
+    pub(crate) tick_us: u64,
 }
 
 /// One limit's answer from the script.
@@ -264,10 +447,9 @@ pub(crate) struct Answer {
 /// Times passed to the script: `None` reads the server's clock.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Times {
-    /// "Now", rounded down to a microsecond.
-    pub(crate) now_us: u64,
-    /// When the attempt is recorded, rounded up.
-    pub(crate) at_us: u64,
+    /// "Now" in nanoseconds; the script gets it in microseconds, rounded
+    /// down, and the attempt's time rounded up.
+    pub(crate) now_ns: u64,
 }
 
 impl RedisStore {
@@ -303,22 +485,29 @@ impl RedisStore {
         if result.is_err() {
             self.replace_connection();
         }
-        self.mark(result.is_ok());
+        // One Redis: a failed ping marks it down. A cluster's ping reaches
+        // one node, which says nothing of the others' slots.
+        if self.inner.down_until_ms.len() == 1 {
+            self.mark(0, result.is_ok());
+        } else {
+            self.inner.up.store(result.is_ok(), Ordering::Release);
+        }
         result
     }
 
     /// The connection calls use now.
-    fn connection(&self) -> ConnectionManager {
+    fn connection(&self) -> Conn {
         self.inner.conn.read().clone()
     }
 
     /// A new connection for the calls after this one (made on first use);
-    /// the old one goes once the calls holding it end.
+    /// the old one goes once the calls holding it end. A cluster client
+    /// replaces a node's connection by itself (it bounds each node's
+    /// answer), so its connections stay.
     fn replace_connection(&self) {
-        if let Ok(fresh) = ConnectionManager::new_lazy_with_config(
-            self.inner.client.clone(),
-            self.inner.manager.clone(),
-        ) {
+        if let Client::One(..) = self.inner.client
+            && let Ok(fresh) = self.inner.client.connect(self.inner.config.timeout)
+        {
             *self.inner.conn.write() = fresh;
         }
     }
@@ -334,21 +523,41 @@ impl RedisStore {
         u64::try_from(self.inner.started.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
-    fn mark(&self, up: bool) {
+    /// Records whether a call about the keys in `slot` reached the store.
+    fn mark(&self, slot: usize, up: bool) {
         self.inner.up.store(up, Ordering::Release);
+        let mark = &self.inner.down_until_ms[slot];
         if !up {
             let recheck =
                 u64::try_from(self.inner.config.recheck_after.as_millis()).unwrap_or(u64::MAX);
-            self.inner
-                .down_until_ms
-                .store(self.now_ms().saturating_add(recheck), Ordering::Release);
+            mark.store(self.now_ms().saturating_add(recheck), Ordering::Release);
+        } else if mark.load(Ordering::Relaxed) != 0 {
+            // Read first: a store on every call would bounce the line
+            // between cores.
+            mark.store(0, Ordering::Release);
         }
     }
 
-    /// Whether checks skip the store for now (found unreachable less than
-    /// `recheck_after` ago).
-    fn skipping(&self) -> bool {
-        !self.is_up() && self.now_ms() < self.inner.down_until_ms.load(Ordering::Acquire)
+    /// Where the down mark of `caller`'s keys is kept: its slot on a
+    /// cluster.
+    fn slot(&self, caller: &str, limit: &str) -> usize {
+        if self.inner.down_until_ms.len() == 1 {
+            return 0;
+        }
+        #[cfg(feature = "redis-cluster")]
+        return slot(self.key(caller, limit).as_bytes());
+        #[cfg(not(feature = "redis-cluster"))]
+        {
+            let _ = (caller, limit);
+            0
+        }
+    }
+
+    /// Whether checks of the keys in `slot` skip the store for now (found
+    /// unreachable less than `recheck_after` ago).
+    fn skipping(&self, slot: usize) -> bool {
+        let until = self.inner.down_until_ms[slot].load(Ordering::Acquire);
+        until != 0 && self.now_ms() < until
     }
 
     /// The key of `limit`'s window for `caller`.
@@ -366,7 +575,8 @@ impl RedisStore {
         count_denied: bool,
         times: Option<Times>,
     ) -> Result<Vec<Answer>, String> {
-        if self.skipping() {
+        let slot = self.slot(caller, windows.first().map_or("", |w| w.name));
+        if self.skipping(slot) {
             return Err(format!(
                 "unreachable less than {:?} ago (RedisConfig::recheck_after)",
                 self.inner.config.recheck_after
@@ -378,11 +588,13 @@ impl RedisStore {
         }
         invocation.arg(cost).arg(u8::from(count_denied));
         match times {
-            Some(t) => invocation.arg(t.now_us).arg(t.at_us),
+            Some(t) => invocation
+                .arg(t.now_ns / 1_000)
+                .arg(t.now_ns.div_ceil(1_000)),
             None => invocation.arg("").arg(""),
         };
         for w in windows {
-            invocation.arg(w.limit).arg(w.window_us);
+            invocation.arg(w.limit).arg(w.window_ticks).arg(w.tick_us);
         }
         // A failure to reach the server (a connection a restart closed, a
         // reset) is tried once more on a new connection within the same
@@ -411,14 +623,27 @@ impl RedisStore {
                 // The server answered, with an error about this call (a key
                 // of another type, a script error): it is up for everyone.
                 Ok(Err(e)) => break (Err(e.to_string()), true),
-                Ok(Ok(flat)) if flat.len() == 4 * windows.len() => {
-                    let answers = flat
+                Ok(Ok(flat)) if flat.len() == 1 + 4 * windows.len() => {
+                    // Absolute times in µs to waits: exact in nanoseconds
+                    // against a given "now", as in process.
+                    let until = |at_us: i64| -> Duration {
+                        let at_us = u64::try_from(at_us).unwrap_or(0);
+                        match times {
+                            Some(t) => Duration::from_nanos(
+                                at_us.saturating_mul(1_000).saturating_sub(t.now_ns),
+                            ),
+                            None => Duration::from_micros(
+                                at_us.saturating_sub(u64::try_from(flat[0]).unwrap_or(0)),
+                            ),
+                        }
+                    };
+                    let answers = flat[1..]
                         .chunks_exact(4)
                         .map(|a| Answer {
                             allowed: a[0] == 1,
                             count: u32::try_from(a[1]).unwrap_or(u32::MAX),
-                            wait: Duration::from_micros(u64::try_from(a[2]).unwrap_or(0)),
-                            reset: Duration::from_micros(u64::try_from(a[3]).unwrap_or(0)),
+                            wait: until(a[2]),
+                            reset: until(a[3]),
                         })
                         .collect();
                     break (Ok(answers), true);
@@ -426,14 +651,14 @@ impl RedisStore {
                 Ok(Ok(flat)) => {
                     let message = format!(
                         "the script answered {} values for {} limits",
-                        flat.len(),
+                        flat.len().saturating_sub(1),
                         windows.len()
                     );
                     break (Err(message), true);
                 }
             }
         };
-        self.mark(reached);
+        self.mark(slot, reached);
         answer
     }
 }
@@ -448,114 +673,17 @@ fn unreachable(e: &redis::RedisError) -> bool {
         || e.is_timeout()
 }
 
-/// The check of one call against every limit it touches. Times are whole
-/// microseconds; a list holds the last N recorded attempts, newest first.
-const SCRIPT: &str = r"
--- KEYS[i]: limit i's window for this caller.
--- ARGV: cost, '1' to record denials too (CountDenied) or '0' (all or
--- nothing), now and the attempt's time in microseconds ('' for the server's
--- clock), then each limit's N and window in microseconds.
-local cost = tonumber(ARGV[1])
-local count_denied = ARGV[2] == '1'
-local now, at
--- On the server's clock, calls run one at a time and times only go up (a
--- server clock stepped back could leave the list unsorted for a window:
--- an expired attempt kept longer, stricter, never looser), so the newest
--- need not be read. Times given by the caller are raised to it.
-local given = ARGV[3] ~= ''
-if given then
-  now = tonumber(ARGV[3])
-  at = tonumber(ARGV[4])
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  at = now
-end
-local n = #KEYS
-local limits, windows, counts, newest, oldests = {}, {}, {}, {}, {}
-local all = true
-for i = 1, n do
-  local key = KEYS[i]
-  local limit = tonumber(ARGV[3 + 2 * i])
-  local window = tonumber(ARGV[4 + 2 * i])
-  limits[i] = limit
-  windows[i] = window
-  -- An attempt at a counts at now iff a > now - window; the oldest is last.
-  local edge = now - window
-  local oldest = redis.call('LINDEX', key, -1)
-  while oldest and tonumber(oldest) <= edge do
-    redis.call('RPOP', key)
-    oldest = redis.call('LINDEX', key, -1)
-  end
-  oldests[i] = oldest and tonumber(oldest) or nil
-  if oldest then
-    if given then newest[i] = tonumber(redis.call('LINDEX', key, 0)) end
-    -- Under CountDenied every limit records, and LPUSH gives the count.
-    if not count_denied then
-      counts[i] = redis.call('LLEN', key)
-      if counts[i] + cost > limit then all = false end
-    end
-  else
-    counts[i] = 0
-    if cost > limit then all = false end
-  end
-end
-local out = {}
-for i = 1, n do
-  local key, limit, window = KEYS[i], limits[i], windows[i]
-  local len = counts[i]
-  if count_denied or all then
-    -- Time never goes backwards within a key: the list stays sorted.
-    local t = at
-    if newest[i] and newest[i] > t then t = newest[i] end
-    local s = string.format('%.0f', t)
-    -- More than N at one instant would only push out each other.
-    local push = math.min(cost, limit)
-    local after
-    if push == 1 then
-      after = redis.call('LPUSH', key, s)
-    else
-      local left = push
-      while left > 0 do
-        local batch = {}
-        for j = 1, math.min(left, 1000) do batch[j] = s end
-        after = redis.call('LPUSH', key, unpack(batch))
-        left = left - #batch
-      end
-    end
-    len = after - push
-    counts[i] = len
-    if after > limit then
-      redis.call('LTRIM', key, 0, limit - 1)
-      after = limit
-    end
-    -- The key holds nothing once its newest attempt is a window old.
-    redis.call('PEXPIRE', key, math.max(1, math.ceil((t + window - now) / 1000)))
-    len = after
-    if not oldests[i] then oldests[i] = t end
-  end
-  -- Until the same cost fits again: when the entry at index N - cost (the
-  -- newest that must leave) leaves.
-  local wait = 0
-  if len > limit - cost then
-    wait = tonumber(redis.call('LINDEX', key, limit - cost)) + window - now
-  end
-  -- When the oldest attempt held leaves (what LTRIM dropped was older).
-  local reset = 0
-  if oldests[i] then
-    if len >= limit then
-      reset = tonumber(redis.call('LINDEX', key, -1)) + window - now
-    else
-      reset = oldests[i] + window - now
-    end
-  end
-  out[4 * i - 3] = (counts[i] + cost <= limit) and 1 or 0
-  out[4 * i - 2] = counts[i]
-  out[4 * i - 1] = wait
-  out[4 * i] = reset
-end
-return out
-";
+/// The check of one call against every limit it touches.
+///
+/// A window is one list of runs, newest first, each 28 bytes: a time in
+/// ticks of the limit's own tick (the in-process one: 1 µs,
+/// 1 ms or 1 s), the attempts recorded at it, the attempts recorded on the
+/// key up to and including it, and until when (in ticks) the key's expiry
+/// already holds. The attempts held are the head's `cum` less the oldest
+/// run's `cum - count`, so a check reads both ends and writes the head:
+/// its server time and memory do not grow with its cost or with N. The
+/// expiry is set to two windows at most once a window, not on every call.
+const SCRIPT: &str = include_str!("redis/window.lua");
 
 #[cfg(test)]
 mod tests {

@@ -36,6 +36,8 @@ use crate::{
     clock::{Clock, ManualClock, Timestamp},
 };
 
+#[cfg(all(feature = "redis", feature = "redis-cluster"))]
+pub use crate::testing_redis::TestCluster;
 #[cfg(feature = "redis")]
 pub use crate::testing_redis::TestRedis;
 

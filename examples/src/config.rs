@@ -75,6 +75,10 @@ pub struct Config {
     /// (`ATE_RATELIMIT_REDIS_URL`, say `redis://127.0.0.1:6379/0`); unset:
     /// each process keeps its own windows.
     pub ratelimit_redis_url: Option<String>,
+    /// A Redis Cluster every replica shares for the rate limits instead
+    /// (`ATE_RATELIMIT_REDIS_CLUSTER`, comma-separated seed nodes, say
+    /// `redis://10.0.0.1:6379,redis://10.0.0.2:6379`).
+    pub ratelimit_redis_cluster: Option<Vec<String>>,
     /// What the limits do while that Redis cannot answer
     /// (`ATE_RATELIMIT_REDIS_FALLBACK`): `local` (default) decides with
     /// this process's own windows; `refuse` answers 503 with
@@ -217,6 +221,26 @@ fn admission_policy() -> Result<AdmissionPolicy, ConfigError> {
     }
 }
 
+/// `ATE_RATELIMIT_REDIS_CLUSTER`: comma-separated `redis://` or
+/// `rediss://` seed nodes (unset: no cluster).
+fn redis_cluster() -> Result<Option<Vec<String>>, ConfigError> {
+    let var = "ATE_RATELIMIT_REDIS_CLUSTER";
+    let Some(text) = env_text(var, "for no cluster")? else {
+        return Ok(None);
+    };
+    let nodes: Vec<String> = text.split(',').map(|n| n.trim().to_owned()).collect();
+    for node in &nodes {
+        if !(node.starts_with("redis://") || node.starts_with("rediss://"))
+            || node.len() <= "rediss://".len()
+        {
+            return Err(ConfigError::Other(format!(
+                "invalid seed node {node:?} in {var}: each must be a redis:// or rediss:// URL"
+            )));
+        }
+    }
+    Ok(Some(nodes))
+}
+
 /// `ATE_RATELIMIT_REDIS_FALLBACK`: `local` (unset: the default) or
 /// `refuse`.
 fn redis_fallback() -> Result<Fallback, ConfigError> {
@@ -335,6 +359,14 @@ impl Config {
             "ATE_RATELIMIT_REDIS_URL",
             "to keep the rate limits in each process",
         )?;
+        let ratelimit_redis_cluster = redis_cluster()?;
+        if ratelimit_redis_url.is_some() && ratelimit_redis_cluster.is_some() {
+            return Err(ConfigError::Other(
+                "ATE_RATELIMIT_REDIS_URL and ATE_RATELIMIT_REDIS_CLUSTER are both set: \
+                 set one (a single Redis, or a cluster's seed nodes)"
+                    .into(),
+            ));
+        }
         let ratelimit_redis_fallback = redis_fallback()?;
         let client_ip = client_ip()?;
         let ratelimit_shadow = ratelimit_shadow()?;
@@ -365,6 +397,7 @@ impl Config {
             worker_id,
             data_dir,
             ratelimit_redis_url,
+            ratelimit_redis_cluster,
             ratelimit_redis_fallback,
             client_ip,
             ratelimit_shadow,

@@ -262,14 +262,25 @@ impl AppState {
             expired = loaded.expired,
             "rate limits seeded from the audit trail"
         );
-        let limits = match &config.ratelimit_redis_url {
+        let (store, var) = match (&config.ratelimit_redis_url, &config.ratelimit_redis_cluster) {
+            (Some(url), _) => (
+                Some(RedisConfig::new(url.as_str())),
+                "ATE_RATELIMIT_REDIS_URL",
+            ),
+            (None, Some(nodes)) => (
+                Some(RedisConfig::cluster(nodes.iter().cloned())),
+                "ATE_RATELIMIT_REDIS_CLUSTER",
+            ),
+            (None, None) => (None, ""),
+        };
+        let limits = match store {
             None => Limits::local(limits),
-            Some(url) => {
-                let store = RedisConfig::new(url.as_str())
+            Some(store) => {
+                let store = store
                     .prefix("ate-example")
                     .fallback(config.ratelimit_redis_fallback)
                     .connect()
-                    .map_err(|e| ConfigError::Other(format!("ATE_RATELIMIT_REDIS_URL: {e}")))?;
+                    .map_err(|e| ConfigError::Other(format!("{var}: {e}")))?;
                 Limits::redis(limits, store)
             }
         };

@@ -7,7 +7,13 @@
 //! - `throughput`: 32 tasks on one multiplexed connection over the same
 //!   1,000 keys, calls per second (p10 and median of rounds);
 //! - `memory`: `MEMORY USAGE` of one key at N = 600 / 60 s after a minute
-//!   at one request per second, bytes.
+//!   at one request per second, bytes;
+//! - `server_us`: Redis server time per decision (`INFO commandstats`,
+//!   `EVALSHA`'s `usec_per_call`) for ate at cost 1 and cost 10^6, and the
+//!   sliding log;
+//! - `cluster_throughput_per_s`: the throughput row against a 3-master
+//!   Redis Cluster (`TestCluster`), ate and the sliding log through the
+//!   redis crate's cluster client.
 //!
 //! Sides run interleaved, round after round, so a neighbour's load lands
 //! on all of them. `redis_ab [ROUNDS]` (default 15).
@@ -16,12 +22,13 @@ use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ate_ratelimit::testing::TestRedis;
+use ate_ratelimit::testing::{TestCluster, TestRedis};
 use ate_ratelimit::{
     Fallback, LimitId, LimitSet, Limits, MonotonicClock, Policy, Quota, RedisConfig, Scope,
     clock::Timestamp,
 };
-use redis::aio::ConnectionManager;
+use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::cluster_async::ClusterConnection;
 
 const KEYS: u64 = 1_000;
 const TASKS: usize = 32;
@@ -47,8 +54,52 @@ return 0
 struct Sides {
     ate: Arc<Limits>,
     id: LimitId,
-    conn: ConnectionManager,
+    conn: Conn,
     log: Arc<redis::Script>,
+}
+
+/// One Redis or a cluster, for the sliding log and `PING`.
+#[derive(Clone)]
+enum Conn {
+    One(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl Conn {
+    fn get(&self) -> Conn {
+        self.clone()
+    }
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(
+        &'a mut self,
+        cmd: &'a redis::Cmd,
+    ) -> redis::RedisFuture<'a, redis::Value> {
+        match self {
+            Conn::One(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        match self {
+            Conn::One(c) => c.req_packed_commands(cmd, offset, count),
+            Conn::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::One(c) => c.get_db(),
+            Conn::Cluster(c) => c.get_db(),
+        }
+    }
 }
 
 impl Sides {
@@ -59,10 +110,10 @@ impl Sides {
     }
 
     async fn log(&self, key: u64, call: u64) -> bool {
-        let mut conn = self.conn.clone();
+        let mut conn = self.conn.get();
         let allowed: i64 = self
             .log
-            .key(format!("log:{key}"))
+            .key(format!("log:{{{key}}}"))
             .arg(60_000_000u64)
             .arg(1_000_000u32)
             .arg(call)
@@ -73,7 +124,7 @@ impl Sides {
     }
 
     async fn ping(&self) -> bool {
-        let mut conn = self.conn.clone();
+        let mut conn = self.conn.get();
         let pong: String = redis::cmd("PING").query_async(&mut conn).await.unwrap();
         pong == "PONG"
     }
@@ -153,7 +204,7 @@ async fn memory(sides: &Sides, server: &TestRedis) -> (i64, i64) {
     );
     let limits = Limits::redis(set, store(server));
     let one = NonZeroU32::MIN;
-    let mut conn = sides.conn.clone();
+    let mut conn = sides.conn.get();
     for s in 0..60u64 {
         let at = Timestamp::from_secs(1_000 + s);
         let d = limits.check_n_at(&[id], "mem", one, at).await.unwrap();
@@ -169,7 +220,7 @@ async fn memory(sides: &Sides, server: &TestRedis) -> (i64, i64) {
             .unwrap();
     }
     let usage = |key: &'static str| {
-        let mut conn = sides.conn.clone();
+        let mut conn = sides.conn.get();
         async move {
             redis::cmd("MEMORY")
                 .arg("USAGE")
@@ -191,52 +242,148 @@ fn store(server: &TestRedis) -> ate_ratelimit::RedisStore {
         .expect("store")
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
-    let rounds: usize = std::env::args()
-        .nth(1)
-        .map_or(15, |a| a.parse().expect("ROUNDS must be a number"));
-    let server = TestRedis::start();
+/// Server µs per `EVALSHA` over `calls` calls of `f`.
+async fn server_us<F, Fut>(conn: &Conn, calls: u64, f: F) -> f64
+where
+    F: Fn(u64) -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let mut c = conn.get();
+    let () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    for i in 0..calls {
+        std::hint::black_box(f(i).await);
+    }
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    let line = info
+        .lines()
+        .find(|l| l.starts_with("cmdstat_evalsha:"))
+        .expect("evalsha ran");
+    let usec: f64 = line
+        .split(',')
+        .find_map(|kv| kv.strip_prefix("usec="))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let n: f64 = line
+        .split(',')
+        .find_map(|kv| kv.split(':').nth(1)?.strip_prefix("calls="))
+        .unwrap()
+        .parse()
+        .unwrap();
+    usec / n
+}
+
+fn limits(store: ate_ratelimit::RedisStore) -> (Arc<Limits>, LimitId, LimitId) {
     let mut set = LimitSet::new(Policy::CountDenied, MonotonicClock::new());
     // A limit no caller reaches: every check records (the common case).
     let id = set.add(
         "notify",
         Quota::new(NonZeroU32::new(1_000_000).unwrap(), Duration::from_secs(60)).unwrap(),
     );
-    let client = redis::Client::open(server.url()).unwrap();
+    let bulk = set.add(
+        "bulk",
+        Quota::new(
+            NonZeroU32::new(4_000_000_000).unwrap(),
+            Duration::from_secs(60),
+        )
+        .unwrap(),
+    );
+    (Arc::new(Limits::redis(set, store)), id, bulk)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let rounds: usize = std::env::args()
+        .nth(1)
+        .map_or(15, |a| a.parse().expect("ROUNDS must be a number"));
+    let redis_server = TestRedis::start();
+    let (ate, id, bulk) = limits(store(&redis_server));
+    let client = redis::Client::open(redis_server.url()).unwrap();
     let sides = Sides {
-        ate: Arc::new(Limits::redis(set, store(&server))),
+        ate,
         id,
-        conn: ConnectionManager::new(client).await.unwrap(),
+        conn: Conn::One(ConnectionManager::new(client).await.unwrap()),
         log: Arc::new(redis::Script::new(SLIDING_LOG)),
+    };
+    let cluster = TestCluster::start();
+    let cluster_store = RedisConfig::cluster(cluster.urls())
+        .prefix("bench")
+        .timeout(Duration::from_secs(5))
+        .fallback(Fallback::Refuse)
+        .connect()
+        .expect("cluster store");
+    let (cluster_ate, cluster_id, _) = limits(cluster_store);
+    let cluster_client = redis::cluster::ClusterClient::new(cluster.urls()).unwrap();
+    let on_cluster = Sides {
+        ate: cluster_ate,
+        id: cluster_id,
+        conn: Conn::Cluster(cluster_client.get_async_connection().await.unwrap()),
+        log: sides.log.clone(),
     };
     // Warm up: scripts loaded, connections open.
     for side in Side::ALL {
         for i in 0..200 {
             side.call(&sides, i % KEYS, i).await;
+            side.call(&on_cluster, i % KEYS, i).await;
         }
     }
     let mut lat: Vec<Vec<f64>> = vec![Vec::new(); 3];
     let mut rate: Vec<Vec<f64>> = vec![Vec::new(); 3];
-    for _ in 0..rounds {
+    let mut cluster_rate: Vec<Vec<f64>> = vec![Vec::new(); 3];
+    let mut server_time: Vec<Vec<f64>> = vec![Vec::new(); 3];
+    for fresh in 0..rounds as u64 {
         for (i, side) in Side::ALL.into_iter().enumerate() {
             lat[i].push(latency(side, &sides).await);
             rate[i].push(throughput(side, &sides).await);
+            cluster_rate[i].push(throughput(side, &on_cluster).await);
         }
+        let s = &sides;
+        server_time[0].push(server_us(&s.conn, 2_000, |i| s.ate(i % KEYS)).await);
+        server_time[1].push(
+            server_us(&s.conn, 2_000, |i| async move {
+                // Fresh keys: each check records 10^6 attempts at once.
+                let key = format!("bulk{}", fresh * 10_000 + i);
+                let d = s
+                    .ate
+                    .check_n(&[bulk], &key, NonZeroU32::new(1_000_000).unwrap())
+                    .await
+                    .unwrap();
+                assert_eq!(d.scope(), Scope::Shared, "{:?}", d.store_error());
+                d.is_allowed()
+            })
+            .await,
+        );
+        server_time[2].push(server_us(&s.conn, 2_000, |i| s.log(i % KEYS, i)).await);
     }
-    let row = |what: &str, values: &[Vec<f64>], higher: bool| {
-        let parts: Vec<String> = Side::ALL
+    let row = |what: &str, values: &[Vec<f64>], higher: bool, names: [&str; 3]| {
+        let parts: Vec<String> = names
             .iter()
             .zip(values)
-            .map(|(side, v)| {
+            .map(|(name, v)| {
                 let (p10, median) = spread(v.clone(), higher);
-                format!("\"{}\":[{p10:.2},{median:.2}]", side.name())
+                format!("\"{name}\":[{p10:.2},{median:.2}]")
             })
             .collect();
         println!("{{\"row\":\"{what}\",{}}}", parts.join(","));
     };
-    row("latency_us", &lat, false);
-    row("throughput_per_s", &rate, true);
-    let (ate, log) = memory(&sides, &server).await;
+    let sides_names = Side::ALL.map(Side::name);
+    row("latency_us", &lat, false, sides_names);
+    row("throughput_per_s", &rate, true, sides_names);
+    row("cluster_throughput_per_s", &cluster_rate, true, sides_names);
+    row(
+        "server_us",
+        &server_time,
+        false,
+        ["ate_cost_1", "ate_cost_1e6", "sliding_log"],
+    );
+    let (ate, log) = memory(&sides, &redis_server).await;
     println!("{{\"row\":\"memory_bytes\",\"ate\":{ate},\"sliding_log\":{log}}}");
 }

@@ -1,0 +1,165 @@
+-- KEYS[i]: limit i's window for this caller.
+-- ARGV: cost, '1' to record denials too (CountDenied) or '0' (all or
+-- nothing), now rounded down and the attempt's time rounded up, in
+-- microseconds ('' for the server's clock), then each limit's N, window
+-- in ticks and tick in microseconds.
+-- Returns now in microseconds, then per limit: allowed, attempts held
+-- before the call, when the same cost fits again and when the oldest
+-- attempt held leaves (microseconds, 0 for none).
+local cost = tonumber(ARGV[1])
+local count_denied = ARGV[2] == '1'
+local now_us, at_us
+if ARGV[3] ~= '' then
+  now_us = tonumber(ARGV[3])
+  at_us = tonumber(ARGV[4])
+else
+  local t = redis.call('TIME')
+  now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  at_us = now_us
+end
+-- A run is 28 bytes: time, cum and expiry as doubles (whole numbers,
+-- exact below 2^53), count as a u32.
+local function parse(e)
+  if #e ~= 28 then return nil end
+  local t, c, cum, ex = struct.unpack('>dI4dd', e)
+  return t, c, cum, ex
+end
+local function enc(t, c, cum, ex)
+  return struct.pack('>dI4dd', t, c, cum, ex)
+end
+local function bad(key)
+  return redis.error_reply('WRONGTYPE ' .. key .. ' holds a list that is not a window')
+end
+local n = #KEYS
+local st = {}
+local all = true
+for i = 1, n do
+  local key = KEYS[i]
+  local limit = tonumber(ARGV[2 + 3 * i])
+  local window = tonumber(ARGV[3 + 3 * i])
+  local tick = tonumber(ARGV[4 + 3 * i])
+  local now = math.floor(now_us / tick)
+  -- Every field named once here: the table is sized once.
+  local s = {limit = limit, window = window, tick = tick,
+    at = math.ceil(at_us / tick), count = 0, single = false,
+    ht = false, hc = 0, hcum = 0, hex = false,
+    ot = false, oc = 0, ocum = 0, oex = 0}
+  local head = redis.call('LINDEX', key, 0)
+  if head and not parse(head) then
+    -- A window an earlier release kept: times in microseconds, newest
+    -- first. Rewrite it as runs (anything else is not ours).
+    local old = redis.call('LRANGE', key, 0, -1)
+    local runs, last, c, cum = {}, nil, 0, 0
+    for j = #old, 1, -1 do
+      local us = tonumber(old[j])
+      if not us then return bad(key) end
+      local t = math.ceil(us / tick)
+      if t ~= last then
+        if last then runs[#runs + 1] = enc(last, c, cum, 0) end
+        last, c = t, 0
+      end
+      c = c + 1
+      cum = cum + 1
+    end
+    runs[#runs + 1] = enc(last, c, cum, 0)
+    redis.call('DEL', key)
+    redis.call('LPUSH', key, unpack(runs))
+    head = runs[#runs]
+  end
+  if head then
+    local ht, hc, hcum, hex = parse(head)
+    -- An attempt at tick a counts at now iff a > now - window.
+    local edge = now - window
+    if ht <= edge then
+      redis.call('DEL', key)
+    else
+      local tail = redis.call('LINDEX', key, -1)
+      local ot, oc, ocum, oex = parse(tail)
+      if not ot then return bad(key) end
+      while ot <= edge do
+        redis.call('RPOP', key)
+        tail = redis.call('LINDEX', key, -1)
+        ot, oc, ocum, oex = parse(tail)
+      end
+      s.ht, s.hc, s.hcum, s.hex = ht, hc, hcum, hex
+      s.ot, s.oc, s.ocum, s.oex = ot, oc, ocum, oex
+      s.single = tail == head
+      s.count = hcum - ocum + oc
+    end
+  end
+  if not count_denied and s.count + cost > limit then all = false end
+  st[i] = s
+end
+local out = {now_us}
+for i = 1, n do
+  local s = st[i]
+  local key, limit, window, tick = KEYS[i], s.limit, s.window, s.tick
+  local count = s.count
+  local len = count
+  if count_denied or all then
+    -- Time never goes backwards within a key: runs stay sorted.
+    local t = s.at
+    if s.ht and s.ht > t then t = s.ht end
+    -- More than N at one instant would only push out each other.
+    local push = math.min(cost, limit)
+    -- The key outlives its newest attempt by a window: extend it to two
+    -- windows past this one when it would not.
+    local ex = s.hex or 0
+    local extend = ex < t + window
+    if extend then ex = t + 2 * window end
+    if s.ht == t then
+      s.hc, s.hcum = s.hc + push, s.hcum + push
+      redis.call('LSET', key, 0, enc(t, s.hc, s.hcum, ex))
+      if s.single then s.oc, s.ocum, s.oex = s.hc, s.hcum, ex end
+    else
+      local cum = (s.hcum or 0) + push
+      redis.call('LPUSH', key, enc(t, push, cum, ex))
+      if not s.ot then
+        s.ot, s.oc, s.ocum, s.oex = t, push, cum, ex
+        s.single = true
+      else
+        s.single = false
+      end
+      s.ht, s.hc, s.hcum = t, push, cum
+    end
+    if extend then
+      redis.call('PEXPIRE', key, math.max(1, math.ceil((ex * tick - now_us) / 1000)))
+    end
+    -- The window keeps the newest N attempts: drop from the oldest.
+    len = count + push
+    local drop = len - limit
+    while drop > 0 do
+      if s.oc <= drop then
+        drop = drop - s.oc
+        redis.call('RPOP', key)
+        s.ot, s.oc, s.ocum, s.oex = parse(redis.call('LINDEX', key, -1))
+      else
+        s.oc = s.oc - drop
+        redis.call('LSET', key, -1, enc(s.ot, s.oc, s.ocum, s.oex))
+        drop = 0
+      end
+    end
+    if len > limit then len = limit end
+  end
+  -- Until the same cost fits again: when the attempt whose leaving leaves
+  -- room for it leaves (the excess-th oldest held).
+  local wait = 0
+  if len > limit - cost then
+    local excess, seen, t, idx = len - (limit - cost), s.oc, s.ot, -1
+    while seen < excess do
+      idx = idx - 1
+      local c
+      t, c = parse(redis.call('LINDEX', key, idx))
+      seen = seen + c
+    end
+    wait = (t + window) * tick
+  end
+  -- When the oldest attempt held leaves.
+  local reset = 0
+  if len > 0 then reset = (s.ot + window) * tick end
+  out[4 * i - 2] = (count + cost <= limit) and 1 or 0
+  out[4 * i - 1] = count
+  out[4 * i] = wait
+  out[4 * i + 1] = reset
+end
+return out
