@@ -130,6 +130,12 @@ impl TestRedis {
         self.port
     }
 
+    /// The server's process id while it runs: for a test that stalls it
+    /// (`SIGSTOP`, then `SIGCONT`), a hang rather than a refusal.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Kills the server (SIGKILL, as a crash) and waits for it to exit.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {

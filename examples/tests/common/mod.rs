@@ -43,6 +43,16 @@ impl Service {
         s
     }
 
+    /// Started on `listen` (a fixed port, to start it again on) with `env`.
+    pub fn start_listening(
+        bin: &str,
+        env: &[(&str, &str)],
+        data_dir: PathBuf,
+        listen: &str,
+    ) -> Self {
+        Self::start_with(bin, env, data_dir, listen)
+    }
+
     pub fn start_in(bin: &str, env: &[(&str, &str)], data_dir: PathBuf) -> Self {
         Self::start_with(bin, env, data_dir, "127.0.0.1:0")
     }
