@@ -538,17 +538,17 @@ impl RedisStore {
         }
     }
 
-    /// Where the down mark of `caller`'s keys is kept: its slot on a
-    /// cluster.
-    fn slot(&self, caller: &str, limit: &str) -> usize {
+    /// Where the down mark of a call's keys is kept: their slot on a
+    /// cluster (every key of one call shares it).
+    fn slot(&self, key: &str) -> usize {
         if self.inner.down_until_ms.len() == 1 {
             return 0;
         }
         #[cfg(feature = "redis-cluster")]
-        return slot(self.key(caller, limit).as_bytes());
+        return slot(key.as_bytes());
         #[cfg(not(feature = "redis-cluster"))]
         {
-            let _ = (caller, limit);
+            let _ = key;
             0
         }
     }
@@ -575,16 +575,20 @@ impl RedisStore {
         count_denied: bool,
         times: Option<Times>,
     ) -> Result<Vec<Answer>, String> {
-        let slot = self.slot(caller, windows.first().map_or("", |w| w.name));
-        if self.skipping(slot) {
-            return Err(format!(
-                "unreachable less than {:?} ago (RedisConfig::recheck_after)",
-                self.inner.config.recheck_after
-            ));
-        }
         let mut invocation = self.inner.script.prepare_invoke();
-        for w in windows {
-            invocation.key(self.key(caller, w.name));
+        let mut slot = 0;
+        for (i, w) in windows.iter().enumerate() {
+            let key = self.key(caller, w.name);
+            if i == 0 {
+                slot = self.slot(&key);
+                if self.skipping(slot) {
+                    return Err(format!(
+                        "unreachable less than {:?} ago (RedisConfig::recheck_after)",
+                        self.inner.config.recheck_after
+                    ));
+                }
+            }
+            invocation.key(key);
         }
         invocation.arg(cost).arg(u8::from(count_denied));
         match times {
