@@ -28,7 +28,6 @@ use ate_ratelimit::{
     clock::Timestamp,
 };
 use redis::aio::{ConnectionLike, ConnectionManager};
-use redis::cluster_async::ClusterConnection;
 
 const KEYS: u64 = 1_000;
 const TASKS: usize = 32;
@@ -50,59 +49,20 @@ end
 return 0
 ";
 
+/// The three sides over one connection: one Redis or a cluster.
 #[derive(Clone)]
-struct Sides {
+struct Sides<C> {
     ate: Arc<Limits>,
     id: LimitId,
-    conn: Conn,
+    conn: C,
     log: Arc<redis::Script>,
 }
 
-/// One Redis or a cluster, for the sliding log and `PING`.
-#[derive(Clone)]
-enum Conn {
-    One(ConnectionManager),
-    Cluster(ClusterConnection),
-}
+/// What a side's connection must be to be cloned into each task.
+trait Conn: ConnectionLike + Clone + Send + Sync + 'static {}
+impl<C: ConnectionLike + Clone + Send + Sync + 'static> Conn for C {}
 
-impl Conn {
-    fn get(&self) -> Conn {
-        self.clone()
-    }
-}
-
-impl ConnectionLike for Conn {
-    fn req_packed_command<'a>(
-        &'a mut self,
-        cmd: &'a redis::Cmd,
-    ) -> redis::RedisFuture<'a, redis::Value> {
-        match self {
-            Conn::One(c) => c.req_packed_command(cmd),
-            Conn::Cluster(c) => c.req_packed_command(cmd),
-        }
-    }
-
-    fn req_packed_commands<'a>(
-        &'a mut self,
-        cmd: &'a redis::Pipeline,
-        offset: usize,
-        count: usize,
-    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
-        match self {
-            Conn::One(c) => c.req_packed_commands(cmd, offset, count),
-            Conn::Cluster(c) => c.req_packed_commands(cmd, offset, count),
-        }
-    }
-
-    fn get_db(&self) -> i64 {
-        match self {
-            Conn::One(c) => c.get_db(),
-            Conn::Cluster(c) => c.get_db(),
-        }
-    }
-}
-
-impl Sides {
+impl<C: Conn> Sides<C> {
     async fn ate(&self, key: u64) -> bool {
         let d = self.ate.check(&[self.id], &key.to_string()).await;
         assert_eq!(d.scope(), Scope::Shared, "{:?}", d.store_error());
@@ -110,7 +70,7 @@ impl Sides {
     }
 
     async fn log(&self, key: u64, call: u64) -> bool {
-        let mut conn = self.conn.get();
+        let mut conn = self.conn.clone();
         let allowed: i64 = self
             .log
             .key(format!("log:{{{key}}}"))
@@ -124,7 +84,7 @@ impl Sides {
     }
 
     async fn ping(&self) -> bool {
-        let mut conn = self.conn.get();
+        let mut conn = self.conn.clone();
         let pong: String = redis::cmd("PING").query_async(&mut conn).await.unwrap();
         pong == "PONG"
     }
@@ -148,7 +108,7 @@ impl Side {
         }
     }
 
-    async fn call(self, sides: &Sides, key: u64, call: u64) -> bool {
+    async fn call<C: Conn>(self, sides: &Sides<C>, key: u64, call: u64) -> bool {
         match self {
             Side::Ate => sides.ate(key).await,
             Side::Log => sides.log(key, call).await,
@@ -158,7 +118,7 @@ impl Side {
 }
 
 /// µs per call of `LATENCY_CALLS` calls one after another.
-async fn latency(side: Side, sides: &Sides) -> f64 {
+async fn latency<C: Conn>(side: Side, sides: &Sides<C>) -> f64 {
     let start = Instant::now();
     for i in 0..LATENCY_CALLS as u64 {
         std::hint::black_box(side.call(sides, i % KEYS, i).await);
@@ -167,7 +127,7 @@ async fn latency(side: Side, sides: &Sides) -> f64 {
 }
 
 /// Calls per second of `TASKS` tasks making `PER_TASK` calls each.
-async fn throughput(side: Side, sides: &Sides) -> f64 {
+async fn throughput<C: Conn>(side: Side, sides: &Sides<C>) -> f64 {
     let start = Instant::now();
     let tasks: Vec<_> = (0..TASKS)
         .map(|t| {
@@ -196,7 +156,7 @@ fn spread(mut v: Vec<f64>, higher_is_better: bool) -> (f64, f64) {
 }
 
 /// `MEMORY USAGE` of a key holding a minute at 1 request/s, N = 600.
-async fn memory(sides: &Sides, server: &TestRedis) -> (i64, i64) {
+async fn memory(sides: &Sides<ConnectionManager>, server: &TestRedis) -> (i64, i64) {
     let mut set = LimitSet::new(Policy::CountDenied, MonotonicClock::new());
     let id = set.add(
         "mem",
@@ -204,7 +164,7 @@ async fn memory(sides: &Sides, server: &TestRedis) -> (i64, i64) {
     );
     let limits = Limits::redis(set, store(server));
     let one = NonZeroU32::MIN;
-    let mut conn = sides.conn.get();
+    let mut conn = sides.conn.clone();
     for s in 0..60u64 {
         let at = Timestamp::from_secs(1_000 + s);
         let d = limits.check_n_at(&[id], "mem", one, at).await.unwrap();
@@ -220,7 +180,7 @@ async fn memory(sides: &Sides, server: &TestRedis) -> (i64, i64) {
             .unwrap();
     }
     let usage = |key: &'static str| {
-        let mut conn = sides.conn.get();
+        let mut conn = sides.conn.clone();
         async move {
             redis::cmd("MEMORY")
                 .arg("USAGE")
@@ -243,12 +203,12 @@ fn store(server: &TestRedis) -> ate_ratelimit::RedisStore {
 }
 
 /// Server µs per `EVALSHA` over `calls` calls of `f`.
-async fn server_us<F, Fut>(conn: &Conn, calls: u64, f: F) -> f64
+async fn server_us<F, Fut>(conn: &ConnectionManager, calls: u64, f: F) -> f64
 where
     F: Fn(u64) -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let mut c = conn.get();
+    let mut c = conn.clone();
     let () = redis::cmd("CONFIG")
         .arg("RESETSTAT")
         .query_async(&mut c)
@@ -310,7 +270,7 @@ async fn main() {
     let sides = Sides {
         ate,
         id,
-        conn: Conn::One(ConnectionManager::new(client).await.unwrap()),
+        conn: ConnectionManager::new(client).await.unwrap(),
         log: Arc::new(redis::Script::new(SLIDING_LOG)),
     };
     let cluster = TestCluster::start();
@@ -325,7 +285,7 @@ async fn main() {
     let on_cluster = Sides {
         ate: cluster_ate,
         id: cluster_id,
-        conn: Conn::Cluster(cluster_client.get_async_connection().await.unwrap()),
+        conn: cluster_client.get_async_connection().await.unwrap(),
         log: sides.log.clone(),
     };
     // Warm up: scripts loaded, connections open.
