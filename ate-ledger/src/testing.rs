@@ -34,7 +34,7 @@ pub mod conformance;
 #[path = "testing_pg.rs"]
 mod pg;
 #[cfg(feature = "postgres")]
-pub use pg::{TestDatabase, fresh_database};
+pub use pg::{TestDatabase, TestPostgres, fresh_database};
 
 use proptest::prelude::*;
 

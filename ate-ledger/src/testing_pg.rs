@@ -32,6 +32,24 @@ fn pg_bin(name: &str) -> Option<PathBuf> {
     })
 }
 
+/// [`pg_bin`], or a panic saying how to install PostgreSQL.
+fn need_bin(name: &str) -> PathBuf {
+    pg_bin(name).unwrap_or_else(|| {
+        panic!(
+            "PostgreSQL server binary {name} not found on PATH or under \
+             /usr/lib/postgresql/*/bin: install PostgreSQL (Debian: apt-get install postgresql) \
+             or set ATE_TEST_POSTGRES_URL to a server these tests may create databases on"
+        )
+    })
+}
+
+/// Sends `SIG{sig}` to `pid` with the shell's builtin `kill`.
+fn send(pid: u32, sig: &str) {
+    let _ = Command::new("sh")
+        .args(["-c", &format!("kill -{sig} {pid}")])
+        .status();
+}
+
 fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
@@ -58,13 +76,7 @@ fn start_server() -> Server {
             _wrapper: None,
         };
     }
-    let (Some(initdb), Some(postgres)) = (pg_bin("initdb"), pg_bin("postgres")) else {
-        panic!(
-            "PostgreSQL server binaries (initdb, postgres) not found on PATH or under \
-             /usr/lib/postgresql/*/bin: install PostgreSQL (Debian: apt-get install postgresql) \
-             or set ATE_TEST_POSTGRES_URL to a server these tests may create databases on"
-        );
-    };
+    let (initdb, postgres) = (need_bin("initdb"), need_bin("postgres"));
     let root = is_root();
     // As root the server runs as `postgres`, which must reach the dir: not
     // under a `TMPDIR` in root's home, so `/tmp` itself.
@@ -275,5 +287,203 @@ impl Drop for TestDatabase {
             }
             Err(_) => eprintln!("ate-ledger test database not dropped: the drop panicked"),
         }
+    }
+}
+
+/// A PostgreSQL server of a test's own that it can restart (fast shutdown)
+/// and stall (SIGSTOP of all its processes): for tests of a service under
+/// a database that goes away or hangs. Started from the machine's binaries
+/// as [`fresh_database`]'s server is (as the `postgres` user when run as
+/// root), listening on a Unix socket in its own directory, with
+/// `fsync=off`; stopped and removed when dropped.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use ate_ledger::testing::TestPostgres;
+///
+/// let mut server = TestPostgres::start();
+/// let url = server.url(); // host=/tmp/... port=5432 user=ate dbname=postgres
+/// server.restart(); // fast shutdown, then a start
+/// server.stall(Duration::from_secs(3)); // a hang, not a refusal
+/// # drop(url);
+/// ```
+#[derive(Debug)]
+pub struct TestPostgres {
+    dir: PathBuf,
+    root: bool,
+    child: Option<Child>,
+}
+
+impl TestPostgres {
+    /// Starts a server.
+    ///
+    /// # Panics
+    ///
+    /// If the PostgreSQL binaries are missing or it does not start in
+    /// 30 s.
+    pub fn start() -> Self {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let root = is_root();
+        let dir = PathBuf::from("/tmp").join(format!(
+            "ate-ledger-test-pg-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        if root {
+            let _ = Command::new("chown").arg("postgres:").arg(&dir).status();
+        }
+        let out = as_server_user(&need_bin("initdb"), root)
+            .args(["-A", "trust", "-U", "ate", "--no-sync", "-D"])
+            .arg(dir.join("data"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "initdb: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut pg = Self {
+            dir,
+            root,
+            child: None,
+        };
+        pg.spawn();
+        pg
+    }
+
+    fn spawn(&mut self) {
+        let child = as_server_user(&need_bin("postgres"), self.root)
+            .arg("-D")
+            .arg(self.dir.join("data"))
+            .arg("-k")
+            .arg(&self.dir)
+            .args([
+                "-c",
+                "listen_addresses=",
+                "-c",
+                "fsync=off",
+                "-c",
+                "max_connections=100",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !self.ready() {
+            assert!(Instant::now() < deadline, "postgres did not start in 30 s");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `postmaster.pid` says ready.
+    fn ready(&self) -> bool {
+        std::fs::read_to_string(self.dir.join("data/postmaster.pid"))
+            .is_ok_and(|s| s.lines().nth(7).is_some_and(|l| l.trim() == "ready"))
+    }
+
+    /// The postmaster's process id.
+    ///
+    /// # Panics
+    ///
+    /// If the server is not running.
+    pub fn pid(&self) -> u32 {
+        std::fs::read_to_string(self.dir.join("data/postmaster.pid"))
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    /// A connection string to its `postgres` database.
+    pub fn url(&self) -> String {
+        format!(
+            "host={} port=5432 user=ate dbname=postgres",
+            self.dir.display()
+        )
+    }
+
+    /// Fast shutdown (SIGINT), then a start on the same socket.
+    ///
+    /// # Panics
+    ///
+    /// If it does not stop, or start again, within 30 s.
+    pub fn restart(&mut self) {
+        let pid = self.pid();
+        send(pid, "INT");
+        if let Some(mut child) = self.child.take() {
+            let _ = child.wait();
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Path::new(&format!("/proc/{pid}")).exists() {
+            assert!(Instant::now() < deadline, "postgres did not stop");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.spawn();
+    }
+
+    /// Stalls every process of the server for `pause`. `runuser` (the
+    /// server's parent when the suite runs as root) stops itself when its
+    /// child stops, so it is continued too.
+    pub fn stall(&self, pause: Duration) {
+        let stalled = self.processes();
+        for &p in &stalled {
+            send(p, "STOP");
+        }
+        std::thread::sleep(pause);
+        for &p in &stalled {
+            send(p, "CONT");
+        }
+        if let Some(child) = &self.child {
+            send(child.id(), "CONT");
+        }
+    }
+
+    /// The postmaster and every process it started.
+    fn processes(&self) -> Vec<u32> {
+        let master = self.pid();
+        let mut out = vec![master];
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                continue;
+            };
+            // pid (comm) state ppid ...: comm may hold spaces, so after ')'.
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<u32>().ok());
+            if ppid == Some(master) {
+                out.push(pid);
+            }
+        }
+        out
+    }
+}
+
+impl Drop for TestPostgres {
+    fn drop(&mut self) {
+        if let Ok(text) = std::fs::read_to_string(self.dir.join("data/postmaster.pid"))
+            && let Some(pid) = text.lines().next().and_then(|l| l.trim().parse().ok())
+        {
+            for p in self.processes() {
+                send(p, "CONT");
+            }
+            send(pid, "QUIT");
+        }
+        if let Some(mut child) = self.child.take() {
+            send(child.id(), "CONT");
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

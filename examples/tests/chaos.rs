@@ -27,8 +27,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use ate_ledger::testing::TestPostgres;
 use ate_ratelimit::testing::TestRedis;
-use common::fault::{Haproxy, Pg, free_port, signal};
+use common::fault::{Haproxy, free_port, signal};
 use common::provider::CountingProvider;
 use common::*;
 
@@ -215,7 +216,7 @@ fn percentile(mut v: Vec<Duration>, p: f64) -> Duration {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_system_keeps_its_promises_while_every_dependency_breaks() {
     let started = Instant::now();
-    let mut pg = Pg::start();
+    let mut pg = TestPostgres::start();
     let mut redis = TestRedis::start();
     let provider = CountingProvider::start().await;
     let env = |worker: &str| -> Vec<(String, String)> {
