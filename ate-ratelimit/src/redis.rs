@@ -234,19 +234,17 @@ impl RedisConfig {
                     .max_retry_wait(u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX))
                     .build()
                     .map_err(|e| bad(&nodes.join(","), e.to_string()))?;
-                (Client::Cluster(client), 16_384)
+                (Client::Cluster(client, self.timeout), 16_384)
             }
         };
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(Error::NoRuntime);
         }
-        let conn = client
-            .connect(self.timeout)
-            .map_err(|e| match &self.target {
-                Target::One(url) => bad(url, e.to_string()),
-                #[cfg(feature = "redis-cluster")]
-                Target::Cluster(nodes) => bad(&nodes.join(","), e.to_string()),
-            })?;
+        let conn = client.connect().map_err(|e| match &self.target {
+            Target::One(url) => bad(url, e.to_string()),
+            #[cfg(feature = "redis-cluster")]
+            Target::Cluster(nodes) => bad(&nodes.join(","), e.to_string()),
+        })?;
         Ok(RedisStore {
             inner: Arc::new(Inner {
                 conn: parking_lot::RwLock::new(conn),
@@ -274,25 +272,26 @@ enum Target {
 /// How new connections are made.
 enum Client {
     One(redis::Client, ConnectionManagerConfig),
+    /// The client, and the bound on connecting to a node and on its
+    /// answer.
     #[cfg(feature = "redis-cluster")]
-    Cluster(redis::cluster::ClusterClient),
+    Cluster(redis::cluster::ClusterClient, Duration),
 }
 
 impl Client {
     /// A connection that connects on first use.
-    fn connect(&self, timeout: Duration) -> redis::RedisResult<Conn> {
-        let _ = timeout;
+    fn connect(&self) -> redis::RedisResult<Conn> {
         match self {
             Client::One(client, manager) => Ok(Conn::One(ConnectionManager::new_lazy_with_config(
                 client.clone(),
                 manager.clone(),
             )?)),
             #[cfg(feature = "redis-cluster")]
-            Client::Cluster(client) => Ok(Conn::Cluster(
+            Client::Cluster(client, timeout) => Ok(Conn::Cluster(
                 client.get_pending_async_connection_with_config(
                     redis::cluster::ClusterConfig::new()
-                        .set_connection_timeout(timeout)
-                        .set_response_timeout(timeout),
+                        .set_connection_timeout(*timeout)
+                        .set_response_timeout(*timeout),
                 ),
             )),
         }
@@ -506,7 +505,7 @@ impl RedisStore {
     /// answer), so its connections stay.
     fn replace_connection(&self) {
         if let Client::One(..) = self.inner.client
-            && let Ok(fresh) = self.inner.client.connect(self.inner.config.timeout)
+            && let Ok(fresh) = self.inner.client.connect()
         {
             *self.inner.conn.write() = fresh;
         }
