@@ -800,10 +800,50 @@ async fn a_window_kept_by_an_earlier_release_still_counts() {
         .unwrap();
     let d = limits.check_n_at(&[id], "k", nz(1), now).await.unwrap();
     assert_eq!(d.decisions()[0].1, Decision::Allowed { remaining: 0 });
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg("upgrade:{=k}:notify")
+        .query_async(&mut raw(&server).await)
+        .await
+        .unwrap();
+    assert!(ttl > 0, "the converted window still expires: {ttl}");
     let d = limits.check_n_at(&[id], "k", nz(1), now).await.unwrap();
     // Denied, and recorded (CountDenied): the window keeps the newest
     // three, so the one recorded 1 s before is the oldest, and leaves in
     // 59 s.
     assert!(!d.is_allowed());
     assert_eq!(d.retry_after(), Some(Duration::from_secs(59)));
+}
+
+/// An earlier release's window of 10,000 distinct times (more than Lua's
+/// `unpack` takes at once) converts whole, and expires by itself even under
+/// a policy that records nothing on a denial.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_window_kept_by_an_earlier_release_converts_whole() {
+    let server = TestRedis::start();
+    let mut set = LimitSet::new(Policy::AllowedOnly, ManualClock::default());
+    let id = set.add("notify", quota(10_000, Duration::from_secs(60)));
+    let limits = Limits::redis(set, store(&server, "bigup", Fallback::Refuse));
+    let now = Timestamp::from_secs(10_000);
+    let us = now.as_nanos() / 1_000;
+    let mut push = redis::cmd("RPUSH");
+    push.arg("bigup:{=k}:notify");
+    for i in 1..=10_000u64 {
+        push.arg(us - i);
+    }
+    let _: () = push.query_async(&mut raw(&server).await).await.unwrap();
+    let d = limits.check_n_at(&[id], "k", nz(1), now).await.unwrap();
+    assert_eq!(d.scope(), Scope::Shared, "{:?}", d.store_error());
+    assert!(!d.is_allowed(), "10,000 held of 10,000");
+    let runs: usize = redis::cmd("LLEN")
+        .arg("bigup:{=k}:notify")
+        .query_async(&mut raw(&server).await)
+        .await
+        .unwrap();
+    assert_eq!(runs, 10_000);
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg("bigup:{=k}:notify")
+        .query_async(&mut raw(&server).await)
+        .await
+        .unwrap();
+    assert!(ttl > 0 && ttl <= 60_000, "{ttl}");
 }

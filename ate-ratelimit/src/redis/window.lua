@@ -63,7 +63,13 @@ for i = 1, n do
     end
     runs[#runs + 1] = enc(last, c, cum, 0)
     redis.call('DEL', key)
-    redis.call('LPUSH', key, unpack(runs))
+    -- In batches: unpack has a stack limit of a few thousand values.
+    for from = 1, #runs, 1000 do
+      redis.call('LPUSH', key, unpack(runs, from, math.min(from + 999, #runs)))
+    end
+    -- It expires as the old key did, a window after its newest attempt,
+    -- even if no check records on it again.
+    redis.call('PEXPIRE', key, math.max(1, math.ceil(((last + window) * tick - now_us) / 1000)))
     head = runs[#runs]
   end
   if head then
