@@ -50,6 +50,24 @@ fn free_port() -> u16 {
         .expect("bind a loopback port")
 }
 
+/// `child` once its server answers `PING` on `port`; `None` if it exited
+/// or did not answer in 10 s (then it is killed).
+fn comes_up(mut child: Child, port: u16) -> Option<Child> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if answers(port) {
+            return Some(child);
+        }
+        if child.try_wait().ok().flatten().is_some() {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
 /// Whether a server answers `PING` on `port`.
 fn answers(port: u16) -> bool {
     let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
@@ -102,22 +120,8 @@ impl TestRedis {
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn redis-server");
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if answers(self.port) {
-                return true;
-            }
-            if let Some(child) = &mut self.child
-                && child.try_wait().ok().flatten().is_some()
-            {
-                self.child = None;
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        self.kill();
-        false
+        self.child = comes_up(child, self.port);
+        self.child.is_some()
     }
 
     /// `redis://127.0.0.1:PORT/0`.
@@ -220,7 +224,7 @@ impl TestCluster {
     }
 
     fn spawn(&self, port: u16) -> Option<Child> {
-        let mut child = Command::new(redis_server())
+        let child = Command::new(redis_server())
             .args(["--bind", "127.0.0.1", "--port"])
             .arg(port.to_string())
             .args(["--cluster-enabled", "yes", "--cluster-config-file"])
@@ -248,19 +252,7 @@ impl TestCluster {
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn redis-server");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if answers(port) {
-                return Some(child);
-            }
-            if child.try_wait().ok().flatten().is_some() {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-        None
+        comes_up(child, port)
     }
 
     fn conn(port: u16) -> redis::Connection {
