@@ -262,20 +262,17 @@ impl AppState {
             expired = loaded.expired,
             "rate limits seeded from the audit trail"
         );
-        let (store, var) = match (&config.ratelimit_redis_url, &config.ratelimit_redis_cluster) {
-            (Some(url), _) => (
-                Some(RedisConfig::new(url.as_str())),
-                "ATE_RATELIMIT_REDIS_URL",
-            ),
-            (None, Some(nodes)) => (
-                Some(RedisConfig::cluster(nodes.iter().cloned())),
+        let store = match (&config.ratelimit_redis_url, &config.ratelimit_redis_cluster) {
+            (Some(url), _) => Some((RedisConfig::new(url.as_str()), "ATE_RATELIMIT_REDIS_URL")),
+            (None, Some(nodes)) => Some((
+                RedisConfig::cluster(nodes.iter().cloned()),
                 "ATE_RATELIMIT_REDIS_CLUSTER",
-            ),
-            (None, None) => (None, ""),
+            )),
+            (None, None) => None,
         };
         let limits = match store {
             None => Limits::local(limits),
-            Some(store) => {
+            Some((store, var)) => {
                 let store = store
                     .prefix("ate-example")
                     .fallback(config.ratelimit_redis_fallback)
