@@ -226,6 +226,10 @@ where
                     let mut response = service.call(req).await?;
                     let headers = response.headers_mut();
                     for (name, value) in [(RATELIMIT_POLICY, policy), (RATELIMIT, ratelimit)] {
+                        // Empty: shadow limits alone, nothing to announce.
+                        if value.is_empty() {
+                            continue;
+                        }
                         if let Ok(value) = HeaderValue::from_maybe_shared(value) {
                             headers.insert(HeaderName::from_static(name), value);
                         }

@@ -238,9 +238,16 @@ pub(crate) struct Route {
     /// The exact path; `None`: every request the layer sees (a layer on
     /// one route of the framework's router).
     path: Option<Box<str>>,
+    /// Every limit the route checks, as bound.
+    all: Box<[LimitId]>,
+    /// Those of `all` that are enforced: they alone decide, record (by
+    /// the set's policy, as one check) and shape the answer.
     ids: Box<[LimitId]>,
+    /// Those of `all` in shadow mode: checked apart, as their own check,
+    /// so that they never change what the enforced ones record or answer.
+    shadow_ids: Box<[LimitId]>,
     cost: NonZeroU32,
-    /// The `RateLimit-Policy` field for these limits, written once.
+    /// The `RateLimit-Policy` field for the enforced limits, written once.
     policy: Bytes,
 }
 
@@ -319,6 +326,35 @@ impl<C: crate::clock::Clock + Clone> Rules<C> {
                 self.shadow.push(name);
             }
         }
+        // Routes bound before this call split again.
+        let routes = std::mem::take(&mut self.routes);
+        for r in routes {
+            self.push_route(r.path, &r.all, r.cost);
+        }
+    }
+
+    fn is_shadow(&self, id: LimitId) -> bool {
+        let name = self.limits.set().name(id);
+        self.shadow.iter().any(|s| **s == *name)
+    }
+
+    /// Adds a route, its limits split into enforced and shadow ones.
+    fn push_route(&mut self, path: Option<Box<str>>, all: &[LimitId], cost: NonZeroU32) {
+        let (shadow_ids, ids): (Vec<LimitId>, Vec<LimitId>) =
+            all.iter().partition(|&&id| self.is_shadow(id));
+        let set = self.limits.set();
+        let policy = policy_field(
+            ids.iter()
+                .map(|&id| (set.name(id), set.limiter(id).quota())),
+        );
+        self.routes.push(Route {
+            path,
+            all: all.into(),
+            ids: ids.into(),
+            shadow_ids: shadow_ids.into(),
+            cost,
+            policy: Bytes::from(policy),
+        });
     }
 
     /// See the layers' `route` (`path`) and `limit` (`None`).
@@ -333,16 +369,7 @@ impl<C: crate::clock::Clock + Clone> Rules<C> {
                 set.name(id)
             );
         }
-        let policy = policy_field(
-            ids.iter()
-                .map(|&id| (set.name(id), set.limiter(id).quota())),
-        );
-        self.routes.push(Route {
-            path: path.map(Into::into),
-            ids: ids.into(),
-            cost,
-            policy: Bytes::from(policy),
-        });
+        self.push_route(path.map(Into::into), ids, cost);
     }
 
     pub(crate) fn on_decision(
@@ -381,13 +408,42 @@ impl<C: crate::clock::Clock + Clone> Rules<C> {
         let Some(route) = self.routes.get(at) else {
             return Ok(no_route());
         };
-        match self
-            .limits
-            .check_n_now(&route.ids, key.as_str(), route.cost)
-        {
-            Some(decision) => Ok(self.verdict(route, key.as_str(), decision).with_key(key)),
-            None => Err(key),
+        // In process or not is the store's, the same for both checks.
+        let Some(decision) = self.check_ids_now(&route.ids, key.as_str(), route.cost) else {
+            return Err(key);
+        };
+        let shadow = self.check_ids_now(&route.shadow_ids, key.as_str(), route.cost);
+        let shadow = shadow.unwrap_or(Ok(None));
+        Ok(self
+            .verdict(route, key.as_str(), decision, shadow)
+            .with_key(key))
+    }
+
+    /// One check of `ids` in process (`Ok(None)` for no limits; `None`
+    /// where the store must be asked).
+    fn check_ids_now(
+        &self,
+        ids: &[LimitId],
+        key: &str,
+        cost: NonZeroU32,
+    ) -> Option<Result<Option<Combined<'_>>, crate::Error>> {
+        if ids.is_empty() {
+            return Some(Ok(None));
         }
+        self.limits.check_n_now(ids, key, cost).map(|d| d.map(Some))
+    }
+
+    /// One check of `ids`, asking the store where there is one.
+    async fn check_ids(
+        &self,
+        ids: &[LimitId],
+        key: &str,
+        cost: NonZeroU32,
+    ) -> Result<Option<Combined<'_>>, crate::Error> {
+        if ids.is_empty() {
+            return Ok(None);
+        }
+        self.limits.check_n(ids, key, cost).await.map(Some)
     }
 
     /// Decides a request to route `at` by the caller `key`, asking the
@@ -396,37 +452,51 @@ impl<C: crate::clock::Clock + Clone> Rules<C> {
         let Some(route) = self.routes.get(at) else {
             return no_route();
         };
-        let decision = self
-            .limits
-            .check_n(&route.ids, key.as_str(), route.cost)
+        let decision = self.check_ids(&route.ids, key.as_str(), route.cost).await;
+        let shadow = self
+            .check_ids(&route.shadow_ids, key.as_str(), route.cost)
             .await;
-        self.verdict(route, key.as_str(), decision).with_key(key)
+        self.verdict(route, key.as_str(), decision, shadow)
+            .with_key(key)
     }
 
-    fn verdict(
+    /// The verdict of the enforced limits' check (`decision`; `None`: the
+    /// route has none), with the shadow limits' own check beside it, which
+    /// is reported and never shapes the answer.
+    fn verdict<'a>(
         &self,
         route: &Route,
         key: &str,
-        decision: Result<Combined<'_>, crate::Error>,
+        decision: Result<Option<Combined<'a>>, crate::Error>,
+        shadow: Result<Option<Combined<'a>>, crate::Error>,
     ) -> Verdict {
-        let decision = match decision {
-            Ok(d) => d,
+        let (decision, shadow) = match (decision, shadow) {
+            (Ok(d), Ok(s)) => (d, s),
             // Not reached: `route` refuses such a cost when built.
-            Err(e) => return Verdict::Refuse(refusal(500, json_error(&e.to_string()), Vec::new())),
+            (Err(e), _) | (_, Err(e)) => {
+                return Verdict::Refuse(refusal(500, json_error(&e.to_string()), Vec::new()));
+            }
         };
         if let Some(hook) = &self.on_decision {
-            hook(key, &decision);
+            for d in decision.iter().chain(shadow.iter()) {
+                hook(key, d);
+            }
         }
-        // Refused only by limits in shadow mode: reported, counted, let
-        // through.
-        let shadowed = !decision.is_allowed()
-            && !self.shadow.is_empty()
-            && decision
-                .decisions()
-                .iter()
-                .filter(|(_, d)| !d.is_allowed())
-                .all(|(name, _)| self.shadow.iter().any(|s| **s == **name));
-        if decision.is_allowed() || shadowed {
+        // Shadow limits that would have refused: reported, let through.
+        let shadowed = shadow.as_ref().is_some_and(|s| !s.is_allowed());
+        let Some(decision) = decision else {
+            // Shadow limits alone: no enforced field to send.
+            return Verdict::Allow {
+                checked: Checked {
+                    key: KeyText(smallvec::SmallVec::new()),
+                    remaining: u32::MAX,
+                    shadowed,
+                },
+                policy: Bytes::new(),
+                ratelimit: Bytes::new(),
+            };
+        };
+        if decision.is_allowed() {
             return Verdict::Allow {
                 checked: Checked {
                     key: KeyText(smallvec::SmallVec::new()),

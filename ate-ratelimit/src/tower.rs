@@ -347,6 +347,10 @@ where
 fn with_fields<B>(mut response: Response<B>, policy: Bytes, ratelimit: Bytes) -> Response<B> {
     let headers = response.headers_mut();
     for (name, value) in [(RATELIMIT_POLICY, policy), (RATELIMIT, ratelimit)] {
+        // Empty: the route has shadow limits alone, nothing to announce.
+        if value.is_empty() {
+            continue;
+        }
         // Both are written from visible ASCII: the check cannot fail.
         if let Ok(value) = HeaderValue::from_maybe_shared(value) {
             headers.insert(name, value);

@@ -614,13 +614,19 @@ async fn a_shadow_limit_counts_and_reports_but_never_refuses() {
         let (status, headers, body) = call(&shadowed, "/notify", "203.0.113.9", &[]).await;
         assert_eq!(status, 200, "a shadow limit never refuses");
         assert_eq!(body, format!("shadow_denied={}", i > 0));
-        // Reported as the limit sees it: nothing left.
+        // The fields speak of the enforced limits alone: a client is never
+        // told to slow down to a shadow limit.
         let field = headers["ratelimit"].to_str().unwrap().to_owned();
-        if i > 0 {
-            assert!(field.contains(r#""notify";r=0"#), "{field}");
-        }
+        assert!(!field.contains("notify"), "{field}");
+        assert!(field.contains(r#""requests";r="#), "{field}");
+        let policy = headers["ratelimit-policy"].to_str().unwrap().to_owned();
+        assert!(!policy.contains("notify"), "{policy}");
     }
-    assert_eq!(*seen.lock().unwrap(), [true, false, false]);
+    // Each request: the enforced check, then the shadow limit's own.
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [true, true, true, false, true, false]
+    );
     // A limit not in shadow mode still refuses: the bucket of 100 here.
     let (limits, route, bucket) = self::limits(1);
     let strict = app(RateLimitLayer::new(limits)
@@ -629,4 +635,49 @@ async fn a_shadow_limit_counts_and_reports_but_never_refuses() {
         .caller(axum_peer()));
     assert_eq!(call(&strict, "/notify", "203.0.113.9", &[]).await.0, 200);
     assert_eq!(call(&strict, "/notify", "203.0.113.9", &[]).await.0, 429);
+}
+
+/// A route with a real limit of `real` a minute beside a shadow limit
+/// (`shadow_n` per `shadow_window`), under `policy`.
+fn real_beside_shadow(policy: Policy, real: u32, shadow_n: u32, shadow_window: Duration) -> Router {
+    let mut set = LimitSet::new(policy, ManualClock::default());
+    let q = |n, w| Quota::new(NonZeroU32::new(n).unwrap(), w).unwrap();
+    let enforced = set.add("real", q(real, Duration::from_secs(60)));
+    let shadow = set.add("trial", q(shadow_n, shadow_window));
+    app(RateLimitLayer::new(Arc::new(Limits::local(set)))
+        .route("/notify", &[enforced, shadow], NonZeroU32::MIN)
+        .shadow(&[shadow])
+        .caller(axum_peer()))
+}
+
+#[tokio::test]
+async fn a_shadow_limit_never_changes_what_the_enforced_ones_decide() {
+    // Under AllowedOnly nothing was recorded once the shadow limit denied:
+    // the real 3/min let 20 of 20 through.
+    for policy in [Policy::AllowedOnly, Policy::CountDenied] {
+        let app = real_beside_shadow(policy, 3, 1, Duration::from_secs(60));
+        let mut allowed = 0;
+        for _ in 0..20 {
+            allowed += u32::from(call(&app, "/notify", "203.0.113.9", &[]).await.0 == 200);
+        }
+        assert_eq!(allowed, 3, "{policy:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_shadow_limit_never_stretches_a_refusals_retry_after() {
+    // A real 3/min beside a shadow 2/day answered Retry-After: 86400.
+    let app = real_beside_shadow(Policy::CountDenied, 3, 2, Duration::from_secs(86_400));
+    for _ in 0..3 {
+        assert_eq!(call(&app, "/notify", "203.0.113.9", &[]).await.0, 200);
+    }
+    let (status, headers, body) = call(&app, "/notify", "203.0.113.9", &[]).await;
+    assert_eq!(status, 429, "{body}");
+    let retry: u64 = headers["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=60).contains(&retry), "Retry-After {retry}");
+    assert!(!body.contains("trial"), "{body}");
+    for name in ["ratelimit", "ratelimit-policy"] {
+        let field = headers[name].to_str().unwrap();
+        assert!(!field.contains("trial"), "{name}: {field}");
+    }
 }
