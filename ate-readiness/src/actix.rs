@@ -229,8 +229,12 @@ pub fn probes(gate: Gate) -> impl FnOnce(&mut web::ServiceConfig) + Clone {
                 web::resource(crate::prestop::DrainRequest::DEFAULT_PATH).route(web::post().to(
                     move |req: HttpRequest| {
                         let peer = req.peer_addr().map(|a| a.ip());
-                        let reply =
-                            gate.drain_answer(peer, req.headers().keys().map(|k| k.as_str()));
+                        let reply = gate.drain_answer(
+                            peer,
+                            req.headers()
+                                .iter()
+                                .map(|(n, v)| (n.as_str(), v.as_bytes())),
+                        );
                         async move { answer(reply) }
                     },
                 )),

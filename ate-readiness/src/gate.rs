@@ -56,6 +56,8 @@ struct Inner {
     refused_while_draining: AtomicU64,
     /// How long `/ready` still answers 200 once the drain has begun.
     ready_while_draining: std::time::Duration,
+    /// The secret the drain endpoint asks for; none: it refuses all.
+    drain_token: Option<crate::DrainToken>,
     policy: AdmissionPolicy,
     clock: Box<dyn Clock>,
     drain: Mutex<DrainInfo>,
@@ -172,6 +174,13 @@ impl Gate {
     pub fn mark_ready(&self) -> bool {
         let before = self.inner.word.fetch_and(!STARTING, Ordering::AcqRel);
         before & STARTING != 0 && before & DRAINING == 0
+    }
+
+    /// The secret the drain endpoint asks of its callers
+    /// ([`GateBuilder::drain_token`]), if one was set.
+    #[must_use]
+    pub fn drain_token(&self) -> Option<&crate::DrainToken> {
+        self.inner.drain_token.as_ref()
     }
 
     /// Liveness: 200 while the process is alive, whatever the state.

@@ -97,6 +97,7 @@ pub mod prestop;
 mod probe;
 #[cfg(feature = "test-util")]
 pub mod testing;
+mod token;
 #[cfg(feature = "tower")]
 pub mod tower;
 
@@ -107,6 +108,7 @@ pub use gate::{
 #[cfg(feature = "tokio")]
 pub use gate::{drain_on_signal, next_signal};
 pub use probe::Answer;
+pub use token::{DrainToken, PublishedToken, TokenError};
 
 /// WebSocket close code "going away" (RFC 6455 §7.4.1), sent to sessions
 /// opened while draining.

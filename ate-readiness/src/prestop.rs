@@ -8,10 +8,16 @@
 //! endpoint on loopback and then sleeps while the load balancer notices
 //! `/ready` failing:
 //!
+//! The endpoint drains only for the secret the service drew at start and
+//! wrote to a file only its user can read ([`DrainToken`]); the hook runs
+//! in the same container, reads that file and presents the secret. The
+//! loopback-only rule stays as a second fence.
+//!
 //! ```no_run
 //! use std::process::ExitCode;
 //! use std::time::Duration;
 //! use ate_readiness::prestop::DrainRequest;
+//! use ate_readiness::{DrainToken, Gate};
 //!
 //! fn main() -> ExitCode {
 //!     // `my-service drain`, as the hook runs it:
@@ -19,7 +25,13 @@
 //!     if std::env::args().nth(1).as_deref() == Some("drain") {
 //!         return DrainRequest::new(8080).run_hook(Duration::from_secs(15));
 //!     }
-//!     // ... serve ...
+//!     // Serving: draw the secret, publish it where the hook looks, and
+//!     // hand it to the gate (keep `published` alive while serving).
+//!     let token = DrainToken::generate().expect("random source");
+//!     let published = token.publish(DrainToken::default_path(8080)).expect("writable /tmp");
+//!     let gate = Gate::builder().drain_token(token).build();
+//!     // ... serve, with the drain endpoint on port 8080 ...
+//!     # drop((gate, published));
 //!     ExitCode::SUCCESS
 //! }
 //! ```
@@ -28,8 +40,11 @@
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
+
+use crate::token::{DrainToken, TokenError};
 
 /// A POST to this pod's own drain endpoint on loopback: `127.0.0.1`, or
 /// `::1` when nothing listens on `127.0.0.1` (a service bound to IPv6
@@ -45,6 +60,16 @@ pub struct DrainRequest {
     port: u16,
     path: String,
     timeout: Duration,
+    token: TokenSource,
+}
+
+/// Where the request's drain secret comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum TokenSource {
+    /// Read from this file when the request is sent.
+    File(PathBuf),
+    /// Given.
+    Given(DrainToken),
 }
 
 /// What the drain endpoint answered (a 2xx).
@@ -62,6 +87,10 @@ pub struct DrainReply {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum PreStopError {
+    /// The drain secret could not be read (the service writes it at
+    /// start: [`DrainToken::publish`]).
+    #[error(transparent)]
+    Token(#[from] TokenError),
     /// Nothing accepted the connection on either loopback address.
     #[error(
         "nothing listens on loopback port {port} (127.0.0.1:{port}: {v4}; [::1]:{port}: {v6}): \
@@ -86,7 +115,7 @@ pub enum PreStopError {
         source: std::io::Error,
     },
     /// The endpoint answered with a status other than 2xx (403: the
-    /// endpoint did not see a loopback peer).
+    /// endpoint did not see a loopback peer, or another secret).
     #[error("drain endpoint http://{addr}{path} answered {status}: {body}")]
     Refused {
         /// The address.
@@ -127,13 +156,28 @@ impl DrainRequest {
     pub const DEFAULT_PATH: &'static str = "/__internal/drain";
 
     /// A request to `port` on loopback, at [`DEFAULT_PATH`](Self::DEFAULT_PATH),
-    /// with a 5 s timeout for connecting and for the answer.
+    /// with a 5 s timeout for connecting and for the answer, presenting
+    /// the secret read from [`DrainToken::default_path`]`(port)` when sent.
     pub fn new(port: u16) -> Self {
         Self {
             port,
             path: Self::DEFAULT_PATH.to_owned(),
             timeout: Duration::from_secs(5),
+            token: TokenSource::File(DrainToken::default_path(port)),
         }
+    }
+
+    /// Reads the secret from `path` when sent (where the service
+    /// published it, if not at the default path).
+    pub fn token_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.token = TokenSource::File(path.into());
+        self
+    }
+
+    /// Presents `token` (a service that shares its secret another way).
+    pub fn token(mut self, token: DrainToken) -> Self {
+        self.token = TokenSource::Given(token);
+        self
     }
 
     /// The endpoint's path (`drain` is taken as `/drain`).
@@ -165,13 +209,16 @@ impl DrainRequest {
     /// - [`PreStopError::Refused`] for an answer other than 2xx;
     /// - [`PreStopError::NotHttp`] for an answer that is not HTTP/1.x;
     /// - [`PreStopError::InvalidPath`], before connecting, for a path with
-    ///   a space, a control or a non-ASCII character.
+    ///   a space, a control or a non-ASCII character;
+    /// - [`PreStopError::Token`], once connected and before anything is
+    ///   sent, when the secret's file cannot be read or holds no token.
     pub fn send(&self) -> Result<DrainReply, PreStopError> {
         if !self.path.bytes().all(|b| b.is_ascii_graphic()) {
             return Err(PreStopError::InvalidPath {
                 path: self.path.clone(),
             });
         }
+
         let v4 = SocketAddr::from((Ipv4Addr::LOCALHOST, self.port));
         let v6 = SocketAddr::from((Ipv6Addr::LOCALHOST, self.port));
         let (addr, stream) = match TcpStream::connect_timeout(&v4, self.timeout) {
@@ -187,8 +234,14 @@ impl DrainRequest {
                 }
             },
         };
+        // Read once something listens: "nothing listens" is the more
+        // useful answer where the service is not running at all.
+        let token = match &self.token {
+            TokenSource::File(path) => DrainToken::read(path)?,
+            TokenSource::Given(token) => token.clone(),
+        };
         let io = |source| PreStopError::Io { addr, source };
-        let answer = self.exchange(stream, addr).map_err(io)?;
+        let answer = self.exchange(stream, addr, &token).map_err(io)?;
         let (status, body) = parse_answer(&answer).ok_or_else(|| PreStopError::NotHttp {
             addr,
             start: String::from_utf8_lossy(&answer[..answer.len().min(64)]).into_owned(),
@@ -206,14 +259,20 @@ impl DrainRequest {
         }
     }
 
-    fn exchange(&self, mut stream: TcpStream, addr: SocketAddr) -> std::io::Result<Vec<u8>> {
+    fn exchange(
+        &self,
+        mut stream: TcpStream,
+        addr: SocketAddr,
+        token: &DrainToken,
+    ) -> std::io::Result<Vec<u8>> {
         stream.set_read_timeout(Some(self.timeout))?;
         stream.set_write_timeout(Some(self.timeout))?;
         write!(
             stream,
             "POST {} HTTP/1.1\r\nHost: {addr}\r\nUser-Agent: ate-readiness-prestop\r\n\
-             Content-Length: 0\r\nConnection: close\r\n\r\n",
-            self.path
+             Authorization: Bearer {}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            self.path,
+            token.secret()
         )?;
         stream.flush()?;
         // Read until the answer is whole: by its Content-Length, the end of

@@ -5,7 +5,8 @@ use std::net::IpAddr;
 
 use crate::Gate;
 use crate::gate::State;
-use crate::peer::{is_local_caller, is_loopback_peer};
+use crate::peer::{is_forwarding_header, is_loopback_peer};
+use crate::token::bearer;
 
 /// A probe's or the drain endpoint's answer: a status and a small JSON
 /// body ([`CONTENT_TYPE`](Self::CONTENT_TYPE)).
@@ -67,31 +68,77 @@ impl Gate {
     }
 
     /// The drain endpoint (`POST /__internal/drain`, which the preStop
-    /// hook's [`DrainRequest`](crate::prestop::DrainRequest) calls): from a loopback
-    /// peer that forwards no one else's request ([`is_local_caller`]) it
+    /// hook's [`DrainRequest`](crate::prestop::DrainRequest) calls). It
     /// begins the drain and answers 200
     /// `{"started":true,"draining_since":"2026-...Z"}` (`started` is false
-    /// for a drain already under way); from anyone else, 403 saying why,
-    /// and nothing changes.
+    /// for a drain already under way) only for a request that passes both
+    /// fences:
+    ///
+    /// 1. it presents the gate's secret ([`GateBuilder::drain_token`](crate::GateBuilder::drain_token)) as
+    ///    `Authorization: Bearer SECRET`, in exactly one such header;
+    /// 2. it comes from a loopback peer that forwards no one else's request
+    ///    ([`is_local_caller`](crate::peer::is_local_caller)).
+    ///
+    /// Anyone else gets 403 saying which fence refused it (never echoing
+    /// what was sent), and nothing changes. A gate without a secret refuses
+    /// every request: the drain then begins on SIGTERM only.
+    ///
+    /// The secret is the fence that holds: an edge on loopback (a sidecar,
+    /// an ingress on the node, HAProxy or nginx proxying with no
+    /// forwarding header) may pass an outsider's request with headers no
+    /// list knows, and a pod that drains never comes back. Never map the
+    /// drain path through a Service or an ingress all the same.
+    ///
+    /// `headers` are the request's (name, value) pairs.
     ///
     /// ```
     /// use std::net::{IpAddr, Ipv4Addr};
-    /// use ate_readiness::Gate;
+    /// use ate_readiness::{DrainToken, Gate};
     ///
-    /// let gate = Gate::new();
-    /// let outsider = gate.drain_answer(Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 7))), []);
-    /// assert_eq!(outsider.status, 403);
-    /// let hook = gate.drain_answer(Some(IpAddr::V4(Ipv4Addr::LOCALHOST)), ["content-length"]);
+    /// # fn main() -> Result<(), ate_readiness::TokenError> {
+    /// let token = DrainToken::generate()?;
+    /// let gate = Gate::builder().drain_token(token.clone()).build();
+    /// let loopback = Some(IpAddr::V4(Ipv4Addr::LOCALHOST));
+    /// // No secret: refused, even from loopback.
+    /// assert_eq!(gate.drain_answer(loopback, []).status, 403);
+    /// let bearer = format!("Bearer {}", token.secret());
+    /// let hook = gate.drain_answer(loopback, [("authorization", bearer.as_bytes())]);
     /// assert_eq!(hook.status, 200);
     /// assert!(gate.is_draining());
+    /// # Ok(())
+    /// # }
     /// ```
     pub fn drain_answer<'h>(
         &self,
         peer: Option<IpAddr>,
-        header_names: impl IntoIterator<Item = &'h str>,
+        headers: impl IntoIterator<Item = (&'h str, &'h [u8])>,
     ) -> Answer {
-        match peer {
-            Some(ip) if is_local_caller(ip, header_names) => {
+        let refuse = |why: &str| Answer::new(403, format!(r#"{{"error":"{why}"}}"#));
+        if !peer.is_some_and(is_loopback_peer) {
+            return refuse("drain is allowed from loopback only");
+        }
+        let mut forwarded = false;
+        let mut authorizations = 0usize;
+        let mut presented: Option<&[u8]> = None;
+        for (name, value) in headers {
+            forwarded |= is_forwarding_header(name);
+            if name.eq_ignore_ascii_case("authorization") {
+                authorizations += 1;
+                presented = bearer(value);
+            }
+        }
+        if forwarded {
+            return refuse(
+                "drain is allowed from loopback only, not through a proxy (a forwarding header was present)",
+            );
+        }
+        let Some(token) = self.drain_token() else {
+            return refuse(
+                "no drain token is set on this gate, so the drain endpoint refuses every request; SIGTERM still drains",
+            );
+        };
+        match presented {
+            Some(secret) if authorizations == 1 && token.matches(secret) => {
                 let d = self.begin_drain();
                 Answer::new(
                     200,
@@ -102,14 +149,8 @@ impl Gate {
                     ),
                 )
             }
-            Some(ip) if is_loopback_peer(ip) => Answer::new(
-                403,
-                r#"{"error":"drain is allowed from loopback only, not through a proxy (a forwarding header was present)"}"#
-                    .to_owned(),
-            ),
-            _ => Answer::new(
-                403,
-                r#"{"error":"drain is allowed from loopback only"}"#.to_owned(),
+            _ => refuse(
+                "drain needs this process's drain token as Authorization: Bearer (the preStop hook reads it from the file the service wrote at start)",
             ),
         }
     }

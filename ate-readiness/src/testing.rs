@@ -239,10 +239,11 @@ impl ManualClock {
 ///
 /// ```
 /// use ate_readiness::testing::unused_loopback_port;
-/// use ate_readiness::{prestop::{DrainRequest, PreStopError}};
+/// use ate_readiness::{prestop::{DrainRequest, PreStopError}, DrainToken};
 ///
 /// let port = unused_loopback_port(25_000);
-/// let err = DrainRequest::new(port).send().unwrap_err();
+/// let token = DrainToken::generate().unwrap();
+/// let err = DrainRequest::new(port).token(token).send().unwrap_err();
 /// assert!(matches!(err, PreStopError::NotListening { .. }), "{err}");
 /// ```
 ///

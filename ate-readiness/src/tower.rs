@@ -302,7 +302,7 @@ enum ProbeKind {
 }
 
 /// The gate's endpoints as tower services: `/health`, `/ready` and the
-/// loopback-only drain endpoint (see [`Gate::health_answer`],
+/// drain endpoint, for the hook's secret from loopback only (see [`Gate::health_answer`],
 /// [`Gate::ready_answer`], [`Gate::drain_answer`]). Mount each on its
 /// path with the method router of your framework (axum:
 /// `get_service(Probe::ready(gate))`), which answers 405 with `Allow` to
@@ -393,8 +393,13 @@ impl<B> Service<Request<B>> for Probe {
             ProbeKind::Drain => {
                 let (parts, _) = req.into_parts();
                 let peer = (self.peer)(&parts);
-                self.gate
-                    .drain_answer(peer, parts.headers.keys().map(http::HeaderName::as_str))
+                self.gate.drain_answer(
+                    peer,
+                    parts
+                        .headers
+                        .iter()
+                        .map(|(n, v)| (n.as_str(), v.as_bytes())),
+                )
             }
         };
         std::future::ready(Ok(answer(reply)))

@@ -122,8 +122,10 @@ async fn starting_answers_503_until_marked_ready() {
 }
 
 #[actix_web::test]
-async fn the_drain_endpoint_drains_for_loopback_only() {
-    let gate = Gate::new();
+async fn the_drain_endpoint_drains_for_its_secret_from_loopback_only() {
+    let token = ate_readiness::DrainToken::generate().unwrap();
+    let bearer = format!("Bearer {}", token.secret());
+    let gate = Gate::builder().drain_token(token).build();
     let app = test::init_service(app(gate.clone())).await;
     let outsider: SocketAddr = "10.0.0.7:40000".parse().unwrap();
     let res = test::call_service(
@@ -131,6 +133,7 @@ async fn the_drain_endpoint_drains_for_loopback_only() {
         test::TestRequest::post()
             .uri("/__internal/drain")
             .peer_addr(outsider)
+            .insert_header(("authorization", bearer.as_str()))
             .to_request(),
     )
     .await;
@@ -144,16 +147,29 @@ async fn the_drain_endpoint_drains_for_loopback_only() {
             .uri("/__internal/drain")
             .peer_addr(local)
             .insert_header(("x-forwarded-for", "203.0.113.9"))
+            .insert_header(("authorization", bearer.as_str()))
             .to_request(),
     )
     .await;
     assert_eq!(proxied.status(), StatusCode::FORBIDDEN);
+    assert!(!gate.is_draining());
+    // Loopback without the secret: refused.
+    let bare = test::call_service(
+        &app,
+        test::TestRequest::post()
+            .uri("/__internal/drain")
+            .peer_addr(local)
+            .to_request(),
+    )
+    .await;
+    assert_eq!(bare.status(), StatusCode::FORBIDDEN);
     assert!(!gate.is_draining());
     let res = test::call_service(
         &app,
         test::TestRequest::post()
             .uri("/__internal/drain")
             .peer_addr(local)
+            .insert_header(("authorization", bearer.as_str()))
             .to_request(),
     )
     .await;

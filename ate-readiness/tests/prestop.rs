@@ -7,6 +7,14 @@ use std::time::{Duration, Instant};
 
 use ate_readiness::prestop::{DrainRequest, PreStopError};
 use ate_readiness::testing::unused_loopback_port;
+use ate_readiness::{DrainToken, TokenError};
+
+/// A fixed secret, so a test can look for it in the request.
+const SECRET: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+
+fn token() -> DrainToken {
+    DrainToken::from_secret(SECRET).unwrap()
+}
 
 /// A one-shot server on `bind` that answers `answer` and hands back the
 /// request it read.
@@ -46,7 +54,7 @@ fn a_drain_request_is_a_post_to_the_path_on_loopback_and_returns_the_body() {
         "127.0.0.1:0",
         "HTTP/1.1 200 OK\r\ncontent-length: 16\r\n\r\n{\"started\":true}",
     );
-    let reply = DrainRequest::new(port).send().unwrap();
+    let reply = DrainRequest::new(port).token(token()).send().unwrap();
     assert_eq!(reply.status, 200);
     assert_eq!(reply.body, "{\"started\":true}");
     assert_eq!(reply.addr, SocketAddr::from(([127, 0, 0, 1], port)));
@@ -56,6 +64,40 @@ fn a_drain_request_is_a_post_to_the_path_on_loopback_and_returns_the_body() {
         "{request}"
     );
     assert!(request.contains("Content-Length: 0\r\n"), "{request}");
+    assert!(
+        request.contains(&format!("Authorization: Bearer {SECRET}\r\n")),
+        "{request}"
+    );
+}
+
+#[test]
+fn the_secret_is_read_from_the_file_the_service_wrote() {
+    let dir = std::env::temp_dir().join(format!("ate-prestop-token-{}", std::process::id()));
+    let file = dir.join("drain.token");
+    let published = token().publish(&file).unwrap();
+    let (port, server) = serve_once(
+        "127.0.0.1:0",
+        "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}",
+    );
+    DrainRequest::new(port).token_file(&file).send().unwrap();
+    assert!(server.join().unwrap().contains(SECRET));
+    drop(published);
+    // No file: an error naming it, and nothing sent.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let err = DrainRequest::new(port)
+        .token_file(&file)
+        .send()
+        .unwrap_err();
+    assert!(
+        matches!(&err, PreStopError::Token(TokenError::Read { .. })),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains(&file.display().to_string()),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -66,7 +108,11 @@ fn a_service_on_ipv6_loopback_only_is_reached_on_it() {
         listener,
         "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
     );
-    let reply = DrainRequest::new(port).path("drain").send().unwrap();
+    let reply = DrainRequest::new(port)
+        .token(token())
+        .path("drain")
+        .send()
+        .unwrap();
     assert_eq!(
         reply.addr,
         SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, port))
@@ -86,7 +132,7 @@ fn a_refusal_names_the_endpoint_the_status_and_what_it_said() {
         "127.0.0.1:0",
         "HTTP/1.1 403 Forbidden\r\ncontent-length: 42\r\nconnection: close\r\n\r\n{\"error\":\"drain is allowed from loopback\"}",
     );
-    let err = DrainRequest::new(port).send().unwrap_err();
+    let err = DrainRequest::new(port).token(token()).send().unwrap_err();
     assert!(
         matches!(&err, PreStopError::Refused { status: 403, .. }),
         "{err:?}"
@@ -103,7 +149,7 @@ fn a_refusal_names_the_endpoint_the_status_and_what_it_said() {
 #[test]
 fn nothing_listening_says_where_the_service_must_listen() {
     let port = unused_loopback_port(NOTHING);
-    let err = DrainRequest::new(port).send().unwrap_err();
+    let err = DrainRequest::new(port).token(token()).send().unwrap_err();
     assert!(matches!(&err, PreStopError::NotListening { .. }), "{err:?}");
     let said = err.to_string();
     assert!(
@@ -117,7 +163,7 @@ fn nothing_listening_says_where_the_service_must_listen() {
 #[test]
 fn an_answer_that_is_not_http_is_an_error_not_a_success() {
     let (port, _server) = serve_once("127.0.0.1:0", "SSH-2.0-OpenSSH_9.2\r\n\r\n");
-    let err = DrainRequest::new(port).send().unwrap_err();
+    let err = DrainRequest::new(port).token(token()).send().unwrap_err();
     assert!(matches!(&err, PreStopError::NotHttp { .. }), "{err:?}");
     assert!(err.to_string().contains("SSH-2.0"), "{err}");
 }
@@ -134,6 +180,7 @@ fn a_silent_endpoint_times_out_within_the_bound() {
     });
     let start = Instant::now();
     let err = DrainRequest::new(port)
+        .token(token())
         .timeout(Duration::from_millis(200))
         .send()
         .unwrap_err();
@@ -148,8 +195,9 @@ fn a_silent_endpoint_times_out_within_the_bound() {
 #[test]
 fn the_hook_sleeps_whatever_happened_and_exits_1_on_failure() {
     let start = Instant::now();
-    let code =
-        DrainRequest::new(unused_loopback_port(NOTHING)).run_hook(Duration::from_millis(300));
+    let code = DrainRequest::new(unused_loopback_port(NOTHING))
+        .token(token())
+        .run_hook(Duration::from_millis(300));
     assert!(start.elapsed() >= Duration::from_millis(300));
     assert_eq!(code, std::process::ExitCode::from(1));
     let (port, _server) = serve_once(
@@ -157,7 +205,9 @@ fn the_hook_sleeps_whatever_happened_and_exits_1_on_failure() {
         "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}",
     );
     assert_eq!(
-        DrainRequest::new(port).run_hook(Duration::ZERO),
+        DrainRequest::new(port)
+            .token(token())
+            .run_hook(Duration::ZERO),
         std::process::ExitCode::SUCCESS
     );
 }
@@ -183,7 +233,7 @@ fn an_answer_is_read_to_its_length_even_if_the_server_keeps_the_connection() {
     // The answer's length says it is whole.
     let (port, server) = serve_and_hold(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}".to_vec());
     let start = Instant::now();
-    let reply = DrainRequest::new(port).send().unwrap();
+    let reply = DrainRequest::new(port).token(token()).send().unwrap();
     assert_eq!(reply.body, "{}");
     assert!(
         start.elapsed() < Duration::from_secs(2),
@@ -200,7 +250,7 @@ fn an_answer_without_an_end_is_read_to_64_kib_not_waited_on() {
     let mut answer = b"HTTP/1.1 200 OK\r\n\r\n".to_vec();
     answer.resize(answer.len() + 100 * 1024, b'x');
     let (port, server) = serve_and_hold(answer);
-    let reply = DrainRequest::new(port).send().unwrap();
+    let reply = DrainRequest::new(port).token(token()).send().unwrap();
     assert_eq!(reply.status, 200);
     assert!(reply.body.len() < 64 * 1024, "{}", reply.body.len());
     server.join().unwrap();
@@ -212,7 +262,7 @@ fn any_2xx_answer_is_a_success() {
         "127.0.0.1:0",
         "HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n",
     );
-    let reply = DrainRequest::new(port).send().unwrap();
+    let reply = DrainRequest::new(port).token(token()).send().unwrap();
     assert_eq!((reply.status, reply.body.as_str()), (202, ""));
 }
 
@@ -224,7 +274,7 @@ fn a_refusal_quotes_at_most_1024_characters_of_what_it_said() {
         body.len()
     );
     let (port, _server) = serve_once("127.0.0.1:0", Box::leak(answer.into_boxed_str()));
-    match DrainRequest::new(port).send().unwrap_err() {
+    match DrainRequest::new(port).token(token()).send().unwrap_err() {
         PreStopError::Refused { status, body, .. } => {
             assert_eq!(status, 500);
             assert_eq!(body, "é".repeat(1024));
@@ -249,7 +299,7 @@ fn a_path_that_is_not_a_request_target_is_refused_before_anything_is_sent() {
     listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port();
     for path in ["/a b", "/x\r\nX-Injected: 1", "/dr\u{e4}in", "/tab\there"] {
-        match DrainRequest::new(port).path(path).send() {
+        match DrainRequest::new(port).token(token()).path(path).send() {
             Err(PreStopError::InvalidPath { path: p }) => {
                 assert!(p.ends_with(path.trim_start_matches('/')), "{p:?}");
             }
@@ -259,6 +309,7 @@ fn a_path_that_is_not_a_request_target_is_refused_before_anything_is_sent() {
     assert!(listener.accept().is_err(), "a connection was made");
     // A percent-encoded one is fine (the error is only that nothing answers).
     let err = DrainRequest::new(port)
+        .token(token())
         .path("/dr%C3%A4in?x=1")
         .timeout(Duration::from_millis(100))
         .send();

@@ -207,7 +207,9 @@ async fn the_probe_services_answer_by_state_and_drain_for_loopback_only() {
     use ate_readiness::tower::Probe;
     use axum::routing::{get_service, post_service};
     use std::net::SocketAddr;
-    let gate = Gate::builder().starting().build();
+    let token = ate_readiness::DrainToken::generate().unwrap();
+    let bearer = format!("Bearer {}", token.secret());
+    let gate = Gate::builder().starting().drain_token(token).build();
     // The peer as a test server's connect info would give it.
     let peer: std::sync::Arc<std::sync::Mutex<SocketAddr>> =
         std::sync::Arc::new(std::sync::Mutex::new("10.0.0.7:1".parse().unwrap()));
@@ -235,24 +237,23 @@ async fn the_probe_services_answer_by_state_and_drain_for_loopback_only() {
     assert_eq!(status, 200);
     let (status, _, _) = get_path(&app, "/health").await;
     assert_eq!(status, 200);
-    let post = |app: Router| async move {
-        app.oneshot(
-            Request::post("/__internal/drain")
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await
-        .unwrap()
-        .status()
+    let post = |app: Router, authorization: &str| {
+        let req = Request::post("/__internal/drain")
+            .header("authorization", authorization)
+            .body(Body::empty())
+            .unwrap();
+        async move { app.oneshot(req).await.unwrap().status() }
     };
     // GET on the drain endpoint is 405 (the method router's), and drains nothing.
     let (status, headers, _) = get_path(&app, "/__internal/drain").await;
     assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
     assert!(headers["allow"].to_str().unwrap().contains("POST"));
-    assert_eq!(post(app.clone()).await, StatusCode::FORBIDDEN);
+    assert_eq!(post(app.clone(), &bearer).await, StatusCode::FORBIDDEN);
     assert!(!gate.is_draining());
     *peer.lock().unwrap() = "127.0.0.1:1".parse().unwrap();
-    assert_eq!(post(app.clone()).await, StatusCode::OK);
+    assert_eq!(post(app.clone(), "Bearer 00").await, StatusCode::FORBIDDEN);
+    assert!(!gate.is_draining(), "loopback alone is not enough");
+    assert_eq!(post(app.clone(), &bearer).await, StatusCode::OK);
     assert!(gate.is_draining());
     // Without any peer the drain is refused, not a panic.
     let blind = Router::new().route("/d", post_service(Probe::drain(Gate::new())));

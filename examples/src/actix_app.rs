@@ -14,8 +14,8 @@ use futures_util::StreamExt;
 
 use crate::config::{NOTIFICATIONS, PROMPT};
 use crate::service::{
-    ApiResponse, AppState, MAX_BODY_BYTES, MAX_WS_MESSAGE_BYTES, Shared, WsRefusal, body_refused,
-    caller_key, run_background,
+    ApiResponse, AppState, MAX_BODY_BYTES, MAX_WS_MESSAGE_BYTES, Shared, WS_IDLE_REASON, WsRefusal,
+    body_refused, caller_key, run_background, trusted_peer,
 };
 use actix_ws::{AggregatedMessage, ProtocolError};
 
@@ -65,8 +65,10 @@ where
 /// and the shared bucket, keyed by [`caller_key`], every decision recorded.
 fn rate_limits(state: &Shared) -> RateLimit {
     let client = Caller::client_ip(state.config.client_ip.clone());
+    let client_ip = state.config.client_ip.clone();
     let caller = Caller::custom(move |req: &HttpRequest| {
-        caller_key(&header_values(req, "x-caller"), || client.key(req))
+        let trusted = trusted_peer(&client_ip, peer(req));
+        caller_key(&header_values(req, "x-caller"), trusted, || client.key(req))
     });
     let recorder = state.clone();
     let (limits, routes) = state.limits();
@@ -100,8 +102,12 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(web::resource("/__internal/drain").route(web::post().to(
             |s: web::Data<Shared>, req: HttpRequest| async move {
                 answer(
-                    s.gate
-                        .drain_answer(peer(&req), req.headers().keys().map(|k| k.as_str())),
+                    s.gate.drain_answer(
+                        peer(&req),
+                        req.headers()
+                            .iter()
+                            .map(|(n, v)| (n.as_str(), v.as_bytes())),
+                    ),
                 )
             },
         )))
@@ -186,7 +192,12 @@ async fn put_object(
     req: HttpRequest,
     body: Limited,
 ) -> HttpResponse {
-    respond(s.put_object(&name, header(&req, "authorization"), &body))
+    let caller = s.caller_of(
+        &header_values(&req, "x-caller"),
+        peer(&req),
+        &header_values(&req, s.client_ip_header()),
+    );
+    respond(s.put_object(&name, caller, header(&req, "authorization"), &body))
 }
 
 async fn observe(
@@ -204,6 +215,14 @@ async fn ws(
     body: web::Payload,
 ) -> actix_web::Result<HttpResponse> {
     let admission = s.gate.admit_session();
+    let slot = match admission {
+        SessionAdmission::Open(_) => match s.ws_slot() {
+            Ok(slot) => Some(slot),
+            Err(full) => return Ok(respond(full)),
+        },
+        _ => None,
+    };
+    let idle = s.ws_idle_timeout();
     // Accept the upgrade in both cases; a draining gate closes right after.
     let (response, mut session, stream) = actix_ws::handle(&req, body)?;
     // Whole messages, however many frames they came in, up to the bound.
@@ -219,7 +238,16 @@ async fn ws(
                 let mut reason = None;
                 loop {
                     let msg = tokio::select! {
-                        msg = stream.next() => msg,
+                        msg = tokio::time::timeout(idle, stream.next()) => match msg {
+                            Ok(msg) => msg,
+                            Err(_) => {
+                                reason = Some(actix_ws::CloseReason {
+                                    code: actix_ws::CloseCode::Away,
+                                    description: Some(WS_IDLE_REASON.into()),
+                                });
+                                break;
+                            }
+                        },
                         () = &mut closing => {
                             // Shutting down: 1001, not a cut connection.
                             reason = Some(actix_ws::CloseReason {
@@ -235,7 +263,7 @@ async fn ws(
                             reason = refusal(&e);
                             if reason.is_none() {
                                 // The connection failed: no frame goes out.
-                                drop(guard);
+                                drop((guard, slot));
                                 return;
                             }
                             break;
@@ -260,7 +288,7 @@ async fn ws(
                     }
                 }
                 let _ = session.close(reason).await;
-                drop(guard);
+                drop((guard, slot));
             });
         }
         SessionAdmission::AcceptThenClose { close_code } => {
@@ -312,6 +340,7 @@ pub fn run(listen: SocketAddr, config: crate::Config) -> std::io::Result<()> {
             .map_err(std::io::Error::other)?;
         let data = web::Data::new(state.clone());
         let limits = rate_limits(&state);
+        let idle = state.config.http_idle_timeout;
         // Every request but the probes, /metrics and /ws (whose sessions
         // the gate admits on their own); `wrap` runs the last one first.
         let readiness = Readiness::new(state.gate.clone())
@@ -325,6 +354,10 @@ pub fn run(listen: SocketAddr, config: crate::Config) -> std::io::Result<()> {
                 .configure(configure)
         })
         .disable_signals()
+        // A connection waiting for a request head, first or next, is
+        // closed after ATE_HTTP_IDLE_TIMEOUT_SECS (as on axum).
+        .keep_alive(idle)
+        .client_request_timeout(idle)
         .shutdown_timeout(2)
         .workers(2)
         .bind(listen)
@@ -334,6 +367,7 @@ pub fn run(listen: SocketAddr, config: crate::Config) -> std::io::Result<()> {
             .first()
             .copied()
             .ok_or_else(|| std::io::Error::other("no address bound"))?;
+        state.publish_drain_token(addr.port())?;
         // Listening for SIGTERM from here, before the server accepts work.
         let (tx, rx) = tokio::sync::oneshot::channel();
         let shutdown = crate::service::shutdown_sequence(state.clone(), tx);

@@ -19,11 +19,13 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, get_service, post, post_service, put};
+use tower::ServiceExt;
 
 use crate::config::{NOTIFICATIONS, PROMPT};
 use crate::service::{
     ApiResponse, AppState, CLOSE_HANDSHAKE, MAX_BODY_BYTES, MAX_WS_MESSAGE_BYTES, Shared,
-    WsRefusal, body_refused, caller_key, run_background, shutdown_sequence, values,
+    WS_IDLE_REASON, WsRefusal, body_refused, caller_key, run_background, shutdown_sequence,
+    trusted_peer, values,
 };
 
 impl IntoResponse for ApiResponse {
@@ -67,8 +69,10 @@ fn header_values<'a>(h: &'a HeaderMap, name: &str) -> Vec<&'a [u8]> {
 /// the shared bucket, keyed by [`caller_key`], every decision recorded.
 fn rate_limits(state: &Shared) -> RateLimitLayer {
     let client = Caller::client_ip(state.config.client_ip.clone()).peer_from(connect_info_peer);
+    let client_ip = state.config.client_ip.clone();
     let caller = Caller::custom(move |parts: &Parts| {
-        caller_key(&header_values(&parts.headers, "x-caller"), || {
+        let trusted = trusted_peer(&client_ip, connect_info_peer(parts));
+        caller_key(&header_values(&parts.headers, "x-caller"), trusted, || {
             client.key(parts)
         })
     });
@@ -136,9 +140,15 @@ pub fn router(state: Shared) -> Router {
             put(
                 |State(s): State<Shared>,
                  ObjectName(name): ObjectName,
+                 peer: Option<Extension<ConnectInfo<SocketAddr>>>,
                  headers: HeaderMap,
                  Limited(body): Limited| async move {
-                    s.put_object(&name, header(&headers, "authorization"), &body)
+                    let caller = s.caller_of(
+                        &header_values(&headers, "x-caller"),
+                        peer.map(|Extension(ConnectInfo(a))| a.ip()),
+                        &header_values(&headers, s.client_ip_header()),
+                    );
+                    s.put_object(&name, caller, header(&headers, "authorization"), &body)
                 },
             )
             .get(
@@ -226,10 +236,15 @@ async fn ws(State(s): State<Shared>, upgrade: WebSocketUpgrade) -> Response {
         .max_frame_size(MAX_WS_MESSAGE_BYTES);
     match s.gate.admit_session() {
         SessionAdmission::Open(guard) => {
+            let slot = match s.ws_slot() {
+                Ok(slot) => slot,
+                Err(full) => return full.into_response(),
+            };
             let closing = s.sessions_closing();
+            let idle = s.ws_idle_timeout();
             upgrade.on_upgrade(move |socket| async move {
-                echo(socket, closing).await;
-                drop(guard);
+                echo(socket, closing, idle).await;
+                drop((guard, slot));
             })
         }
         // Accept the upgrade FIRST, then close with 1001: a refusal before
@@ -240,13 +255,19 @@ async fn ws(State(s): State<Shared>, upgrade: WebSocketUpgrade) -> Response {
     }
 }
 
-/// Echoes until the client closes, or the service shuts down (then a 1001
-/// close frame).
-async fn echo(mut socket: WebSocket, closing: impl Future<Output = ()>) {
+/// Echoes until the client closes, goes silent for `idle`, or the service
+/// shuts down (those two with a 1001 close frame).
+async fn echo(mut socket: WebSocket, closing: impl Future<Output = ()>, idle: std::time::Duration) {
     tokio::pin!(closing);
     loop {
         let msg = tokio::select! {
-            msg = socket.recv() => msg,
+            msg = tokio::time::timeout(idle, socket.recv()) => match msg {
+                Ok(msg) => msg,
+                Err(_) => {
+                    close_session(socket, ate_readiness::CLOSE_GOING_AWAY, WS_IDLE_REASON).await;
+                    return;
+                }
+            },
             () = &mut closing => {
                 close_session(socket, ate_readiness::CLOSE_GOING_AWAY, "server shutting down").await;
                 return;
@@ -314,16 +335,77 @@ async fn close_session(mut socket: WebSocket, code: u16, reason: &'static str) {
 
 /// Serves until SIGTERM/Ctrl-C, then drains: readiness 503, in-flight and
 /// lame-duck requests keep being served, the in-flight wait is bounded by
-/// `ATE_DRAIN_TIMEOUT_SECS`, then the listener closes and this returns.
+/// `ATE_DRAIN_TIMEOUT_SECS`, then the listener closes, every connection
+/// finishes its request in progress and closes, and this returns.
+///
+/// Each connection is served by hyper's HTTP/1 connection with a header
+/// read timeout (`ATE_HTTP_IDLE_TIMEOUT_SECS`): a connection that sends no
+/// complete request head within it, first or next, is closed. `axum::serve`
+/// sets no timer, so there a client that never finishes its headers, or an
+/// idle keep-alive connection, holds a socket and its buffers for good.
 pub async fn serve(listener: tokio::net::TcpListener, state: Shared) -> std::io::Result<()> {
-    let app = router(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
+    let app = router(state.clone());
+    let idle = state.config.http_idle_timeout;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(run_background(state.clone()));
     tokio::spawn(shutdown_sequence(state, stop_tx));
-    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-        let _ = stop_rx.await;
-    });
-    server.await
+    // Connections watch `closing`; `open` closes once every one has ended.
+    let (closing_tx, closing) = tokio::sync::watch::channel(false);
+    let (open_tx, open) = tokio::sync::watch::channel(());
+    tokio::pin!(stop_rx);
+    loop {
+        let (stream, peer) = tokio::select! {
+            _ = &mut stop_rx => break,
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                // Out of file descriptors and the like: wait, don't spin.
+                Err(e) => {
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let service = app
+            .clone()
+            .map_request(move |mut req: Request<hyper::body::Incoming>| {
+                req.extensions_mut().insert(ConnectInfo(peer));
+                req.map(Body::new)
+            });
+        let mut closing = closing.clone();
+        let open = open.clone();
+        tokio::spawn(async move {
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(idle);
+            let conn = builder
+                .serve_connection(
+                    hyper_util::rt::TokioIo::new(stream),
+                    hyper_util::service::TowerToHyperService::new(service),
+                )
+                .with_upgrades();
+            tokio::pin!(conn);
+            loop {
+                tokio::select! {
+                    result = conn.as_mut() => {
+                        if let Err(e) = result {
+                            tracing::debug!("connection from {peer} ended: {e}");
+                        }
+                        break;
+                    }
+                    _ = closing.changed() => conn.as_mut().graceful_shutdown(),
+                }
+            }
+            drop(open);
+        });
+    }
+    drop(listener);
+    let _ = closing_tx.send(true);
+    drop(open);
+    open_tx.closed().await;
+    Ok(())
 }
 
 /// Builds the runtime and serves on `listen`.
@@ -341,6 +423,7 @@ pub fn run(listen: SocketAddr, config: crate::Config) -> std::io::Result<()> {
         // Listening: /health answers 200 and /ready 503 (starting) until
         // the checks pass; the banner says so once they have.
         let addr = listener.local_addr()?;
+        state.publish_drain_token(addr.port())?;
         let checks = state.clone();
         tokio::spawn(async move {
             checks.ready_after_checks().await;

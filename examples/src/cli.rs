@@ -56,10 +56,21 @@ pub fn main(
     let matches = Args::command().name(service).get_matches();
     let args = Args::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     if let Some(Command::Drain { port, sleep }) = args.command {
-        // The preStop hook: POST the loopback drain endpoint, print its
-        // answer, sleep while the load balancer converges (exit 1 if the
-        // POST failed, after sleeping anyway).
+        // The preStop hook: POST the loopback drain endpoint with the
+        // secret the service wrote at start (ATE_DRAIN_TOKEN_FILE, else the
+        // default path for the port), print its answer, sleep while the
+        // load balancer converges (exit 1 if the POST failed, after
+        // sleeping anyway).
+        let configured = match crate::config::drain_token_file() {
+            Ok(path) => path,
+            Err(e) => {
+                eprintln!("error: {e}");
+                std::thread::sleep(Duration::from_secs(sleep));
+                return ExitCode::from(1);
+            }
+        };
         return ate_readiness::prestop::DrainRequest::new(port)
+            .token_file(crate::service::drain_token_path(configured, port))
             .run_hook(Duration::from_secs(sleep));
     }
     if let Some(Command::Defaults) = args.command {
@@ -132,7 +143,11 @@ pub fn banner(addr: SocketAddr, config: &Config) {
             "  curl -i -X POST -H 'Idempotency-Key: k1' -d '{{\"amount\":5}}' http://{addr}/invoke"
         ),
         format!("  curl -s http://{addr}/metrics"),
-        format!("  curl -i -X POST http://{addr}/__internal/drain"),
+        format!(
+            "  curl -i -X POST -H \"Authorization: Bearer $(cat {})\" http://{addr}/__internal/drain",
+            crate::service::drain_token_path(config.drain_token_file.clone(), addr.port())
+                .display()
+        ),
     ] {
         let _ = writeln!(out, "{line}");
     }

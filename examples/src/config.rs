@@ -18,6 +18,9 @@ pub const NOTIFICATIONS: &str = "notifications";
 pub const PROMPT: &str = "prompt";
 /// The shared request bucket.
 pub const REQUESTS: &str = "requests";
+/// The `/invoke` limit's name: fresh idempotency keys per caller, each a
+/// ledger record kept for its retention.
+pub const INVOKE: &str = "invoke";
 
 /// Everything the service reads at startup.
 #[derive(Debug, Clone)]
@@ -104,6 +107,34 @@ pub struct Config {
     /// The bound on one provider call (`ATE_PROVIDER_TIMEOUT_MS`, default
     /// 5,000): to connect, and from the request to the whole answer.
     pub provider_timeout: Duration,
+    /// Where the drain endpoint's secret is written at start
+    /// (`ATE_DRAIN_TOKEN_FILE`); unset: `ate-drain-PORT.token` in the
+    /// system's temporary directory. The `drain` subcommand reads the same
+    /// variable, so set it in the container's environment, not in `args`.
+    pub drain_token_file: Option<PathBuf>,
+    /// How long a connection may wait for a request's head, the first or
+    /// the next on a kept-alive connection (`ATE_HTTP_IDLE_TIMEOUT_SECS`,
+    /// default 75); then it is closed. Keep it above the load balancer's
+    /// own idle timeout (AWS ALB: 60 s), so the balancer closes an idle
+    /// connection first and never sends a request on one being closed.
+    pub http_idle_timeout: Duration,
+    /// How many objects `PUT /objects` may hold in all
+    /// (`ATE_MAX_OBJECTS`, default 10,000), and one caller may create
+    /// (`ATE_MAX_OBJECTS_PER_CALLER`, default 100).
+    pub max_objects: usize,
+    /// See [`max_objects`](Self::max_objects).
+    pub max_objects_per_caller: usize,
+    /// The bytes all objects' specs and statuses may take together
+    /// (`ATE_MAX_OBJECT_BYTES`, default 64 MiB).
+    pub max_object_bytes: usize,
+    /// How many WebSocket sessions may be open at once
+    /// (`ATE_MAX_WS_SESSIONS`, default 64; each may buffer a message of
+    /// up to 1 MiB).
+    pub max_ws_sessions: usize,
+    /// How long a WebSocket session may go without a message from its
+    /// client before it is closed with 1001 (`ATE_WS_IDLE_TIMEOUT_SECS`,
+    /// default 60).
+    pub ws_idle_timeout: Duration,
 }
 
 /// A startup error.
@@ -128,6 +159,7 @@ pub fn limit_table() -> LimitTable {
         .limit(NOTIFICATIONS, "ATE_NOTIFICATIONS_PER_MIN", nz(150))
         .limit(PROMPT, "ATE_PROMPT_PER_MIN", nz(120))
         .limit(REQUESTS, "ATE_REQUEST_BUCKET_PER_MIN", nz(600))
+        .limit(INVOKE, "ATE_INVOKE_PER_MIN", nz(120))
 }
 
 /// `ATE_DRAIN_TIMEOUT_SECS` and its default.
@@ -149,6 +181,18 @@ const LEASE_SECS: (&str, u32) = ("ATE_LEDGER_LEASE_SECS", 30);
 const READY_WHILE_DRAINING_SECS: (&str, u32) = ("ATE_READY_WHILE_DRAINING_SECS", 0);
 /// `ATE_PROVIDER_TIMEOUT_MS` and its default.
 const PROVIDER_TIMEOUT_MS: (&str, u32) = ("ATE_PROVIDER_TIMEOUT_MS", 5_000);
+/// `ATE_HTTP_IDLE_TIMEOUT_SECS` and its default.
+const HTTP_IDLE_TIMEOUT_SECS: (&str, u32) = ("ATE_HTTP_IDLE_TIMEOUT_SECS", 75);
+/// `ATE_MAX_OBJECTS` and its default.
+const MAX_OBJECTS: (&str, u32) = ("ATE_MAX_OBJECTS", 10_000);
+/// `ATE_MAX_OBJECTS_PER_CALLER` and its default.
+const MAX_OBJECTS_PER_CALLER: (&str, u32) = ("ATE_MAX_OBJECTS_PER_CALLER", 100);
+/// `ATE_MAX_OBJECT_BYTES` and its default.
+const MAX_OBJECT_BYTES: (&str, u32) = ("ATE_MAX_OBJECT_BYTES", 64 << 20);
+/// `ATE_MAX_WS_SESSIONS` and its default.
+const MAX_WS_SESSIONS: (&str, u32) = ("ATE_MAX_WS_SESSIONS", 64);
+/// `ATE_WS_IDLE_TIMEOUT_SECS` and its default.
+const WS_IDLE_TIMEOUT_SECS: (&str, u32) = ("ATE_WS_IDLE_TIMEOUT_SECS", 60);
 /// `ATE_ADMISSION_POLICY` and its default.
 const ADMISSION_POLICY: (&str, &str) = ("ATE_ADMISSION_POLICY", "lame-duck");
 
@@ -172,6 +216,12 @@ pub fn defaults() -> std::collections::BTreeMap<String, String> {
         LEASE_SECS,
         PROVIDER_TIMEOUT_MS,
         READY_WHILE_DRAINING_SECS,
+        HTTP_IDLE_TIMEOUT_SECS,
+        MAX_OBJECTS,
+        MAX_OBJECTS_PER_CALLER,
+        MAX_OBJECT_BYTES,
+        MAX_WS_SESSIONS,
+        WS_IDLE_TIMEOUT_SECS,
     ]
     .map(|(var, value)| (var.to_owned(), value.to_string()));
     let policy = (ADMISSION_POLICY.0.to_owned(), ADMISSION_POLICY.1.to_owned());
@@ -187,6 +237,16 @@ fn env_number(var: &str, default: u32, allow_zero: bool) -> Result<u32, ConfigEr
         Ok(v) if allow_zero && v == "0" => Ok(0),
         Ok(v) => Ok(parse_positive(var, &v)?.get()),
     }
+}
+
+/// `ATE_DRAIN_TOKEN_FILE`: where the drain secret lives (unset: the
+/// default path for the port).
+pub fn drain_token_file() -> Result<Option<PathBuf>, ConfigError> {
+    Ok(env_text(
+        "ATE_DRAIN_TOKEN_FILE",
+        "for ate-drain-PORT.token in the temporary directory",
+    )?
+    .map(PathBuf::from))
 }
 
 /// An optional text variable: unset is `None`; set, it must be valid UTF-8
@@ -234,7 +294,8 @@ fn redis_cluster() -> Result<Option<Vec<String>>, ConfigError> {
             || node.len() <= "rediss://".len()
         {
             return Err(ConfigError::Other(format!(
-                "invalid seed node {node:?} in {var}: each must be a redis:// or rediss:// URL"
+                "invalid seed node {:?} in {var}: each must be a redis:// or rediss:// URL",
+                redact_url(node)
             )));
         }
     }
@@ -320,7 +381,45 @@ fn provider_url() -> Result<Option<crate::provider::ProviderUrl>, ConfigError> {
     };
     crate::provider::ProviderUrl::parse(text.trim())
         .map(Some)
-        .map_err(|e| ConfigError::Other(format!("invalid value {text:?} for {var}: {e}")))
+        .map_err(|e| {
+            ConfigError::Other(format!(
+                "invalid value {:?} for {var}: {e}",
+                redact_url(&text)
+            ))
+        })
+}
+
+/// `text` with any user info (`user:password@`) of its authority shown as
+/// `***@`, whatever its scheme (a misspelt one too), for error messages
+/// and logs: a URL's credentials are never printed.
+pub fn redact_url(text: &str) -> String {
+    let (scheme, rest) = match text.find("://") {
+        Some(i) => text.split_at(i + 3),
+        None => ("", text),
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}***{}", &rest[at..]),
+        None => text.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod redact_tests {
+    use super::redact_url;
+
+    #[test]
+    fn user_info_never_survives_whatever_the_scheme() {
+        for (url, shown) in [
+            ("http://user:pw@p:9000/x", "http://***@p:9000/x"),
+            ("rdis://:s3cret@cache:6379", "rdis://***@cache:6379"),
+            ("token@cache:6379/0", "***@cache:6379/0"),
+            ("http://p/x?a=b@c", "http://p/x?a=b@c"),
+            ("http://a:b@c@d/x", "http://***@d/x"),
+        ] {
+            assert_eq!(redact_url(url), shown, "{url}");
+        }
+    }
 }
 
 /// The `Retry-After` of a request refused while draining under the strict
@@ -372,6 +471,14 @@ impl Config {
         let ratelimit_shadow = ratelimit_shadow()?;
         let provider_url = provider_url()?;
         let provider_timeout = number(PROVIDER_TIMEOUT_MS, false)?;
+        let drain_token_file = drain_token_file()?;
+        let http_idle = number(HTTP_IDLE_TIMEOUT_SECS, false)?;
+        let size = |n: u32| usize::try_from(n).unwrap_or(usize::MAX);
+        let max_objects = size(number(MAX_OBJECTS, false)?);
+        let max_objects_per_caller = size(number(MAX_OBJECTS_PER_CALLER, false)?);
+        let max_object_bytes = size(number(MAX_OBJECT_BYTES, false)?);
+        let max_ws_sessions = size(number(MAX_WS_SESSIONS, false)?);
+        let ws_idle = number(WS_IDLE_TIMEOUT_SECS, false)?;
         // Pods all run as PID 1: the pod's name tells replicas apart.
         let worker_id = env_text("ATE_WORKER_ID", "for HOSTNAME/pid-PID")?.unwrap_or_else(|| {
             format!(
@@ -403,6 +510,13 @@ impl Config {
             ratelimit_shadow,
             provider_url,
             provider_timeout: Duration::from_millis(provider_timeout.into()),
+            drain_token_file,
+            http_idle_timeout: Duration::from_secs(http_idle.into()),
+            max_objects,
+            max_objects_per_caller,
+            max_object_bytes,
+            max_ws_sessions,
+            ws_idle_timeout: Duration::from_secs(ws_idle.into()),
         })
     }
 }

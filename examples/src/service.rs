@@ -16,7 +16,7 @@ use ate_ratelimit::http::KeyError;
 use ate_ratelimit::{
     KeyedLimiter, LimitId, LimitSet, Limits, MonotonicClock, Policy, RedisConfig, Scope,
 };
-use ate_readiness::{Admitted, Gate};
+use ate_readiness::{Admitted, DrainToken, Gate};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -93,6 +93,10 @@ struct Object {
     spec: Value,
     status: Value,
     latch: Latch,
+    /// The caller that created it (`ATE_MAX_OBJECTS_PER_CALLER`).
+    owner: String,
+    /// Its spec's and status's size as JSON text.
+    bytes: usize,
 }
 
 /// Everything the handlers share.
@@ -108,9 +112,15 @@ pub struct AppState {
     notify: LimitId,
     prompt: LimitId,
     bucket: LimitId,
+    invoke: LimitId,
     audit: Audit,
     audit_failures: AtomicU64,
     objects: Mutex<HashMap<String, Object>>,
+    /// The objects' bytes together (`ATE_MAX_OBJECT_BYTES`), changed
+    /// only under `objects`' lock.
+    object_bytes: std::sync::atomic::AtomicUsize,
+    /// WebSocket sessions open (`ATE_MAX_WS_SESSIONS`).
+    ws_sessions: Arc<std::sync::atomic::AtomicUsize>,
     ledger: AsyncLedger<LedgerStore>,
     /// The provider `/invoke` calls over HTTP (`ATE_PROVIDER_URL`); `None`:
     /// the simulated one.
@@ -119,6 +129,9 @@ pub struct AppState {
     pub metrics: Metrics,
     /// Held for the process's life: one process per data dir.
     _data_dir_lock: std::fs::File,
+    /// The drain secret's file, once written ([`AppState::publish_drain_token`]);
+    /// removed when the state drops.
+    drain_token_file: Mutex<Option<ate_readiness::PublishedToken>>,
     /// Set once the in-flight wait has ended: open WebSocket sessions then
     /// close with 1001 instead of being cut when the process exits.
     sessions_closing: tokio::sync::watch::Sender<bool>,
@@ -153,10 +166,11 @@ impl AppState {
                 .id(n)
                 .ok_or_else(|| ConfigError::Other(format!("limit {n} is not configured")))
         };
-        let (notify, prompt, bucket) = (
+        let (notify, prompt, bucket, invoke) = (
             id(config::NOTIFICATIONS)?,
             id(config::PROMPT)?,
             id(config::REQUESTS)?,
+            id(config::INVOKE)?,
         );
         std::fs::create_dir_all(&config.data_dir).map_err(|e| {
             // create_dir_all's own error for a file in the way is "File
@@ -238,8 +252,12 @@ impl AppState {
         // The rate-limit audit trail: a restart seeds every caller's windows
         // from it instead of handing out a fresh burst.
         let audit_path = config.data_dir.join("ratelimit-audit.jsonl");
-        let (audit, loaded) = Audit::open(audit_path.clone(), &limits, &[notify, prompt, bucket])
-            .map_err(|e| {
+        let (audit, loaded) = Audit::open(
+            audit_path.clone(),
+            &limits,
+            &[notify, prompt, bucket, invoke],
+        )
+        .map_err(|e| {
             ConfigError::Other(format!(
                 "cannot open rate-limit audit trail {}: {e}",
                 audit_path.display()
@@ -285,10 +303,15 @@ impl AppState {
             tracing::info!(%url, "invoke: calling the provider over HTTP");
             crate::provider::HttpProvider::new(url, config.provider_timeout)
         });
+        let drain_token = DrainToken::generate()
+            .map_err(|e| ConfigError::Other(format!("drain endpoint: {e}")))?;
         Ok(Arc::new(Self {
             // Starting: /ready answers 503 until the startup checks pass
-            // (`ready_after_checks`).
+            // (`ready_after_checks`). The drain endpoint asks for this
+            // process's secret, which `publish_drain_token` writes where
+            // the preStop hook reads it.
             gate: Gate::builder()
+                .drain_token(drain_token)
                 .policy(config.admission)
                 .ready_while_draining(config.ready_while_draining)
                 .starting()
@@ -299,16 +322,49 @@ impl AppState {
             notify,
             prompt,
             bucket,
+            invoke,
             audit,
             audit_failures: AtomicU64::new(0),
             objects: Mutex::new(HashMap::new()),
+            object_bytes: std::sync::atomic::AtomicUsize::new(0),
+            ws_sessions: Arc::default(),
             ledger,
             provider,
             metrics,
             _data_dir_lock: data_dir_lock,
+            drain_token_file: Mutex::new(None),
             sessions_closing: tokio::sync::watch::Sender::new(false),
         }))
     }
+}
+
+impl AppState {
+    /// Writes the drain secret where the `drain` subcommand for `port`
+    /// reads it (`ATE_DRAIN_TOKEN_FILE`, else the default path for the
+    /// port), readable by this user only. Call once the listener is bound.
+    ///
+    /// # Errors
+    ///
+    /// The path, and why it cannot be written: the service must not start
+    /// with a drain hook that cannot work.
+    pub fn publish_drain_token(&self, port: u16) -> std::io::Result<std::path::PathBuf> {
+        let path = drain_token_path(self.config.drain_token_file.clone(), port);
+        let token = self
+            .gate
+            .drain_token()
+            .ok_or_else(|| std::io::Error::other("the gate has no drain token"))?;
+        let published = token.publish(&path).map_err(|e| {
+            std::io::Error::other(format!("{e} (set ATE_DRAIN_TOKEN_FILE to a writable path)"))
+        })?;
+        *self.drain_token_file.lock() = Some(published);
+        Ok(path)
+    }
+}
+
+/// The drain secret's file for a service on `port`: `configured`
+/// (`ATE_DRAIN_TOKEN_FILE`) or the library's default for the port.
+pub fn drain_token_path(configured: Option<std::path::PathBuf>, port: u16) -> std::path::PathBuf {
+    configured.unwrap_or_else(|| DrainToken::default_path(port))
 }
 
 /// Logs what startup recovery resolved; a failure stops the start.

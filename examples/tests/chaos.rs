@@ -226,6 +226,11 @@ async fn the_system_keeps_its_promises_while_every_dependency_breaks() {
             ("ATE_PROVIDER_URL", provider.url()),
             ("ATE_LEDGER_LEASE_SECS", LEASE_SECS.to_owned()),
             ("ATE_DRAIN_TIMEOUT_SECS", "5".to_owned()),
+            // The clients share one address: /invoke's per-caller limit
+            // is not what this suite checks. HAProxy is the edge whose
+            // X-Caller the replicas believe.
+            ("ATE_INVOKE_PER_MIN", "1000000".to_owned()),
+            ("ATE_TRUSTED_PROXIES", "127.0.0.1/32".to_owned()),
             ("ATE_WORKER_ID", worker.to_owned()),
         ]
         .into_iter()

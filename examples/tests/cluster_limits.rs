@@ -26,6 +26,7 @@ fn replicas(bin: &str, cluster: &TestCluster) -> [Service; 2] {
     let env = [
         ("ATE_RATELIMIT_REDIS_CLUSTER", seeds.as_str()),
         ("ATE_RATELIMIT_REDIS_FALLBACK", "local"),
+        EDGE,
     ];
     [Service::start(bin, &env), Service::start(bin, &env)]
 }

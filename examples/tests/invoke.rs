@@ -248,7 +248,7 @@ async fn a_restart_after_a_crash_mid_call_resolves_the_attempt_at_once() {
 #[tokio::test]
 async fn a_second_process_on_the_same_data_dir_refuses_to_start() {
     for bin in SERVICES {
-        let first = Service::start(bin, &[]);
+        let first = Service::start(bin, &[EDGE]);
         let out = std::process::Command::new(bin)
             .args(["--listen", "127.0.0.1:0", "--data-dir"])
             .arg(&first.data_dir)
@@ -475,7 +475,7 @@ async fn a_client_that_hangs_up_mid_call_does_not_lose_the_providers_answer() {
 #[tokio::test]
 async fn idempotency_keys_are_scoped_per_caller() {
     for bin in SERVICES {
-        let s = Service::start(bin, &[]);
+        let s = Service::start(bin, &[EDGE]);
         let c = client();
         let send = |caller: &'static str, amount: u32| {
             c.post(s.url("/invoke"))

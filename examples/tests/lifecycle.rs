@@ -20,6 +20,7 @@ async fn drain_flips_ready_but_not_health_and_is_idempotent() {
         assert_eq!(c.get(s.url("/ready")).send().await.unwrap().status(), 200);
         let first: serde_json::Value = c
             .post(s.url("/__internal/drain"))
+            .bearer_auth(s.drain_token())
             .send()
             .await
             .unwrap()
@@ -27,7 +28,7 @@ async fn drain_flips_ready_but_not_health_and_is_idempotent() {
             .await
             .unwrap();
         assert_eq!(first["started"], true, "{bin}");
-        let second = c.post(s.url("/__internal/drain")).send().await.unwrap();
+        let second = s.drain(&c).send().await.unwrap();
         assert_eq!(second.status(), 200);
         let second: serde_json::Value = second.json().await.unwrap();
         assert_eq!(
@@ -63,6 +64,7 @@ async fn a_drain_forwarded_by_a_proxy_from_loopback_is_refused() {
         ] {
             let r = c
                 .post(s.url("/__internal/drain"))
+                .bearer_auth(s.drain_token())
                 .header(name, value)
                 .send()
                 .await
@@ -82,7 +84,7 @@ async fn a_drain_forwarded_by_a_proxy_from_loopback_is_refused() {
             200,
             "{bin}: still serving"
         );
-        let own = c.post(s.url("/__internal/drain")).send().await.unwrap();
+        let own = s.drain(&c).send().await.unwrap();
         assert_eq!(own.status(), 200, "{bin}: the pod's own call");
     }
 }
@@ -92,7 +94,7 @@ async fn lame_duck_requests_after_drain_are_served_with_connection_close() {
     for bin in SERVICES {
         let s = Service::start(bin, &[]);
         let c = client();
-        c.post(s.url("/__internal/drain")).send().await.unwrap();
+        s.drain(&c).send().await.unwrap();
         let r = c.get(s.url("/work?ms=1")).send().await.unwrap();
         assert_eq!(r.status(), 200, "{bin}");
         assert_eq!(
@@ -153,7 +155,7 @@ async fn every_work_route_answers_with_connection_close_while_draining() {
         let put = send(&c, &s, WORK_ROUTES[3]).await;
         assert_eq!(put.status(), 201, "{bin}");
         assert!(put.headers().get("connection").is_none(), "{bin}: serving");
-        c.post(s.url("/__internal/drain")).send().await.unwrap();
+        s.drain(&c).send().await.unwrap();
         for &route in WORK_ROUTES {
             let r = send(&c, &s, route).await;
             assert!(r.status().is_success(), "{bin} {route:?}: {}", r.status());
@@ -188,7 +190,7 @@ async fn the_strict_policy_refuses_work_while_draining_with_503_and_retry_after(
         );
         let c = client();
         assert_eq!(send(&c, &s, WORK_ROUTES[3]).await.status(), 201, "{bin}");
-        c.post(s.url("/__internal/drain")).send().await.unwrap();
+        s.drain(&c).send().await.unwrap();
         for &route in WORK_ROUTES {
             let r = send(&c, &s, route).await;
             assert_eq!(r.status(), 503, "{bin} {route:?}");
@@ -496,7 +498,7 @@ async fn under_kube_proxy_alone_ready_stays_up_for_the_grace_while_clients_move_
         let s = Service::start(bin, &[("ATE_READY_WHILE_DRAINING_SECS", "600")]);
         let c = client();
         wait_ready(&c, &s).await;
-        let drained = c.post(s.url("/__internal/drain")).send().await.unwrap();
+        let drained = s.drain(&c).send().await.unwrap();
         assert_eq!(drained.status(), 200, "{bin}");
         // Still serving as kube-proxy's fallback for terminating endpoints...
         let ready = c.get(s.url("/ready")).send().await.unwrap();

@@ -1,5 +1,6 @@
-//! The drain endpoint refuses non-loopback peers, using each framework's
-//! test utilities to present a peer address.
+//! The drain endpoint asks for the process's secret and refuses
+//! non-loopback peers even with it, using each framework's test utilities
+//! to present a peer address.
 
 use std::net::SocketAddr;
 
@@ -17,10 +18,21 @@ async fn state() -> (ate_examples::service::Shared, tempfile::TempDir) {
     (state, dir)
 }
 
-async fn axum_drain(peer: &str) -> (u16, bool) {
+/// The `Authorization` value with the state's own secret, or another one.
+fn bearer(state: &ate_examples::service::Shared, own: bool) -> String {
+    let token = if own {
+        state.gate.drain_token().unwrap().clone()
+    } else {
+        ate_readiness::DrainToken::generate().unwrap()
+    };
+    format!("Bearer {}", token.secret())
+}
+
+async fn axum_drain(peer: &str, own: bool) -> (u16, bool) {
     let (state, _dir) = state().await;
     let app = ate_examples::axum_app::router(state.clone());
     let mut req = axum::http::Request::post("/__internal/drain")
+        .header("authorization", bearer(&state, own))
         .body(Body::empty())
         .unwrap();
     req.extensions_mut()
@@ -29,7 +41,7 @@ async fn axum_drain(peer: &str) -> (u16, bool) {
     (res.status().as_u16(), state.gate.is_serving())
 }
 
-async fn actix_drain(peer: &str) -> (u16, bool) {
+async fn actix_drain(peer: &str, own: bool) -> (u16, bool) {
     use actix_web::{App, test, web};
     let (state, _dir) = state().await;
     let app = test::init_service(
@@ -40,6 +52,7 @@ async fn actix_drain(peer: &str) -> (u16, bool) {
     .await;
     let req = test::TestRequest::post()
         .uri("/__internal/drain")
+        .insert_header(("authorization", bearer(&state, own)))
         .peer_addr(peer.parse::<SocketAddr>().unwrap())
         .to_request();
     let res = test::call_service(&app, req).await;
@@ -57,21 +70,23 @@ const REFUSED: [&str; 6] = [
 const ALLOWED: [&str; 3] = ["127.0.0.1:4000", "[::1]:4000", "[::ffff:127.0.0.1]:4000"];
 
 #[tokio::test]
-async fn axum_drain_refuses_non_loopback_peers() {
+async fn axum_drain_refuses_non_loopback_peers_and_other_secrets() {
     for peer in REFUSED {
-        assert_eq!(axum_drain(peer).await, (403, true), "{peer}");
+        assert_eq!(axum_drain(peer, true).await, (403, true), "{peer}");
     }
     for peer in ALLOWED {
-        assert_eq!(axum_drain(peer).await, (200, false), "{peer}");
+        assert_eq!(axum_drain(peer, false).await, (403, true), "{peer}");
+        assert_eq!(axum_drain(peer, true).await, (200, false), "{peer}");
     }
 }
 
 #[actix_web::test]
-async fn actix_drain_refuses_non_loopback_peers() {
+async fn actix_drain_refuses_non_loopback_peers_and_other_secrets() {
     for peer in REFUSED {
-        assert_eq!(actix_drain(peer).await, (403, true), "{peer}");
+        assert_eq!(actix_drain(peer, true).await, (403, true), "{peer}");
     }
     for peer in ALLOWED {
-        assert_eq!(actix_drain(peer).await, (200, false), "{peer}");
+        assert_eq!(actix_drain(peer, false).await, (403, true), "{peer}");
+        assert_eq!(actix_drain(peer, true).await, (200, false), "{peer}");
     }
 }

@@ -23,7 +23,7 @@ fn retry_after(r: &reqwest::Response) -> u64 {
 #[tokio::test]
 async fn the_151st_notification_gets_429_with_retry_after() {
     for bin in SERVICES {
-        let s = Service::start(bin, &[]);
+        let s = Service::start(bin, &[EDGE]);
         let c = client();
         for i in 0..150 {
             assert_eq!(
@@ -44,7 +44,7 @@ async fn the_151st_notification_gets_429_with_retry_after() {
 }
 
 #[tokio::test]
-async fn an_unusable_x_caller_is_a_400_naming_it_not_the_peers_window() {
+async fn an_unusable_x_caller_from_the_edge_is_a_400_naming_it_not_the_peers_window() {
     use reqwest::header::HeaderValue;
     let long = "a".repeat(129);
     let bad: [(&str, Vec<HeaderValue>, &str); 4] = [
@@ -66,7 +66,7 @@ async fn an_unusable_x_caller_is_a_400_naming_it_not_the_peers_window() {
         ),
     ];
     for bin in SERVICES {
-        let s = Service::start(bin, &[]);
+        let s = Service::start(bin, &[EDGE]);
         let c = client();
         for route in ["/notify", "/prompt"] {
             for (what, values, says) in &bad {
@@ -147,7 +147,7 @@ async fn denied_calls_keep_a_caller_throttled() {
 async fn a_restart_on_the_same_data_dir_keeps_callers_throttled() {
     for bin in SERVICES {
         let dir = tempfile::tempdir().unwrap();
-        let env = [("ATE_NOTIFICATIONS_PER_MIN", "2")];
+        let env = [("ATE_NOTIFICATIONS_PER_MIN", "2"), EDGE];
         {
             let s = Service::start_in(bin, &env, dir.path().to_path_buf());
             let c = client();
@@ -176,7 +176,7 @@ async fn a_restart_on_the_same_data_dir_keeps_callers_throttled() {
 #[tokio::test]
 async fn a_flood_of_new_callers_is_refused_past_max_callers_not_stored() {
     for bin in SERVICES {
-        let s = Service::start(bin, &[("ATE_MAX_CALLERS", "4")]);
+        let s = Service::start(bin, &[("ATE_MAX_CALLERS", "4"), EDGE]);
         let c = client();
         assert_eq!(post(&c, s.url("/notify"), "first").await.status(), 200);
         // The bound is split over the table's lock shards, so which new

@@ -20,6 +20,7 @@ fn replicas(bin: &str, redis: &TestRedis, fallback: &str) -> [Service; 2] {
     let env = [
         ("ATE_RATELIMIT_REDIS_URL", redis.url()),
         ("ATE_RATELIMIT_REDIS_FALLBACK", fallback.to_owned()),
+        (EDGE.0, EDGE.1.to_owned()),
     ];
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     [Service::start(bin, &env), Service::start(bin, &env)]

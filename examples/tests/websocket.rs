@@ -30,6 +30,7 @@ async fn open_sessions_keep_echoing_and_new_ones_get_1001_after_accept() {
 
         client()
             .post(s.url("/__internal/drain"))
+            .bearer_auth(s.drain_token())
             .send()
             .await
             .unwrap();
@@ -141,6 +142,7 @@ async fn axum_waits_for_the_answer_to_its_own_close_frame() {
     let s = Service::start(SERVICES[0], &[]);
     client()
         .post(s.url("/__internal/drain"))
+        .bearer_auth(s.drain_token())
         .send()
         .await
         .unwrap();

@@ -1,6 +1,7 @@
 //! [`GateBuilder`]: a gate's policy, clock, start state and ready grace.
 
 use super::*;
+use crate::DrainToken;
 
 /// Builds a [`Gate`] with a policy and a clock.
 #[derive(Debug, Default)]
@@ -10,6 +11,7 @@ pub struct GateBuilder {
     clock: Option<Box<dyn Clock>>,
     starting: bool,
     ready_while_draining: std::time::Duration,
+    drain_token: Option<DrainToken>,
 }
 
 impl GateBuilder {
@@ -75,6 +77,27 @@ impl GateBuilder {
         self
     }
 
+    /// The secret the drain endpoint ([`Gate::drain_answer`]) asks of a
+    /// caller, as `Authorization: Bearer SECRET` (default: none, and the
+    /// endpoint refuses every request). Publish it where the preStop hook
+    /// reads it ([`DrainToken::publish`]); a `drain` subcommand built on
+    /// [`DrainRequest`](crate::prestop::DrainRequest) presents it.
+    ///
+    /// ```
+    /// use ate_readiness::{DrainToken, Gate};
+    ///
+    /// # fn main() -> Result<(), ate_readiness::TokenError> {
+    /// let token = DrainToken::generate()?;
+    /// let gate = Gate::builder().drain_token(token.clone()).build();
+    /// assert!(gate.drain_token().is_some());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn drain_token(mut self, token: DrainToken) -> Self {
+        self.drain_token = Some(token);
+        self
+    }
+
     /// Builds the gate: `Serving`, or `Starting` if asked.
     pub fn build(self) -> Gate {
         Gate {
@@ -84,6 +107,7 @@ impl GateBuilder {
                 admitted_while_draining: AtomicU64::new(0),
                 refused_while_draining: AtomicU64::new(0),
                 ready_while_draining: self.ready_while_draining,
+                drain_token: self.drain_token,
                 policy: self.policy,
                 clock: self.clock.unwrap_or_else(|| Box::new(SystemClock)),
                 drain: Mutex::new(DrainInfo {

@@ -41,7 +41,22 @@ impl AppState {
     /// An `observedGeneration` other than the stored one is an observed
     /// write (control plane only). All or nothing: a refused write changes
     /// nothing.
-    pub fn put_object(&self, name: &str, authorization: Option<&str>, body: &[u8]) -> ApiResponse {
+    ///
+    /// Bounded: a new object past `ATE_MAX_OBJECTS` in all, or past
+    /// `ATE_MAX_OBJECTS_PER_CALLER` created by one `caller`, and a write
+    /// that would take the objects past `ATE_MAX_OBJECT_BYTES` together,
+    /// are refused with 507 and change nothing.
+    pub fn put_object(
+        &self,
+        name: &str,
+        caller: Result<String, ate_ratelimit::http::KeyError>,
+        authorization: Option<&str>,
+        body: &[u8],
+    ) -> ApiResponse {
+        let caller = match caller {
+            Ok(c) => c,
+            Err(e) => return ApiResponse::json(400, json!({"error": e.to_string()})),
+        };
         let write = match check_object_name(name).and_then(|()| parse_object_write(name, body)) {
             Ok(w) => w,
             Err(e) => return ApiResponse::json(400, json!({"error": e})),
@@ -55,7 +70,12 @@ impl AppState {
             spec: json!({}),
             status: json!({}),
             latch: Latch::new(),
+            owner: caller.clone(),
+            bytes: 0,
         });
+        if created && let Some(refusal) = self.no_room_for_another(&objects, &caller) {
+            return refusal;
+        }
         if let Some(spec) = write.spec {
             // A new object starts at generation 1 with this spec. A spec
             // that differs only in how a number is written (1 and 1.0) is
@@ -98,9 +118,51 @@ impl AppState {
             }
             Err(e) => return Self::observe_error(&o, e),
         }
+        let before = o.bytes;
+        o.bytes = o.spec.to_string().len() + o.status.to_string().len();
+        let total = self.object_bytes.load(Ordering::Acquire);
+        let most = self.config.max_object_bytes;
+        if total - before + o.bytes > most {
+            return ApiResponse::json(
+                507,
+                json!({"error": format!(
+                    "the objects would take {} bytes, over the {most} allowed (ATE_MAX_OBJECT_BYTES)",
+                    total - before + o.bytes
+                )}),
+            );
+        }
+        // Under the objects' lock: every change of the total is.
+        self.object_bytes
+            .store(total - before + o.bytes, Ordering::Release);
         let body = Self::object_json(name, &o);
         objects.insert(name.to_owned(), o);
         ApiResponse::json(if created { 201 } else { 200 }, body)
+    }
+
+    /// The 507 for a new object past `ATE_MAX_OBJECTS` in all or past
+    /// `ATE_MAX_OBJECTS_PER_CALLER` for `caller`, if it is.
+    fn no_room_for_another(
+        &self,
+        objects: &HashMap<String, Object>,
+        caller: &str,
+    ) -> Option<ApiResponse> {
+        let most = self.config.max_objects;
+        if objects.len() >= most {
+            return Some(ApiResponse::json(
+                507,
+                json!({"error": format!("{most} objects are stored, the most allowed (ATE_MAX_OBJECTS)")}),
+            ));
+        }
+        let most = self.config.max_objects_per_caller;
+        let own = objects.values().filter(|o| o.owner == caller).count();
+        (own >= most).then(|| {
+            ApiResponse::json(
+                507,
+                json!({"error": format!(
+                    "this caller created {own} objects, the most allowed (ATE_MAX_OBJECTS_PER_CALLER)"
+                )}),
+            )
+        })
     }
 
     /// `GET /objects/{name}`.

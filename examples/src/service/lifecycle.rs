@@ -5,6 +5,35 @@
 use super::*;
 
 impl AppState {
+    /// A slot for one more WebSocket session, held until the session
+    /// ends; past `ATE_MAX_WS_SESSIONS` open at once, the 503 (with
+    /// `Retry-After`) to answer the upgrade request with instead.
+    pub fn ws_slot(&self) -> Result<WsSlot, ApiResponse> {
+        let most = self.config.max_ws_sessions;
+        let open = &self.ws_sessions;
+        let mut now = open.load(Ordering::Acquire);
+        loop {
+            if now >= most {
+                return Err(ApiResponse::json(
+                    503,
+                    json!({"error": format!(
+                        "{now} WebSocket sessions are open, the most allowed (ATE_MAX_WS_SESSIONS)"
+                    )}),
+                )
+                .with_header("retry-after", "1"));
+            }
+            match open.compare_exchange_weak(now, now + 1, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Ok(WsSlot(open.clone())),
+                Err(seen) => now = seen,
+            }
+        }
+    }
+
+    /// How long a session may go without a message from its client.
+    pub fn ws_idle_timeout(&self) -> Duration {
+        self.config.ws_idle_timeout
+    }
+
     /// Resolves once the service is shutting down (the in-flight wait has
     /// ended): an open WebSocket session then closes with 1001 (going
     /// away), so its client reconnects elsewhere instead of seeing the
@@ -254,3 +283,18 @@ async fn every_while_serving<F: std::future::Future<Output = ()>>(
         work().await;
     }
 }
+
+/// One open WebSocket session's place under `ATE_MAX_WS_SESSIONS`,
+/// given back when dropped.
+#[derive(Debug)]
+pub struct WsSlot(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for WsSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The close reason of a session its client left silent past
+/// `ATE_WS_IDLE_TIMEOUT_SECS`.
+pub const WS_IDLE_REASON: &str = "idle timeout";

@@ -70,12 +70,19 @@ impl AppState {
         peer: Option<std::net::IpAddr>,
         source_values: &[&[u8]],
     ) -> Result<String, KeyError> {
-        caller_key(x_caller, || {
+        let trusted = self.trusts(peer);
+        caller_key(x_caller, trusted, || {
             let peer = peer.ok_or(KeyError::NoPeer)?;
             self.config
                 .client_ip
                 .key(peer, source_values.iter().copied())
         })
+    }
+
+    /// Whether `peer` is one of `ATE_TRUSTED_PROXIES`, whose `X-Caller`
+    /// (set by an authenticating edge) is believed.
+    pub fn trusts(&self, peer: Option<std::net::IpAddr>) -> bool {
+        trusted_peer(&self.config.client_ip, peer)
     }
 
     /// The header the client address is read from, if any (lowercase).
@@ -84,13 +91,17 @@ impl AppState {
     }
 
     /// The limits the rate-limit layer checks, and the routes it checks
-    /// them on: `/notify` and `/prompt`, each with the shared bucket.
-    pub fn limits(&self) -> (Arc<Limits>, [(&'static str, [LimitId; 2]); 2]) {
+    /// them on: `/notify` and `/prompt`, each with the shared bucket, and
+    /// `/invoke` with its own limit alone, which also bounds what one
+    /// caller can keep in the ledger: at most `ATE_INVOKE_PER_MIN` records
+    /// a minute.
+    pub fn limits(&self) -> (Arc<Limits>, [(&'static str, Vec<LimitId>); 3]) {
         (
             self.limits.clone(),
             [
-                ("/notify", [self.notify, self.bucket]),
-                ("/prompt", [self.prompt, self.bucket]),
+                ("/notify", vec![self.notify, self.bucket]),
+                ("/prompt", vec![self.prompt, self.bucket]),
+                ("/invoke", vec![self.invoke]),
             ],
         )
     }
@@ -142,20 +153,39 @@ impl AppState {
     }
 }
 
-/// The caller identity for rate limits, from every `X-Caller` value of the
-/// request: `caller:` and that header, else (when the request has none)
-/// `ip:` and the client IP (`client_ip`: the rate-limit crate's
+/// Whether `peer` is one of the proxies `client_ip` trusts
+/// (`ATE_TRUSTED_PROXIES`); an IPv4-mapped IPv6 peer is read as IPv4.
+pub fn trusted_peer(
+    client_ip: &ate_ratelimit::http::ClientIp,
+    peer: Option<std::net::IpAddr>,
+) -> bool {
+    peer.is_some_and(|p| client_ip.trusted().contains(p.to_canonical()))
+}
+
+/// The caller identity for rate limits and idempotency keys: from a
+/// trusted proxy (`trusted`: the peer is in `ATE_TRUSTED_PROXIES`, an edge
+/// that authenticated the caller and set the header), `caller:` and its
+/// `X-Caller` value; else, or when the request has none, `ip:` and the
+/// client IP (`client_ip`: the rate-limit crate's
 /// [`Caller::client_ip`](ate_ratelimit::http::Caller::client_ip), the peer
 /// or, behind `ATE_TRUSTED_PROXIES`, the client they forwarded for).
 ///
-/// A header that is there but unusable (empty, longer than 128 bytes, not
-/// visible ASCII, or given twice) is an error for a 400, never a quiet
-/// fall back to the peer IP: behind a proxy that would put the caller in
-/// the window every other such caller shares.
+/// A client's own `X-Caller` never counts: believing it would let one
+/// client take another's window, spread itself over endless windows, fill
+/// the caller table, and replay another caller's stored `/invoke` answer.
+///
+/// From a trusted proxy, a header that is there but unusable (empty,
+/// longer than 128 bytes, not visible ASCII, or given twice) is an error
+/// for a 400, never a quiet fall back to the peer IP: that would put the
+/// caller in the window every other such caller shares.
 pub fn caller_key(
     x_caller: &[&[u8]],
+    trusted: bool,
     client_ip: impl FnOnce() -> Result<String, KeyError>,
 ) -> Result<String, KeyError> {
+    if !trusted {
+        return client_ip().map(|ip| format!("ip:{ip}"));
+    }
     match one_header("X-Caller", x_caller, 128).map_err(|message| KeyError::Refused { message })? {
         Some(c) => Ok(format!("caller:{c}")),
         None => client_ip().map(|ip| format!("ip:{ip}")),
@@ -175,11 +205,14 @@ mod tests {
         let client_ip = ClientIp::peer();
         let key = |peer: &str, x_caller: &[&[u8]]| {
             let peer: IpAddr = peer.parse().unwrap();
-            caller_key(x_caller, || client_ip.key(peer, []))
+            caller_key(x_caller, true, || client_ip.key(peer, []))
         };
         assert_eq!(key("10.0.0.7", &[]).unwrap(), "ip:10.0.0.7");
         assert_eq!(key("::ffff:10.0.0.7", &[]).unwrap(), "ip:10.0.0.7");
         assert_eq!(key("10.0.0.7", &[b"svc-a"]).unwrap(), "caller:svc-a");
+        // From an untrusted peer the header is the client's own: ignored.
+        let untrusted = caller_key(&[b"alice"], false, || Ok("10.0.0.7".into()));
+        assert_eq!(untrusted.unwrap(), "ip:10.0.0.7");
         let twice = key("10.0.0.7", &[b"a", b"b"]).unwrap_err().to_string();
         assert!(
             twice.contains("X-Caller") && twice.contains("has 2"),

@@ -15,12 +15,18 @@ pub const SERVICES: [&str; 2] = [
     env!("CARGO_BIN_EXE_actix-service"),
 ];
 
+/// The test as the authenticating edge in front of the service: its
+/// `X-Caller` is believed only from a trusted proxy.
+pub const EDGE: (&str, &str) = ("ATE_TRUSTED_PROXIES", "127.0.0.1/32,::1/128");
+
 /// A running service; killed on drop.
 pub struct Service {
     pub child: Child,
     pub base: String,
     pub port: u16,
     pub data_dir: PathBuf,
+    /// Where the service wrote its drain secret.
+    pub token_file: PathBuf,
     _tmp: Option<tempfile::TempDir>,
     stderr: Arc<Mutex<String>>,
 }
@@ -105,14 +111,36 @@ impl Service {
             })
             .to_owned();
         let port = addr.rsplit(':').next().unwrap().parse().unwrap();
+        let token_file = env
+            .iter()
+            .find(|(k, _)| *k == "ATE_DRAIN_TOKEN_FILE")
+            .map_or_else(
+                || ate_readiness::DrainToken::default_path(port),
+                |(_, v)| PathBuf::from(v),
+            );
         Self {
             child,
             base: format!("http://{addr}"),
             port,
             data_dir,
+            token_file,
             _tmp: None,
             stderr,
         }
+    }
+
+    /// The service's drain secret, as its preStop hook reads it.
+    pub fn drain_token(&self) -> String {
+        ate_readiness::DrainToken::read(&self.token_file)
+            .unwrap()
+            .secret()
+            .to_owned()
+    }
+
+    /// `POST /__internal/drain` with the secret, as the hook sends it.
+    pub fn drain(&self, c: &reqwest::Client) -> reqwest::RequestBuilder {
+        c.post(self.url("/__internal/drain"))
+            .bearer_auth(self.drain_token())
     }
 
     pub fn url(&self, path: &str) -> String {
