@@ -667,13 +667,29 @@ impl RedisStore {
 }
 
 /// Whether `e` says the server was not reached (or the connection broke),
-/// rather than that it answered this call with an error.
+/// rather than that it answered this call with an error. A server that
+/// answers that it cannot take writes now (`READONLY`: a master demoted to
+/// a replica by a failover that left it up, behind a DNS name or a proxy
+/// that now points elsewhere; `MASTERDOWN`, `LOADING`, `TRYAGAIN`,
+/// `CLUSTERDOWN`) counts too: the answer is a new connection, not an error
+/// about this key.
 fn unreachable(e: &redis::RedisError) -> bool {
+    use redis::{ErrorKind, ServerErrorKind};
     e.is_io_error()
         || e.is_connection_dropped()
         || e.is_connection_refusal()
         || e.is_unrecoverable_error()
         || e.is_timeout()
+        || matches!(
+            e.kind(),
+            ErrorKind::Server(
+                ServerErrorKind::ReadOnly
+                    | ServerErrorKind::MasterDown
+                    | ServerErrorKind::BusyLoading
+                    | ServerErrorKind::TryAgain
+                    | ServerErrorKind::ClusterDown
+            )
+        )
 }
 
 /// The check of one call against every limit it touches.

@@ -554,11 +554,15 @@ fn a_bad_url_is_refused_without_repeating_its_password() {
 struct Relay {
     port: u16,
     frozen: Arc<std::sync::Mutex<Vec<Arc<std::sync::atomic::AtomicBool>>>>,
+    /// Where new connections go (a DNS name or proxy after a failover).
+    target: Arc<std::sync::atomic::AtomicU16>,
 }
 
 impl Relay {
     async fn start(target: u16) -> Self {
         use std::sync::atomic::AtomicBool;
+        let target = Arc::new(std::sync::atomic::AtomicU16::new(target));
+        let to = target.clone();
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
             .await
             .unwrap();
@@ -567,6 +571,7 @@ impl Relay {
         let flows = frozen.clone();
         tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
+                let target = to.load(std::sync::atomic::Ordering::SeqCst);
                 let Ok(server) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await else {
                     continue;
                 };
@@ -578,7 +583,16 @@ impl Relay {
                 tokio::spawn(pump(sr, cw, dead));
             }
         });
-        Self { port, frozen }
+        Self {
+            port,
+            frozen,
+            target,
+        }
+    }
+
+    /// New connections go to `port` from now on.
+    fn point_at(&self, port: u16) {
+        self.target.store(port, std::sync::atomic::Ordering::SeqCst);
     }
 
     fn url(&self) -> String {
@@ -637,6 +651,40 @@ async fn a_silently_dead_connection_is_replaced_after_one_timeout() {
     // check timed out on the dead flow until the kernel gave up).
     let d = limits.check(&[id], "ann").await;
     assert_eq!(d.scope(), Scope::Shared, "{:?}", d.store_error());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_left_up_read_only_by_a_failover_is_left_for_the_new_one() {
+    // The ElastiCache / Sentinel-DNS case: the name now points at the new
+    // master, while the connection held goes to the old one, up as a
+    // read-only replica. Before, READONLY was a per-key error and the
+    // connection was kept for good: every check fell back.
+    let old = TestRedis::start();
+    let new = TestRedis::start();
+    let relay = Relay::start(old.port()).await;
+    let mut set = LimitSet::new(Policy::CountDenied, MonotonicClock::new());
+    let id = set.add("notify", quota(100, Duration::from_secs(60)));
+    let store = RedisConfig::new(relay.url())
+        .prefix("failover")
+        .timeout(Duration::from_secs(2))
+        .recheck_after(Duration::from_secs(3_600))
+        .fallback(Fallback::Refuse)
+        .connect()
+        .unwrap();
+    let limits = Limits::redis(set, store);
+    assert_eq!(limits.check(&[id], "ann").await.scope(), Scope::Shared);
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(new.port())
+        .query_async(&mut raw(&old).await)
+        .await
+        .unwrap();
+    relay.point_at(new.port());
+    let d = limits.check(&[id], "ann").await;
+    assert_eq!(d.scope(), Scope::Shared, "{:?}", d.store_error());
+    for _ in 0..5 {
+        assert_eq!(limits.check(&[id], "ann").await.scope(), Scope::Shared);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
