@@ -68,9 +68,23 @@ impl TrustedProxies {
 
 fn canonical(ip: IpAddr) -> IpAddr {
     match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        IpAddr::V6(v6) => v6
+            .to_ipv4_mapped()
+            .or_else(|| nat64(v6))
+            .map_or(ip, IpAddr::V4),
         v4 => v4,
     }
+}
+
+/// The IPv4 address a NAT64 gateway embeds in the well-known prefix
+/// `64:ff9b::/96` (RFC 6052): every IPv4 client behind one gateway would
+/// otherwise share its /64, one window for all of them.
+fn nat64(v6: std::net::Ipv6Addr) -> Option<std::net::Ipv4Addr> {
+    let bits = u128::from(v6);
+    (bits >> 32 == 0x0064_ff9b_0000_0000_0000_0000).then(|| {
+        // The low 32 bits, by the shift and mask above.
+        std::net::Ipv4Addr::from((bits & 0xffff_ffff) as u32)
+    })
 }
 
 /// Why a request's key could not be taken: the layers answer 400 naming
@@ -488,8 +502,16 @@ fn write_sf_string(out: &mut impl std::fmt::Write, name: &str) {
 }
 
 /// Whole seconds, rounded up (a client told less would come back early).
+#[test]
+fn ceil_secs_saturates_on_the_longest_wait() {
+    assert_eq!(ceil_secs(Duration::MAX), u64::MAX);
+    assert_eq!(ceil_secs(Duration::from_millis(1_500)), 2);
+}
+
 fn ceil_secs(d: Duration) -> u64 {
-    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+    // Saturating: a wait near Duration::MAX is u64::MAX seconds, not an
+    // overflow (a panic in debug builds, 0 in release).
+    d.as_secs().saturating_add(u64::from(d.subsec_nanos() > 0))
 }
 
 /// The `RateLimit-Policy` field value (draft-ietf-httpapi-ratelimit-headers

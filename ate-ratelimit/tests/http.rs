@@ -500,6 +500,11 @@ fn ipv6_callers_are_keyed_by_prefix_and_mapped_ipv4_as_ipv4() {
     assert_ne!(key(&peer, "2001:db8:1:3::1"), key(&peer, "2001:db8:1:2::1"));
     assert_eq!(key(&peer, "::ffff:203.0.113.9"), "203.0.113.9");
     assert_eq!(key(&peer, "203.0.113.9"), "203.0.113.9");
+    // Behind a NAT64 gateway each IPv4 client keeps its own window.
+    assert_eq!(key(&peer, "64:ff9b::203.0.113.9"), "203.0.113.9");
+    assert_eq!(key(&peer, "64:ff9b::198.51.100.1"), "198.51.100.1");
+    // Only the well-known /96: a neighbour of it is an IPv6 caller.
+    assert_eq!(key(&peer, "64:ff9b:0:1::cb00:7109"), "64:ff9b:0:1::/64");
     let p48 = ClientIp::peer().ipv6_prefix(48).unwrap();
     assert_eq!(key(&p48, "2001:db8:1:2::1"), "2001:db8:1::/48");
     let each = ClientIp::peer().ipv6_prefix(128).unwrap();
