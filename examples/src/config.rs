@@ -404,24 +404,6 @@ pub fn redact_url(text: &str) -> String {
     }
 }
 
-#[cfg(test)]
-mod redact_tests {
-    use super::redact_url;
-
-    #[test]
-    fn user_info_never_survives_whatever_the_scheme() {
-        for (url, shown) in [
-            ("http://user:pw@p:9000/x", "http://***@p:9000/x"),
-            ("rdis://:s3cret@cache:6379", "rdis://***@cache:6379"),
-            ("token@cache:6379/0", "***@cache:6379/0"),
-            ("http://p/x?a=b@c", "http://p/x?a=b@c"),
-            ("http://a:b@c@d/x", "http://***@d/x"),
-        ] {
-            assert_eq!(redact_url(url), shown, "{url}");
-        }
-    }
-}
-
 /// The `Retry-After` of a request refused while draining under the strict
 /// policy: by then the load balancer has mostly moved on, so a retry lands
 /// on another pod.
@@ -518,5 +500,23 @@ impl Config {
             max_ws_sessions,
             ws_idle_timeout: Duration::from_secs(ws_idle.into()),
         })
+    }
+}
+
+#[cfg(test)]
+mod redact_tests {
+    use super::redact_url;
+
+    #[test]
+    fn user_info_never_survives_whatever_the_scheme() {
+        for (url, shown) in [
+            ("http://user:pw@p:9000/x", "http://***@p:9000/x"),
+            ("rdis://:s3cret@cache:6379", "rdis://***@cache:6379"),
+            ("token@cache:6379/0", "***@cache:6379/0"),
+            ("http://p/x?a=b@c", "http://p/x?a=b@c"),
+            ("http://a:b@c@d/x", "http://***@d/x"),
+        ] {
+            assert_eq!(redact_url(url), shown, "{url}");
+        }
     }
 }
