@@ -42,6 +42,12 @@ type Callback = Box<dyn FnOnce() + Send + 'static>;
 
 struct DrainInfo {
     started_at: Option<DateTime<Utc>>,
+    /// The clock's monotonic time when the drain began: the ready grace
+    /// is measured from it.
+    started_mono: std::time::Duration,
+    /// Whether the gate was serving (marked ready) when the drain began:
+    /// only such a gate keeps `/ready` at 200 for the grace.
+    was_serving: bool,
     callbacks: Vec<Callback>,
 }
 
@@ -200,18 +206,22 @@ impl Gate {
         }
     }
 
-    /// Whether the drain began less than the ready grace ago.
+    /// Whether a drain of a gate that was serving began less than the
+    /// ready grace ago, on the clock's monotonic time: a gate never marked
+    /// ready never becomes ready by being told to stop, and a wall clock
+    /// stepped back never brings the grace back.
     fn in_ready_grace(&self) -> bool {
         let grace = self.inner.ready_while_draining;
         if grace.is_zero() || !self.is_draining() {
             return false;
         }
-        let Some(since) = self.inner.drain.lock().started_at else {
+        let info = self.inner.drain.lock();
+        if info.started_at.is_none() || !info.was_serving {
             return false;
-        };
-        let elapsed = self.inner.clock.now().signed_duration_since(since);
-        // A clock that stepped back counts as no time passed.
-        elapsed.to_std().unwrap_or_default() < grace
+        }
+        let started = info.started_mono;
+        drop(info);
+        self.inner.clock.monotonic().saturating_sub(started) < grace
     }
 
     /// Flips the gate to draining. Idempotent and thread-safe.
@@ -234,7 +244,9 @@ impl Gate {
         }
         let at = self.inner.clock.now();
         info.started_at = Some(at);
-        self.inner.word.fetch_or(DRAINING, Ordering::AcqRel);
+        info.started_mono = self.inner.clock.monotonic();
+        let before = self.inner.word.fetch_or(DRAINING, Ordering::AcqRel);
+        info.was_serving = before & STARTING == 0;
         let callbacks = std::mem::take(&mut info.callbacks);
         drop(info);
         #[cfg(feature = "tokio")]
@@ -295,7 +307,11 @@ impl Gate {
     /// the strict policy.
     #[cold]
     fn admit_draining<'a>(&self, guard: Guard<'a>) -> Result<Guard<'a>, Error> {
-        if let AdmissionPolicy::Strict { retry_after_secs } = self.inner.policy {
+        // During the ready grace `/ready` still invites work: refusing it
+        // would answer "ready" and 503 at once.
+        if let AdmissionPolicy::Strict { retry_after_secs } = self.inner.policy
+            && !self.in_ready_grace()
+        {
             drop(guard);
             self.inner
                 .refused_while_draining
@@ -318,16 +334,18 @@ impl Gate {
         self.admit().map(Guard::into_owned)
     }
 
-    /// Admits a long-lived session (a WebSocket). While serving it is counted
-    /// like [`admit`](Self::admit); while draining the caller must accept
-    /// the upgrade and close with 1001, whatever the policy.
+    /// Admits a long-lived session (a WebSocket). While serving, and
+    /// during the ready grace ([`GateBuilder::ready_while_draining`], when
+    /// `/ready` still invites work), it is counted like
+    /// [`admit`](Self::admit); once draining otherwise the caller must
+    /// accept the upgrade and close with 1001, whatever the policy.
     pub fn admit_session(&self) -> SessionAdmission {
         let before = self.inner.word.fetch_add(1, Ordering::AcqRel);
         let guard = Guard {
             gate: self,
             admitted_while_draining: before & DRAINING != 0,
         };
-        if guard.admitted_while_draining {
+        if guard.admitted_while_draining && !self.in_ready_grace() {
             drop(guard);
             self.inner
                 .refused_while_draining

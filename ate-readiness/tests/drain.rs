@@ -362,18 +362,55 @@ fn ready_stays_up_for_the_grace_for_kube_proxys_terminating_endpoints() {
     assert!(guard.should_close_connection());
     drop(guard);
     assert_eq!(gate.ready_answer().status, 200);
-    // A clock that steps back does not end the grace, nor lengthen it.
+    // The grace runs on the monotonic clock: a wall clock stepped back
+    // neither ends it nor lengthens it...
     clock.advance(chrono::TimeDelta::seconds(-60));
     assert_eq!(gate.readiness_status(), 200);
-    clock.advance(chrono::TimeDelta::seconds(60 + 14));
+    clock.advance(chrono::TimeDelta::seconds(14));
     assert_eq!(gate.readiness_status(), 200);
     clock.advance(chrono::TimeDelta::seconds(1));
     assert_eq!(gate.readiness_status(), 503);
     assert_eq!(gate.ready_answer().status, 503);
+    // ...and once ended it never comes back (it did when the wall clock
+    // stepped back past the drain's start).
+    clock.advance(chrono::TimeDelta::hours(-1));
+    assert_eq!(gate.readiness_status(), 503);
     // Starting is never ready, grace or not.
     let starting = Gate::builder()
         .starting()
         .ready_while_draining(std::time::Duration::from_secs(15))
         .build();
     assert_eq!(starting.readiness_status(), 503);
+    // Nor does a gate never marked ready become ready by being told to
+    // stop (it answered 200 for the grace).
+    let _ = starting.begin_drain();
+    assert_eq!(starting.readiness_status(), 503);
+    assert_eq!(starting.ready_answer().status, 503);
+}
+
+#[test]
+fn the_grace_takes_the_work_it_invites_under_every_policy() {
+    use ate_readiness::{AdmissionPolicy, SessionAdmission};
+    let clock = ate_readiness::clock::ManualClock::default();
+    let gate = Gate::builder()
+        .clock(clock.clone())
+        .policy(AdmissionPolicy::Strict {
+            retry_after_secs: 5,
+        })
+        .ready_while_draining(std::time::Duration::from_secs(10))
+        .build();
+    let _ = gate.begin_drain();
+    // `/ready` says 200: requests and new sessions are taken, not
+    // refused (before: 200 on /ready and 503 for every request).
+    assert_eq!(gate.readiness_status(), 200);
+    assert!(gate.admit().is_ok());
+    assert!(matches!(gate.admit_session(), SessionAdmission::Open(_)));
+    // Once the grace ends, the policy's own answer.
+    clock.advance(chrono::TimeDelta::seconds(10));
+    assert_eq!(gate.readiness_status(), 503);
+    assert!(gate.admit().is_err());
+    assert!(matches!(
+        gate.admit_session(),
+        SessionAdmission::AcceptThenClose { .. }
+    ));
 }

@@ -112,6 +112,8 @@ impl GateBuilder {
                 clock: self.clock.unwrap_or_else(|| Box::new(SystemClock)),
                 drain: Mutex::new(DrainInfo {
                     started_at: None,
+                    started_mono: std::time::Duration::ZERO,
+                    was_serving: false,
                     callbacks: Vec::new(),
                 }),
                 waiters: Mutex::new(0),
