@@ -295,6 +295,12 @@ impl<S: AsyncStore, C: Clock> AsyncLedger<S, C> {
         self.core().close(lease, close).await
     }
 
+    /// [`close`](Self::close), taking the try's dispatch mark back first
+    /// where `unsent` ([`Call::NotProcessed`]).
+    async fn close_as(&self, lease: &Lease, close: Close, unsent: bool) -> Result<Record, Error> {
+        self.core().close_as(lease, close, unsent).await
+    }
+
     /// [`Ledger::revive`](crate::Ledger::revive).
     ///
     /// # Errors
@@ -554,7 +560,14 @@ impl<S: AsyncStore, C: Clock> AsyncLedger<S, C> {
         if let (Marked::StoreFailed(failed), Call::PreProvider(reason)) = (&dispatch, &answer) {
             return Err(self.close_undispatched(lease, reason, failed).await);
         }
+        // The provider said it did not process it: the try is closed as
+        // one that never reached it, its dispatch mark taken back.
+        let unsent = matches!(answer, Call::NotProcessed(_));
         let (close, executed) = match answer {
+            Call::NotProcessed(reason) => (
+                Close::PreProvider(reason.clone()),
+                Executed::FailedPreProvider { reason },
+            ),
             Call::Succeeded(response) => (
                 Close::Succeeded(response.encode()),
                 Executed::Answered {
@@ -596,7 +609,7 @@ impl<S: AsyncStore, C: Clock> AsyncLedger<S, C> {
         // dispatched, resolved as provider_unavailable when it expires).
         let budget = self.config.lease_ttl;
         let closed = retry(key, "close the attempt", budget, || {
-            self.close(lease, close.clone())
+            self.close_as(lease, close.clone(), unsent)
         });
         match closed.await {
             Ok(record) => {

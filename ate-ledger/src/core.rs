@@ -396,11 +396,28 @@ impl<S: AsyncStore, C: Clock> Core<'_, S, C> {
     }
 
     pub(crate) async fn close(&self, lease: &Lease, close: Close) -> Result<Record, Error> {
+        self.close_as(lease, close, false).await
+    }
+
+    /// [`close`](Self::close); with `unsent`, the try's dispatch mark is
+    /// taken back first: the provider answered that it did not process the
+    /// request (429, 408, 503 with `Retry-After`), so the try counts as
+    /// one that never reached it, and a pre-provider close is legal. Only
+    /// the lease's holder can, and only it knows what the provider said.
+    pub(crate) async fn close_as(
+        &self,
+        lease: &Lease,
+        close: Close,
+        unsent: bool,
+    ) -> Result<Record, Error> {
         let (outcome, state) = close.ended();
         let closed = self
             .update_owned(lease, |record, now| {
                 let key = lease.key.to_string();
                 let t = open_try_mut(record, lease)?;
+                if unsent {
+                    t.dispatched_at = None;
+                }
                 let dispatched = t.dispatched_at.is_some();
                 let pre_provider = matches!(close, Close::PreProvider(_));
                 if pre_provider && dispatched {

@@ -105,6 +105,15 @@ pub enum Call {
     PreProvider(String),
     /// Sent, and no answer (a timeout, a reset): never run again.
     Ambiguous(String),
+    /// Sent, and the provider answered that it did not process it: `429
+    /// Too Many Requests`, `408 Request Timeout`, a `503` with
+    /// `Retry-After`. Like [`PreProvider`](Self::PreProvider): recorded as
+    /// a pre-provider failure with the try's dispatch mark taken back, so
+    /// the key stays revivable and a retry runs the call again, where
+    /// recording the answer would replay a refusal that decided nothing.
+    /// Only for answers that say so: anything the provider may have acted
+    /// on is [`Rejected`](Self::Rejected) or [`Ambiguous`](Self::Ambiguous).
+    NotProcessed(String),
 }
 
 /// What [`execute`](crate::AsyncLedger::execute) answers.

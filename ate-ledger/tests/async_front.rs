@@ -206,6 +206,51 @@ async fn a_pre_provider_failure_runs_again_and_an_ambiguous_one_never_does() {
 }
 
 #[tokio::test]
+async fn a_sent_call_the_provider_did_not_process_runs_again() {
+    // A 429 / 408 / 503 with Retry-After: sent, and the provider says it
+    // did not act on it. Revivable, unlike any other answer after the mark.
+    let ledger = AsyncLedger::new(MemoryStore::new());
+    let body = serde_json::json!({"x": 1});
+    let key = Key::new("c", "busy");
+    let first = ledger
+        .execute(&key, &fp(&body), "w", |d| {
+            sent(d, Call::NotProcessed("429".into()))
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        first,
+        Executed::FailedPreProvider {
+            reason: "429".into()
+        }
+    );
+    let record = ledger.get(&key).await.unwrap().unwrap();
+    assert!(record.is_revivable(), "{record:?}");
+    assert!(!record.ever_dispatched(), "the mark was taken back");
+    assert!(record.check_invariants().is_ok());
+    let retried = ledger
+        .execute(&key, &fp(&body), "w", |d| {
+            sent(d, Call::Succeeded(Response::new(200, b"ok".to_vec())))
+        })
+        .await
+        .unwrap();
+    assert!(
+        matches!(retried, Executed::Answered { recorded: true, .. }),
+        "{retried:?}"
+    );
+    assert_eq!(ledger.get(&key).await.unwrap().unwrap().tries.len(), 2);
+    // Not processed before it was even sent: the same.
+    let early = Key::new("c", "early");
+    let r = ledger
+        .execute(&early, &fp(&body), "w", |_| async {
+            Call::NotProcessed("408".into())
+        })
+        .await
+        .unwrap();
+    assert!(matches!(r, Executed::FailedPreProvider { .. }), "{r:?}");
+}
+
+#[tokio::test]
 async fn a_second_call_on_a_key_in_flight_is_a_conflict_with_retry_after() {
     let ledger = Arc::new(AsyncLedger::new(MemoryStore::new()));
     let key = Key::new("c", "busy");

@@ -5,7 +5,10 @@
 //! What the provider's answer means (`examples/README.md` has the table):
 //!
 //! - 2xx: a success, its status and body recorded and replayed.
-//! - 4xx: a rejection, recorded and replayed.
+//! - 429, 408, and a 503 with `Retry-After`: the provider says it did not
+//!   process the request; a failure before the provider (revivable, 424),
+//!   so a retry calls it again (`Call::NotProcessed`).
+//! - Any other 4xx: a rejection, recorded and replayed.
 //! - No connection (refused, unreachable, connect timeout): nothing was
 //!   sent, a failure before the provider (revivable, 424). The connection
 //!   is made *before* the try is marked dispatched, so this is known.
@@ -222,15 +225,17 @@ impl HttpProvider {
                         .map_err(|e| format!("the provider connection failed mid-request: {e}"))?
                 }
             };
+            let retry_after = response.headers().contains_key(http::header::RETRY_AFTER);
             let (parts, body) = response.into_parts();
             let body = Limited::new(body, MAX_ANSWER_BYTES)
                 .collect()
                 .await
                 .map_err(|e| format!("the provider's answer could not be read whole: {e}"))?
                 .to_bytes();
-            Ok::<_, String>((parts.status, body))
+            Ok::<_, String>((parts.status, body, retry_after))
         };
-        let (status, answer) = match tokio::time::timeout(self.timeout, exchange).await {
+        let (status, answer, retry_after) = match tokio::time::timeout(self.timeout, exchange).await
+        {
             Ok(Ok(answered)) => answered,
             Ok(Err(reason)) => return Call::Ambiguous(reason),
             Err(_) => {
@@ -242,7 +247,11 @@ impl HttpProvider {
         };
         self.keep(sender);
         let response = Response::new(status.as_u16(), answer.to_vec());
-        if status.is_success() {
+        let not_processed = matches!(status.as_u16(), 408 | 429)
+            || (status == http::StatusCode::SERVICE_UNAVAILABLE && retry_after);
+        if not_processed {
+            Call::NotProcessed(format!("the provider answered {status}: not processed"))
+        } else if status.is_success() {
             Call::Succeeded(response)
         } else if status.is_client_error() {
             Call::Rejected(response)

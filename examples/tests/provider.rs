@@ -47,6 +47,37 @@ async fn a_success_is_recorded_and_replayed_without_calling_the_provider_again()
 }
 
 #[tokio::test]
+async fn a_provider_that_did_not_process_the_request_is_called_again_on_retry() {
+    // 429, 408 and a 503 with Retry-After say "not processed": recording
+    // them replayed a refusal that decided nothing (the retry 2 s later
+    // got the 429 again, and the provider was called once).
+    let provider = CountingProvider::start().await;
+    for bin in SERVICES {
+        let s = Service::start(bin, &[("ATE_PROVIDER_URL", &provider.url())]);
+        let c = client();
+        for (status, retry_after) in [(429, None), (408, None), (503, Some(1))] {
+            let key = format!("not-processed-{status}-{}", s.port);
+            let mut body = json!({"status_first": status});
+            if let Some(secs) = retry_after {
+                body["retry_after"] = json!(secs);
+            }
+            let first = invoke(&c, &s, &key, &body).await;
+            assert_eq!(first.status(), 424, "{bin} {status}");
+            let said: Value = first.json().await.unwrap();
+            assert_eq!(said["retryable"], true, "{bin} {status}: {said}");
+            let retried = invoke(&c, &s, &key, &body).await;
+            assert_eq!(retried.status(), 200, "{bin} {status}");
+            assert!(retried.headers().get("idempotent-replayed").is_none());
+            assert_eq!(provider.calls(&key).len(), 2, "{bin} {status}");
+            // Answered now: replayed, never called a third time.
+            let again = invoke(&c, &s, &key, &body).await;
+            assert_eq!(again.status(), 200, "{bin} {status}");
+            assert_eq!(provider.calls(&key).len(), 2, "{bin} {status}");
+        }
+    }
+}
+
+#[tokio::test]
 async fn a_4xx_is_a_recorded_rejection_and_a_5xx_is_ambiguous_and_never_rerun() {
     let provider = CountingProvider::start().await;
     for bin in SERVICES {

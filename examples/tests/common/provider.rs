@@ -98,7 +98,7 @@ async fn charge(
     State(calls): State<Calls>,
     headers: HeaderMap,
     body: String,
-) -> (StatusCode, String) {
+) -> (StatusCode, HeaderMap, String) {
     let key = headers
         .get("idempotency-key")
         .and_then(|v| v.to_str().ok())
@@ -122,11 +122,22 @@ async fn charge(
     if slow > 0 && (n == 1 || !asked["slow_first"].as_bool().unwrap_or(false)) {
         tokio::time::sleep(Duration::from_millis(slow)).await;
     }
-    let status = asked["status"]
+    // `status_first`: the first call's status alone (a provider that
+    // refuses once, then serves).
+    let asked_status = if n == 1 && !asked["status_first"].is_null() {
+        &asked["status_first"]
+    } else {
+        &asked["status"]
+    };
+    let status = asked_status
         .as_u64()
         .and_then(|s| u16::try_from(s).ok())
         .and_then(|s| StatusCode::from_u16(s).ok())
         .unwrap_or(StatusCode::OK);
     let answer = serde_json::json!({"charged": key, "call": n, "fence": fence});
-    (status, answer.to_string())
+    let mut out = HeaderMap::new();
+    if let Some(secs) = asked["retry_after"].as_u64() {
+        out.insert("retry-after", secs.into());
+    }
+    (status, out, answer.to_string())
 }
