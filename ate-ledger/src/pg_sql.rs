@@ -19,7 +19,7 @@ pub(crate) const PURGE_BATCH: i64 = 1_000;
 /// IF NOT EXISTS` is not safe against itself); an arbitrary constant.
 pub(crate) const SETUP_LOCK: i64 = 0x6174_655f_6c65_6467; // "ate_ledg"
 
-pub(crate) const SETUP: &str = "
+pub(crate) const SETUP: &str = r#"
 CREATE TABLE IF NOT EXISTS ate_ledger_meta (
     name  TEXT PRIMARY KEY,
     value BIGINT NOT NULL
@@ -34,17 +34,37 @@ CREATE TABLE IF NOT EXISTS ate_ledger_records (
     incarnation BIGINT,
     PRIMARY KEY (scope, id)
 );
+-- The incarnation of a stored record, read from its text without casting
+-- it to jsonb (which refuses a record holding \u0000, as an answer or a
+-- reason may, and a torn row): the record's last field, as serde writes
+-- it, two's complement in a BIGINT; 0 for a whole record from before
+-- incarnations; NULL for text that is not a whole record.
+CREATE OR REPLACE FUNCTION ate_ledger_incarnation_of(record TEXT) RETURNS BIGINT
+LANGUAGE sql IMMUTABLE AS $f$
+    SELECT (CASE WHEN n >= 9223372036854775808
+                 THEN n - 18446744073709551616 ELSE n END)::bigint
+    FROM (SELECT CASE
+        WHEN record ~ '"incarnation":[0-9]+\}\s*$'
+            THEN substring(record from '"incarnation":([0-9]+)\}\s*$')::numeric
+        WHEN record ~ '^\s*\{.*\}\s*$' THEN 0
+    END AS n) x
+$f$;
 -- Tables made before the incarnation column: add it and fill it from
--- the records once (the record's u64, two's complement in a BIGINT).
+-- the records once. A row whose record cannot be read keeps NULL (it is
+-- refused as corrupt when read, and never written over: see UPDATE), and
+-- is counted in the server's log; it never stops a replica starting.
 DO $$
+DECLARE
+    unreadable BIGINT;
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM ate_ledger_meta WHERE name = 'incarnation_column') THEN
         ALTER TABLE ate_ledger_records ADD COLUMN IF NOT EXISTS incarnation BIGINT;
-        UPDATE ate_ledger_records r SET incarnation = (
-            SELECT (CASE WHEN n >= 9223372036854775808
-                         THEN n - 18446744073709551616 ELSE n END)::bigint
-            FROM (SELECT COALESCE((r.record::jsonb ->> 'incarnation')::numeric, 0) AS n) x)
-        WHERE r.incarnation IS NULL;
+        UPDATE ate_ledger_records SET incarnation = ate_ledger_incarnation_of(record)
+        WHERE incarnation IS NULL;
+        SELECT count(*) INTO unreadable FROM ate_ledger_records WHERE incarnation IS NULL;
+        IF unreadable > 0 THEN
+            RAISE WARNING 'ate-ledger: % record(s) could not be read for their incarnation', unreadable;
+        END IF;
         INSERT INTO ate_ledger_meta (name, value) VALUES ('incarnation_column', 1);
     END IF;
 END $$;
@@ -52,7 +72,7 @@ CREATE INDEX IF NOT EXISTS ate_ledger_records_open
     ON ate_ledger_records (scope, id) WHERE open;
 CREATE INDEX IF NOT EXISTS ate_ledger_records_ended
     ON ate_ledger_records (ended_at) WHERE NOT open;
-";
+"#;
 
 pub(crate) const SCHEMA_CHECK: &str =
     "SELECT value FROM ate_ledger_meta WHERE name = 'schema_version'";
@@ -61,12 +81,15 @@ pub(crate) const INSERT: &str = "INSERT INTO ate_ledger_records
      (scope, id, version, open, ended_at, record, incarnation)
      VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (scope, id) DO NOTHING";
 
-/// Conditional on the version and the incarnation (a row an older build
-/// wrote during a rolling upgrade has none yet, and gets it here).
+/// Conditional on the version and the incarnation. A row an older build
+/// wrote during a rolling upgrade has no incarnation column yet: its
+/// record's own is compared (and the column gets it here), so a writer of
+/// another incarnation is refused there too.
 pub(crate) const UPDATE: &str = "UPDATE ate_ledger_records
      SET version = $3, open = $4, ended_at = $5, record = $6, incarnation = $7
      WHERE scope = $1 AND id = $2 AND version = $8
-       AND (incarnation = $7 OR incarnation IS NULL)";
+       AND (incarnation = $7
+            OR (incarnation IS NULL AND ate_ledger_incarnation_of(record) = $7))";
 
 pub(crate) const VERSION_OF: &str =
     "SELECT version FROM ate_ledger_records WHERE scope = $1 AND id = $2";

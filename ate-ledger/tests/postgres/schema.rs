@@ -111,3 +111,102 @@ fn a_table_from_before_the_incarnation_column_gets_it_filled_on_connect() {
     ledger.mark_dispatched(&lease).unwrap();
     ledger.close(&lease, Close::Succeeded("ok".into())).unwrap();
 }
+
+#[test]
+fn one_unreadable_record_never_stops_the_migration() {
+    // jsonb refuses \u0000, which the crate writes for a NUL in a reason,
+    // and a torn row: the backfill cast each record, so connect failed and
+    // the upgrade could not roll out.
+    let db = TestDatabase::new();
+    let url = db.url().to_owned();
+    let ledger = Ledger::new(PgStore::connect(&url).unwrap());
+    let nul = Key::new("t", "nul");
+    let Begin::Started(lease) = ledger.begin(&nul, &fp(), "w").unwrap() else {
+        panic!("a new key starts")
+    };
+    ledger
+        .close(
+            &lease,
+            Close::PreProvider("a reason with a \0 in it".into()),
+        )
+        .unwrap();
+    sql(
+        &url,
+        "ALTER TABLE ate_ledger_records DROP COLUMN incarnation;
+         DELETE FROM ate_ledger_meta WHERE name = 'incarnation_column';
+         INSERT INTO ate_ledger_records (scope, id, version, open, ended_at, record)
+         VALUES ('t', 'torn', 1, true, NULL, '{\"key\":{\"scope\":\"t\",\"id\":\"torn\"},\"fing');",
+    );
+    let store = PgStore::connect(&url).expect("the migration stopped on one row");
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let filled: Option<i64> = c
+        .query_one(
+            "SELECT incarnation FROM ate_ledger_records WHERE id = 'nul'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        filled,
+        Some(i64::from_ne_bytes(lease.incarnation.to_ne_bytes()))
+    );
+    let torn: Option<i64> = c
+        .query_one(
+            "SELECT incarnation FROM ate_ledger_records WHERE id = 'torn'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(torn, None, "skipped, not guessed");
+    // The NUL record still reads and replays; the torn one is corrupt.
+    let record = store.get(&nul).unwrap().unwrap();
+    assert!(record.is_revivable());
+    assert!(matches!(
+        store.get(&Key::new("t", "torn")),
+        Err(Error::Corrupt { .. })
+    ));
+}
+
+#[test]
+fn a_row_an_older_build_wrote_still_checks_the_incarnation() {
+    // An older build inserts rows without the column. The write accepted
+    // any incarnation where it was NULL, so a writer of another
+    // incarnation replaced the record where every other store refuses.
+    let db = TestDatabase::new();
+    let url = db.url().to_owned();
+    let ledger = Ledger::new(PgStore::connect(&url).unwrap());
+    let key = Key::new("t", "older");
+    let Begin::Started(lease) = ledger.begin(&key, &fp(), "w").unwrap() else {
+        panic!("a new key starts")
+    };
+    sql(
+        &url,
+        "UPDATE ate_ledger_records SET incarnation = NULL WHERE id = 'older'",
+    );
+    // At the store: the same key and version, another incarnation (the
+    // key purged and begun again under it, say).
+    let store = PgStore::connect(&url).unwrap();
+    let stored = store.get(&key).unwrap().unwrap();
+    let mut other = stored.clone();
+    other.incarnation = stored.incarnation.wrapping_add(1);
+    other.version = stored.version + 1;
+    assert!(matches!(
+        store.put(&other, Some(stored.version)),
+        Err(Error::VersionConflict { .. })
+    ));
+    assert_eq!(store.get(&key).unwrap().unwrap(), stored, "replaced");
+    // The record's own incarnation is believed, and the column filled.
+    ledger.mark_dispatched(&lease).unwrap();
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let filled: Option<i64> = c
+        .query_one(
+            "SELECT incarnation FROM ate_ledger_records WHERE id = 'older'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        filled,
+        Some(i64::from_ne_bytes(lease.incarnation.to_ne_bytes()))
+    );
+}
