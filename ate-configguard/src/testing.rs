@@ -314,10 +314,9 @@ pub fn naive_safe(input: &CheckInput) -> bool {
                 // again).
                 if obj.hook.is_none()
                     && ((cur.immutable && cur.keys != obj.keys)
-                        || cur.secret_type.is_some()
-                            && obj.secret_type.is_some()
-                            && cur.secret_type != obj.secret_type
-                            && obj.sets_type_in_place())
+                        || obj.secret_type.as_deref().is_some_and(|t| {
+                            cur.secret_type.as_deref().unwrap_or("Opaque") != t
+                        }) && obj.sets_type_in_place())
                 {
                     return false;
                 }

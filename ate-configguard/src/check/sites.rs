@@ -479,7 +479,10 @@ impl Site<'_, '_> {
                     "the object is immutable but the proposed state changes its keys".into(),
                 );
             }
-            if let (Some(was), Some(new)) = (&cur.secret_type, &object.secret_type)
+            // A current Secret that spells no type was made without one:
+            // it is `Opaque`, as the API server stored it.
+            if let Some(new) = &object.secret_type
+                && let was = cur.secret_type.as_deref().unwrap_or("Opaque")
                 && was != new
                 && object.sets_type_in_place()
             {

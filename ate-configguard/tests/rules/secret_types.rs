@@ -88,10 +88,28 @@ fn changing_a_secrets_type_fails_as_the_api_server_refuses_it() {
     assert!(run(&current, &keeps).is_safe());
     let same = proposed.replace("kubernetes.io/tls", "Opaque");
     assert!(run(&current, &same).is_safe());
-    // So does an input that does not say what the type was (a render
-    // without one).
+    // A current Secret that spells no type was made without one, so the
+    // API server stored it as Opaque: setting another type is refused as
+    // well (before: safe, as types were compared only when both states
+    // spelled one).
     let untold = docs(&[&secret("tls", &["cert"])]);
-    assert!(run(&untold, &proposed).is_safe());
+    let report = run(&untold, &proposed);
+    assert_eq!(
+        codes(&report),
+        vec![("immutable-changed".into(), None)],
+        "{}",
+        report.to_text()
+    );
+    assert!(
+        report.failures[0]
+            .message
+            .contains("from Opaque to kubernetes.io/tls"),
+        "{}",
+        report.to_text()
+    );
+    // Spelling Opaque for it, or leaving it out again, is no change.
+    assert!(run(&untold, &same).is_safe());
+    assert!(run(&untold, &keeps).is_safe());
 }
 
 #[test]
