@@ -379,3 +379,34 @@ fn a_prune_selector_keeps_what_it_does_not_match() {
         assert!(ate_configguard::text::parse_selector(bad).is_err(), "{bad}");
     }
 }
+
+#[test]
+fn an_allowed_instance_that_names_nothing_contributes_nothing() {
+    // `--allow-kind` is per kind: two ordinary Kafka clusters in one
+    // namespace, one naming a metrics ConfigMap and one naming nothing,
+    // made every invocation exit 2.
+    let named = "apiVersion: kafka.strimzi.io/v1beta2\nkind: Kafka\nmetadata:\n  name: a\nspec:\n  kafka:\n    metricsConfig:\n      type: jmxPrometheusExporter\n      valueFrom:\n        configMapKeyRef: {name: kafka-metrics, key: kafka-metrics-config.yml}\n";
+    let plain =
+        "apiVersion: kafka.strimzi.io/v1beta2\nkind: Kafka\nmetadata:\n  name: b\nspec:\n  kafka:\n    replicas: 3\n";
+    let options = allowing(&["Kafka"]);
+    let m = load_str(&docs(&[named, plain]), "kafka.yaml", &options).unwrap();
+    assert_eq!(m.workloads.len(), 1, "only the instance that names one");
+    // Its reference is still checked.
+    let current = docs(&[
+        named,
+        plain,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kafka-metrics\ndata:\n  kafka-metrics-config.yml: x\n",
+    ]);
+    let proposed = docs(&[
+        named,
+        plain,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kafka-metrics\ndata:\n  other: x\n",
+    ]);
+    let report = check_allowing(&["Kafka"], &current, &proposed);
+    assert_eq!(
+        codes(&report),
+        vec![("missing-key".into(), Some("kafka-metrics-config.yml".into()))],
+        "{}",
+        report.to_text()
+    );
+}
