@@ -274,7 +274,15 @@ impl<C: Clock + Clone> Limits<C> {
                         (self.set.name(*id), decide(windows[at(id)].limit, a))
                     })
                     .collect();
-                let resets = ids.iter().map(|id| answers[at(id)].reset).collect();
+                // Never past the window (see `oldest_leaves_in`).
+                let resets = ids
+                    .iter()
+                    .map(|id| {
+                        answers[at(id)]
+                            .reset
+                            .min(self.set.limiter(*id).quota().window())
+                    })
+                    .collect();
                 Combined {
                     decisions,
                     wait,

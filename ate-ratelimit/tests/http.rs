@@ -686,3 +686,19 @@ async fn a_shadow_limit_never_stretches_a_refusals_retry_after() {
         assert!(!field.contains("trial"), "{name}: {field}");
     }
 }
+
+#[test]
+fn a_fresh_windows_reset_is_never_past_the_window() {
+    // With a real clock between ticks, the first attempt is stamped at
+    // the next tick and left a window and a fraction from now: `t=61`.
+    let mut set = LimitSet::new(Policy::CountDenied, ate_ratelimit::MonotonicClock::new());
+    let id = set.add(
+        "notify",
+        Quota::new(NonZeroU32::new(150).unwrap(), Duration::from_secs(60)).unwrap(),
+    );
+    for caller in 0..200 {
+        let d = set.check(&[id], &format!("c{caller}"));
+        let field = ate_ratelimit::http::ratelimit_field(&d);
+        assert_eq!(field, r#""notify";r=149;t=60"#);
+    }
+}

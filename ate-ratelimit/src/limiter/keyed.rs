@@ -415,6 +415,10 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
                         .saturating_sub(now.as_nanos()),
                 )
             })
+            // An attempt stamped at the tick after `now` leaves up to one
+            // tick past a window from now: never more than the window
+            // (a fresh 60 s window said `t=61`).
+            .min(self.quota.window())
     }
 
     /// A new key found the table at its cap (no shard lock held): makes
