@@ -314,9 +314,11 @@ pub fn naive_safe(input: &CheckInput) -> bool {
                 // again).
                 if obj.hook.is_none()
                     && ((cur.immutable && cur.keys != obj.keys)
-                        || obj.secret_type.as_deref().is_some_and(|t| {
-                            cur.secret_type.as_deref().unwrap_or("Opaque") != t
-                        }) && obj.sets_type_in_place())
+                        || obj
+                            .secret_type
+                            .as_deref()
+                            .is_some_and(|t| cur.secret_type.as_deref().unwrap_or("Opaque") != t)
+                            && obj.sets_type_in_place())
                 {
                     return false;
                 }

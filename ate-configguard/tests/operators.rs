@@ -386,8 +386,7 @@ fn an_allowed_instance_that_names_nothing_contributes_nothing() {
     // namespace, one naming a metrics ConfigMap and one naming nothing,
     // made every invocation exit 2.
     let named = "apiVersion: kafka.strimzi.io/v1beta2\nkind: Kafka\nmetadata:\n  name: a\nspec:\n  kafka:\n    metricsConfig:\n      type: jmxPrometheusExporter\n      valueFrom:\n        configMapKeyRef: {name: kafka-metrics, key: kafka-metrics-config.yml}\n";
-    let plain =
-        "apiVersion: kafka.strimzi.io/v1beta2\nkind: Kafka\nmetadata:\n  name: b\nspec:\n  kafka:\n    replicas: 3\n";
+    let plain = "apiVersion: kafka.strimzi.io/v1beta2\nkind: Kafka\nmetadata:\n  name: b\nspec:\n  kafka:\n    replicas: 3\n";
     let options = allowing(&["Kafka"]);
     let m = load_str(&docs(&[named, plain]), "kafka.yaml", &options).unwrap();
     assert_eq!(m.workloads.len(), 1, "only the instance that names one");
@@ -405,7 +404,10 @@ fn an_allowed_instance_that_names_nothing_contributes_nothing() {
     let report = check_allowing(&["Kafka"], &current, &proposed);
     assert_eq!(
         codes(&report),
-        vec![("missing-key".into(), Some("kafka-metrics-config.yml".into()))],
+        vec![(
+            "missing-key".into(),
+            Some("kafka-metrics-config.yml".into())
+        )],
         "{}",
         report.to_text()
     );

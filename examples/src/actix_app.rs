@@ -118,13 +118,15 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             },
         ))
         .service(web::resource("/ws").route(web::get().to(ws)))
+        // The body is read (and dropped) so a larger one gets 413, as on
+        // every route.
         .service(web::resource("/notify").route(web::post().to(
-            |s: web::Data<Shared>, checked: web::ReqData<Checked>| async move {
+            |s: web::Data<Shared>, checked: web::ReqData<Checked>, _body: Limited| async move {
                 respond(s.limited(NOTIFICATIONS, checked.remaining()))
             },
         )))
         .service(web::resource("/prompt").route(web::post().to(
-            |s: web::Data<Shared>, checked: web::ReqData<Checked>| async move {
+            |s: web::Data<Shared>, checked: web::ReqData<Checked>, _body: Limited| async move {
                 respond(s.limited(PROMPT, checked.remaining()))
             },
         )))
@@ -146,8 +148,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                         admitted.map(web::ReqData::into_inner),
                         caller,
                         &header_values(&req, "idempotency-key"),
-                        header(&req, "x-simulate"),
-                        header(&req, "x-simulate-delay-ms"),
+                        &header_values(&req, "x-simulate"),
+                        &header_values(&req, "x-simulate-delay-ms"),
                         &body,
                     )
                     .await,
@@ -224,7 +226,16 @@ async fn ws(
     };
     let idle = s.ws_idle_timeout();
     // Accept the upgrade in both cases; a draining gate closes right after.
-    let (response, mut session, stream) = actix_ws::handle(&req, body)?;
+    // A request that is no WebSocket handshake gets the services' JSON 400.
+    let (response, mut session, stream) = match actix_ws::handle(&req, body) {
+        Ok(upgraded) => upgraded,
+        Err(e) => {
+            return Ok(respond(ApiResponse::json(
+                400,
+                serde_json::json!({"error": format!("not a WebSocket handshake: {e}")}),
+            )));
+        }
+    };
     // Whole messages, however many frames they came in, up to the bound.
     let mut stream = stream
         .max_frame_size(MAX_WS_MESSAGE_BYTES)

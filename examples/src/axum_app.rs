@@ -121,8 +121,12 @@ pub fn router(state: Shared) -> Router {
         .route("/ws", get(ws))
         .route(
             "/notify",
+            // The body is read (and dropped) so a larger one gets 413, as
+            // on every route.
             post(
-                |State(s): State<Shared>, Extension(checked): Extension<Checked>| async move {
+                |State(s): State<Shared>,
+                 Extension(checked): Extension<Checked>,
+                 Limited(_body): Limited| async move {
                     s.limited(NOTIFICATIONS, checked.remaining())
                 },
             ),
@@ -130,7 +134,9 @@ pub fn router(state: Shared) -> Router {
         .route(
             "/prompt",
             post(
-                |State(s): State<Shared>, Extension(checked): Extension<Checked>| async move {
+                |State(s): State<Shared>,
+                 Extension(checked): Extension<Checked>,
+                 Limited(_body): Limited| async move {
                     s.limited(PROMPT, checked.remaining())
                 },
             ),
@@ -185,8 +191,8 @@ pub fn router(state: Shared) -> Router {
                         admitted.map(|Extension(a)| a),
                         caller,
                         &header_values(&headers, "idempotency-key"),
-                        header(&headers, "x-simulate"),
-                        header(&headers, "x-simulate-delay-ms"),
+                        &header_values(&headers, "x-simulate"),
+                        &header_values(&headers, "x-simulate-delay-ms"),
                         &body,
                     )
                     .await
@@ -230,7 +236,22 @@ impl<S: Send + Sync> FromRequest<S> for Limited {
     }
 }
 
-async fn ws(State(s): State<Shared>, upgrade: WebSocketUpgrade) -> Response {
+async fn ws(
+    State(s): State<Shared>,
+    upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> Response {
+    // A request that is no WebSocket handshake gets the services' JSON
+    // error, not axum's plain text.
+    let upgrade = match upgrade {
+        Ok(upgrade) => upgrade,
+        Err(e) => {
+            return ApiResponse::json(
+                e.status().as_u16(),
+                serde_json::json!({"error": format!("not a WebSocket handshake: {}", e.body_text())}),
+            )
+            .into_response();
+        }
+    };
     let upgrade = upgrade
         .max_message_size(MAX_WS_MESSAGE_BYTES)
         .max_frame_size(MAX_WS_MESSAGE_BYTES);

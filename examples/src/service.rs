@@ -392,7 +392,8 @@ pub fn values<'a>(query: &'a [(String, String)], name: &str) -> Vec<&'a str> {
 
 /// The value of header `name` from every value a request carries for it:
 /// `None` without one, else exactly one header line of 1 to `max` visible
-/// ASCII characters (spaces inside allowed).
+/// ASCII characters other than a comma (no spaces: `"a, b"` sent as one
+/// line is what a proxy makes of two lines, which are refused).
 ///
 /// Two lines are refused rather than one picked: to HTTP they mean one
 /// comma-joined value ("a, b"), which a proxy may or may not merge, so
@@ -420,9 +421,12 @@ fn one_header<'a>(name: &str, values: &[&'a [u8]], max: usize) -> Result<Option<
             value.len()
         ));
     }
-    if let Some(at) = value.iter().position(|b| !(b' '..=b'~').contains(b)) {
+    if let Some(at) = value
+        .iter()
+        .position(|b| !(b'!'..=b'~').contains(b) || *b == b',')
+    {
         return Err(format!(
-            "the {name} header must be visible ASCII; byte {at} is 0x{:02x}",
+            "the {name} header must be visible ASCII with no space or comma; byte {at} is 0x{:02x}",
             value[at]
         ));
     }

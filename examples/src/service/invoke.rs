@@ -20,13 +20,24 @@ impl AppState {
         admitted: Option<Admitted>,
         caller: Result<String, KeyError>,
         idempotency_key: &[&[u8]],
-        simulate: Option<&str>,
-        delay_ms: Option<&str>,
+        simulate: &[&[u8]],
+        delay_ms: &[&[u8]],
         body: &[u8],
     ) -> ApiResponse {
         let idempotency = match idempotency_key_of(idempotency_key) {
             Ok(key) => key,
             Err(error) => return ApiResponse::json(400, json!({ "error": error })),
+        };
+        // Each given at most once, as every other input: two would leave
+        // which one counts to the order a proxy kept.
+        let (simulate, delay_ms) = match (
+            one_header("X-Simulate", simulate, 64),
+            one_header("X-Simulate-Delay-Ms", delay_ms, 64),
+        ) {
+            (Ok(simulate), Ok(delay_ms)) => (simulate, delay_ms),
+            (Err(error), _) | (_, Err(error)) => {
+                return ApiResponse::json(400, json!({ "error": error }));
+            }
         };
         // Keys are the caller's own (as Stripe scopes them per account): the
         // same key and body from another caller is another request, never
