@@ -313,7 +313,7 @@ pub fn naive_safe(input: &CheckInput) -> bool {
                 // The API server refuses these changes (but a hook is made
                 // again).
                 if obj.hook.is_none()
-                    && ((cur.immutable && cur.keys != obj.keys)
+                    && ((cur.immutable && (cur.keys != obj.keys || !obj.immutable))
                         || obj
                             .secret_type
                             .as_deref()

@@ -478,6 +478,15 @@ impl Site<'_, '_> {
                     None,
                     "the object is immutable but the proposed state changes its keys".into(),
                 );
+            } else if cur.immutable && !object.immutable {
+                // Once set, `immutable` cannot be unset: the API server
+                // refuses the update, and the object keeps what it had.
+                self.report(
+                    Code::ImmutableChanged,
+                    None,
+                    "the object is immutable but the proposed state drops immutable: true, which                      the API server refuses (delete it in an earlier step, or give it a new name)"
+                        .into(),
+                );
             }
             // A current Secret that spells no type was made without one:
             // it is `Opaque`, as the API server stored it.

@@ -512,3 +512,50 @@ fn changing_the_keys_of_an_immutable_object_fails() {
         );
     }
 }
+
+#[test]
+fn dropping_immutable_from_an_immutable_object_fails() {
+    // The API server refuses to unset `immutable`: the apply fails for the
+    // object. It needs no value to see (before: safe).
+    let imm = format!(
+        "{}immutable: true
+",
+        cm("cfg", &["DB_HOST"])
+    );
+    let current = format!(
+        "{imm}
+---
+{}",
+        deployment("web", KEYREF)
+    );
+    for proposed in [
+        cm("cfg", &["DB_HOST"]),
+        format!(
+            "{}immutable: false
+",
+            cm("cfg", &["DB_HOST"])
+        ),
+    ] {
+        let report = run(&current, &proposed);
+        assert_eq!(
+            codes(&report),
+            vec![("immutable-changed".into(), None)],
+            "{proposed}"
+        );
+        assert!(
+            report.failures[0].message.contains("drops immutable: true"),
+            "{}",
+            report.to_text()
+        );
+    }
+    // Keeping it, or setting it on a mutable object, is fine.
+    assert!(run(&current, &imm).is_safe());
+    let mutable = format!(
+        "{}
+---
+{}",
+        cm("cfg", &["DB_HOST"]),
+        deployment("web", KEYREF)
+    );
+    assert!(run(&mutable, &imm).is_safe());
+}
