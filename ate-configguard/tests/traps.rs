@@ -1221,3 +1221,30 @@ fn a_map_key_or_annotations_of_the_wrong_shape_say_what_was_expected() {
         );
     }
 }
+
+#[test]
+fn a_render_cut_at_a_line_boundary_is_unusable_input() {
+    // Cut right after `volumes:`: still valid YAML, but the mounts name
+    // volumes that do not exist, which the API server refuses. Before,
+    // the check read it and said safe.
+    let whole = "apiVersion: v1\nkind: ConfigMap\nmetadata: { name: other }\ndata: { a: b }\n---\napiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: agent\nspec:\n  template:\n    spec:\n      containers:\n        - name: agent\n          image: agent:1\n          volumeMounts:\n            - { name: config, mountPath: /etc/agent }\n      volumes:\n        - name: config\n          configMap: { name: agent-config }\n";
+    assert_eq!(load(whole).workloads.len(), 1);
+    let cut = &whole[..whole.find("        - name: config").unwrap()];
+    let err = load_err(cut).to_string();
+    assert!(
+        err.contains("DaemonSet agent")
+            && err.contains("mounts volume \"config\"")
+            && err.contains("test.yaml document 2 (line 6)"),
+        "{err}"
+    );
+    // Two containers of one name (a list merged twice).
+    let twice = whole.replace(
+        "      volumes:",
+        "        - name: agent\n          image: agent:2\n      volumes:",
+    );
+    let err = load_err(&twice).to_string();
+    assert!(err.contains("two containers are named \"agent\""), "{err}");
+    // A StatefulSet's containers may mount its claim templates.
+    let sts = "apiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: db\nspec:\n  template:\n    spec:\n      containers:\n        - name: db\n          image: db:1\n          volumeMounts:\n            - { name: data, mountPath: /data }\n  volumeClaimTemplates:\n    - metadata: { name: data }\n      spec: { accessModes: [ReadWriteOnce] }\n";
+    assert_eq!(load(sts).workloads.len(), 1);
+}

@@ -158,19 +158,24 @@ pub(super) fn templated(cx: Cx<'_>, doc: &mut Node, out: &mut Manifests) -> Resu
         _ => &["spec", "template", "spec"],
     };
     let dormant = dormant(kind, doc);
+    // A StatefulSet's containers may also mount its claim templates.
+    let claims: std::collections::BTreeSet<String> =
+        match doc.get("spec").and_then(|s| s.get("volumeClaimTemplates")) {
+            Some(Node::Seq(items)) => items
+                .iter()
+                .filter_map(|i| i.get("metadata")?.get("name")?.as_str())
+                .map(str::to_owned)
+                .collect(),
+            _ => std::collections::BTreeSet::new(),
+        };
     // Taken, not cloned: the document is not needed afterwards.
     let spec = doc
         .take_path(path)
         .ok_or_else(|| bad(at, format!("{kind} {name} without a pod template spec")))?;
-    push_workload(
-        out,
-        kind,
-        ns,
-        name,
-        typed::<PodSpec>(spec, at, "template.spec")?,
-        dormant,
-        at,
-    )?;
+    let spec = typed::<PodSpec>(spec, at, "template.spec")?;
+    super::consistency::check(&spec, &claims)
+        .map_err(|m| bad(at, format!("{kind} {name}: {m}")))?;
+    push_workload(out, kind, ns, name, spec, dormant, at)?;
     Ok(())
 }
 

@@ -20,6 +20,7 @@ use crate::model::{
 use crate::operator;
 use crate::parse::{DATA_LIST, NOT_A_STRING, Node, VALUE_BYTES, documents, without_bom};
 
+mod consistency;
 mod kinds;
 mod makers;
 mod names;
