@@ -134,7 +134,10 @@ impl<C: Clock + Clone> Limits<C> {
     /// [`check_n`](Self::check_n) at an explicit time: the set's clock's
     /// time in process, and the same number of microseconds in the store
     /// (instead of the store's own clock): for tests that step through
-    /// time.
+    /// time. A key written so expires no sooner than a minute of the
+    /// store's own time, whatever its window: the store cannot relate the
+    /// given clock to its own, and a window of milliseconds would expire
+    /// under a test whose steps take longer on a busy machine.
     ///
     /// # Errors
     ///
