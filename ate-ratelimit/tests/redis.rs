@@ -895,3 +895,72 @@ async fn a_large_window_kept_by_an_earlier_release_converts_whole() {
         .unwrap();
     assert!(ttl > 0 && ttl <= 60_000, "{ttl}");
 }
+
+/// A limit's window moved across a tick boundary under the same name
+/// (5/s to 5/h: microseconds to milliseconds): the stored times are in
+/// the old tick. Before, they were read in the new one: microseconds read
+/// as milliseconds locked the caller out (Retry-After 1.79e12 s, a TTL of
+/// 1.79e15 ms), milliseconds read as microseconds forgot the window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_window_moved_across_a_tick_boundary_keeps_its_attempts() {
+    let server = TestRedis::start();
+    // One window of each tick: µs (under ~35.8 min), ms, s (over ~24.8 days).
+    let windows = [
+        Duration::from_secs(30 * 60),
+        Duration::from_secs(3_600),
+        Duration::from_secs(30 * 86_400),
+    ];
+    for (a, from) in windows.iter().enumerate() {
+        for (b, to) in windows.iter().enumerate() {
+            if a == b {
+                continue;
+            }
+            let prefix = format!("tick{a}{b}");
+            let limits = |window: Duration| {
+                let mut set = LimitSet::new(Policy::CountDenied, MonotonicClock::new());
+                let id = set.add("notify", quota(5, window));
+                (
+                    Limits::redis(set, store(&server, &prefix, Fallback::Refuse)),
+                    id,
+                )
+            };
+            let (before, id) = limits(*from);
+            for _ in 0..5 {
+                let d = before.check(&[id], "k").await;
+                assert!(d.is_allowed(), "{from:?}: {:?}", d.store_error());
+            }
+            let (after, id) = limits(*to);
+            let d = after.check(&[id], "k").await;
+            assert_eq!(d.scope(), Scope::Shared, "{:?}", d.store_error());
+            assert!(
+                !d.is_allowed(),
+                "{from:?} -> {to:?}: the five attempts were lost"
+            );
+            // Attempts are stamped at the next tick (as in process): a
+            // wait may pass the window by up to one tick of either size.
+            let ticks = [
+                Duration::from_micros(1),
+                Duration::from_millis(1),
+                Duration::from_secs(1),
+            ];
+            let retry = d.retry_after().unwrap();
+            assert!(
+                retry <= *to + ticks[a].max(ticks[b]) && retry + Duration::from_secs(60) > *to,
+                "{from:?} -> {to:?}: retry after {retry:?}"
+            );
+            let ttl: i64 = redis::cmd("PTTL")
+                .arg(format!("{prefix}:{{=k}}:notify"))
+                .query_async(&mut raw(&server).await)
+                .await
+                .unwrap();
+            // Two of the new windows at most: the old, longer expiry is cut.
+            let most = (2 * *to + ticks[a].max(ticks[b])).as_millis() as i64;
+            assert!(ttl > 0 && ttl <= most, "{from:?} -> {to:?}: TTL {ttl} ms");
+            // And back: still held, in the first tick again.
+            let (back, id) = limits(*from);
+            let d = back.check(&[id], "k").await;
+            assert!(!d.is_allowed(), "{to:?} -> {from:?}");
+            assert!(d.retry_after().unwrap() <= *from + ticks[a].max(ticks[b]));
+        }
+    }
+}

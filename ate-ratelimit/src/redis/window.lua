@@ -14,6 +14,7 @@ local now_us, at_us
 -- relate the caller's clock to its own: a window of a few milliseconds
 -- would expire under a test whose steps take longer on a busy machine.
 local min_ttl = 1
+local server_clock = ARGV[3] == ''
 if ARGV[3] ~= '' then
   now_us = tonumber(ARGV[3])
   at_us = tonumber(ARGV[4])
@@ -35,6 +36,46 @@ local function enc(t, c, cum, ex)
 end
 local function bad(key)
   return redis.error_reply('WRONGTYPE ' .. key .. ' holds a list that is not a window')
+end
+-- The tick (1, 1000 or 1000000 microseconds) a stored time `t` is in, on
+-- the server's clock: the one that puts it nearest now. The three are a
+-- thousandfold apart, so a time of the last few years is never taken for
+-- another tick's.
+local function tick_of(t)
+  local best, gap = nil, nil
+  for _, k in ipairs({1, 1000, 1000000}) do
+    local d = math.abs(math.log(math.max(t, 1) * k) - math.log(now_us))
+    if not gap or d < gap then best, gap = k, d end
+  end
+  return best
+end
+-- Rewrites `key`'s runs from ticks of `from` to ticks of `to` microseconds
+-- (a limit's window moved across a tick boundary under the same name).
+-- Rounded up: an attempt never leaves sooner than it did.
+local function convert(key, from, to, window)
+  local runs = redis.call('LRANGE', key, 0, -1)
+  local ttl = redis.call('PTTL', key)
+  -- No expiry past two of the new windows (a month's window made half an
+  -- hour must not keep an idle key for two months).
+  local cap = math.ceil(now_us / to) + 2 * window
+  local out, latest = {}, 0
+  for j = 1, #runs do
+    local t, c, cum, ex = parse(runs[j])
+    if not t then return false end
+    ex = math.min(math.ceil(ex * from / to), cap)
+    if ex > latest then latest = ex end
+    out[j] = enc(math.ceil(t * from / to), c, cum, ex)
+  end
+  redis.call('DEL', key)
+  for from_ = 1, #out, 1000 do
+    redis.call('RPUSH', key, unpack(out, from_, math.min(from_ + 999, #out)))
+  end
+  -- The rewrite keeps the key's expiry (DEL took it): as it was, else
+  -- from the runs' own.
+  local most = math.ceil((latest * to - now_us) / 1000)
+  if ttl <= 0 or ttl > most then ttl = most end
+  redis.call('PEXPIRE', key, math.max(min_ttl, ttl))
+  return true
 end
 local n = #KEYS
 local st = {}
@@ -77,6 +118,15 @@ for i = 1, n do
     -- even if no check records on it again.
     redis.call('PEXPIRE', key, math.max(min_ttl, math.ceil(((last + window) * tick - now_us) / 1000)))
     head = runs[#runs]
+  end
+  if head and server_clock then
+    -- Neither the key nor the runs name their tick: the magnitude does.
+    local t0 = parse(head)
+    local stored = t0 and tick_of(t0) or tick
+    if stored ~= tick then
+      if not convert(key, stored, tick, window) then return bad(key) end
+      head = redis.call('LINDEX', key, 0)
+    end
   end
   if head then
     local ht, hc, hcum, hex = parse(head)
