@@ -964,3 +964,142 @@ async fn a_window_moved_across_a_tick_boundary_keeps_its_attempts() {
         }
     }
 }
+
+/// Redis calls a script made since the last `CONFIG RESETSTAT` to the
+/// commands named (from `INFO commandstats`).
+async fn calls(conn: &mut redis::aio::MultiplexedConnection, commands: &[&str]) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    info.lines()
+        .filter_map(|l| l.strip_prefix("cmdstat_"))
+        .filter(|l| commands.iter().any(|c| l.starts_with(&format!("{c}:"))))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+/// A window of `runs` runs of one attempt each, one microsecond apart,
+/// the newest at `now_us`, as the script writes them.
+async fn window_of(
+    conn: &mut redis::aio::MultiplexedConnection,
+    key: &str,
+    runs: u64,
+    now_us: u64,
+) {
+    let ex = (now_us + 120_000_000) as f64;
+    let mut push = redis::cmd("RPUSH");
+    push.arg(key);
+    for i in 0..runs {
+        // Newest first: run i is `i` µs old, its running total runs - i.
+        let mut run = Vec::with_capacity(28);
+        run.extend_from_slice(&((now_us - i) as f64).to_be_bytes());
+        run.extend_from_slice(&1u32.to_be_bytes());
+        run.extend_from_slice(&((runs - i) as f64).to_be_bytes());
+        run.extend_from_slice(&ex.to_be_bytes());
+        push.arg(run);
+    }
+    let _: () = push.query_async(conn).await.unwrap();
+}
+
+/// Each check reads and writes O(log runs) list entries, not O(runs):
+/// the trim of expired runs, the drop of the oldest under CountDenied and
+/// the walk to the attempt a retry waits for were one call per run (at
+/// 20,000 runs a check of cost 10,000 took 67 ms of Redis time).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_touches_log_many_runs_however_many_there_are() {
+    const RUNS: u64 = 8_000;
+    const BOUND: u64 = 64;
+    let server = TestRedis::start();
+    let mut conn = raw(&server).await;
+    let now = Timestamp::from_secs(10_000);
+    let now_us = now.as_nanos() / 1_000;
+    let window = Duration::from_secs(60);
+    let list_calls = ["lindex", "rpop", "lrange", "lset", "ltrim", "llen"];
+    for (case, policy, at, cost) in [
+        // Half the runs expired by then: the trim.
+        (
+            "trim",
+            Policy::CountDenied,
+            now.saturating_add(window - Duration::from_micros(RUNS / 2)),
+            1,
+        ),
+        // Full: the oldest half dropped to make room.
+        ("drop", Policy::CountDenied, now, RUNS as u32 / 2),
+        // Full, nothing recorded: the walk to the attempt a retry waits for.
+        ("wait", Policy::AllowedOnly, now, RUNS as u32 / 2),
+    ] {
+        let mut set = LimitSet::new(policy, ManualClock::default());
+        let id = set.add("notify", quota(RUNS as u32, window));
+        let limits = Limits::redis(set, store(&server, case, Fallback::Refuse));
+        window_of(&mut conn, &format!("{case}:{{=k}}:notify"), RUNS, now_us).await;
+        let _: () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let d = limits.check_n_at(&[id], "k", nz(cost), at).await.unwrap();
+        assert_eq!(d.scope(), Scope::Shared, "{case}: {:?}", d.store_error());
+        let used = calls(&mut conn, &list_calls).await;
+        assert!(used <= BOUND, "{case}: {used} list calls for {RUNS} runs");
+        let held = RUNS - u64::from(d.decisions()[0].1.remaining());
+        match case {
+            "trim" => {
+                assert!(d.is_allowed(), "{case}");
+                assert_eq!(held, RUNS / 2 + 1, "{case}");
+            }
+            "drop" => {
+                assert!(!d.is_allowed(), "{case}");
+                // The oldest half left for the new attempts, which joined
+                // the newest run (the same microsecond).
+                let runs: u64 = redis::cmd("LLEN")
+                    .arg(format!("{case}:{{=k}}:notify"))
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                assert_eq!(runs, RUNS / 2, "{case}");
+            }
+            _ => {
+                assert!(!d.is_allowed(), "{case}");
+                // The 4,000th oldest of 8,000 attempts one µs apart leaves
+                // a window after it was made: 3,999 µs before the newest.
+                let wait = d.retry_after().unwrap();
+                assert_eq!(wait, window - Duration::from_micros(RUNS / 2), "{case}");
+            }
+        }
+    }
+}
+
+/// A limit over 2^31: a run's count is a u32, and a head that took
+/// more than it holds wrapped: the drop then read the wrapped count and
+/// popped the head too, so the window was lost and the next 4e9 allowed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_never_holds_more_than_the_limit() {
+    let server = TestRedis::start();
+    let mut set = LimitSet::new(Policy::CountDenied, ManualClock::default());
+    let id = set.add("bytes", quota(4_000_000_000, Duration::from_secs(60)));
+    let limits = Limits::redis(set, store(&server, "big", Fallback::Refuse));
+    let t1 = Timestamp::from_secs(10_000);
+    let t2 = Timestamp::from_secs(10_001);
+    let check = |cost: u32, at: Timestamp| {
+        let limits = &limits;
+        async move {
+            let d = limits.check_n_at(&[id], "k", nz(cost), at).await.unwrap();
+            assert_eq!(d.scope(), Scope::Shared, "{:?}", d.store_error());
+            d.is_allowed()
+        }
+    };
+    assert!(check(1_000_000_000, t1).await);
+    assert!(check(3_000_000_000, t2).await);
+    // Denied, and recorded (CountDenied): 5e9 at t2 in one run, over u32.
+    assert!(!check(2_000_000_000, t2).await);
+    assert!(!check(4_000_000_000, t2).await, "the window was lost");
+}

@@ -77,6 +77,19 @@ local function convert(key, from, to, window)
   redis.call('PEXPIRE', key, math.max(min_ttl, ttl))
   return true
 end
+-- The last run (0-based from the head, at most `hi`) for which `keep`
+-- holds, given it holds for the head and, runs being newest first, for
+-- every run before one it holds for: a binary search, O(log runs) calls.
+local function last_where(key, hi, keep)
+  local lo = 0
+  while lo < hi do
+    local mid = math.floor((lo + hi + 1) / 2)
+    local t, c, cum, ex = parse(redis.call('LINDEX', key, mid))
+    if not t then return nil end
+    if keep(t, c, cum, ex) then lo = mid else hi = mid - 1 end
+  end
+  return lo
+end
 local n = #KEYS
 local st = {}
 local all = true
@@ -138,8 +151,13 @@ for i = 1, n do
       local tail = redis.call('LINDEX', key, -1)
       local ot, oc, ocum, oex = parse(tail)
       if not ot then return bad(key) end
-      while ot <= edge do
-        redis.call('RPOP', key)
+      if ot <= edge then
+        -- Expired runs at the tail: found by a binary search and cut in
+        -- one LTRIM, however many (one RPOP each was O(runs)).
+        local last = last_where(key, redis.call('LLEN', key) - 1,
+          function(t) return t > edge end)
+        if not last then return bad(key) end
+        redis.call('LTRIM', key, 0, last)
         tail = redis.call('LINDEX', key, -1)
         ot, oc, ocum, oex = parse(tail)
       end
@@ -169,7 +187,20 @@ for i = 1, n do
     local ex = s.hex or 0
     local extend = ex < t + window
     if extend then ex = t + 2 * window end
-    if s.ht == t then
+    len = count + push
+    if s.ht == t and s.hc + push > limit then
+      -- More than N at one instant: this run alone is the window, its
+      -- count N (a count past N could overflow the run's u32 and fail
+      -- the script after it had written).
+      local cum = s.hcum + push
+      redis.call('DEL', key)
+      redis.call('LPUSH', key, enc(t, limit, cum, ex))
+      s.ht, s.hc, s.hcum, s.hex = t, limit, cum, ex
+      s.ot, s.oc, s.ocum, s.oex = t, limit, cum, ex
+      s.single = true
+      len = limit
+      extend = true
+    elseif s.ht == t then
       s.hc, s.hcum = s.hc + push, s.hcum + push
       redis.call('LSET', key, 0, enc(t, s.hc, s.hcum, ex))
       if s.single then s.oc, s.ocum, s.oex = s.hc, s.hcum, ex end
@@ -187,32 +218,38 @@ for i = 1, n do
     if extend then
       redis.call('PEXPIRE', key, math.max(min_ttl, math.ceil((ex * tick - now_us) / 1000)))
     end
-    -- The window keeps the newest N attempts: drop from the oldest.
-    len = count + push
+    -- The window keeps the newest N attempts: drop the oldest `drop`.
+    -- The run that then holds the oldest one kept is the last whose
+    -- running total passes them: a binary search, one LTRIM, one LSET.
     local drop = len - limit
-    while drop > 0 do
-      if s.oc <= drop then
-        drop = drop - s.oc
-        redis.call('RPOP', key)
-        s.ot, s.oc, s.ocum, s.oex = parse(redis.call('LINDEX', key, -1))
-      else
-        s.oc = s.oc - drop
+    if drop > 0 then
+      local base = s.ocum - s.oc
+      local last = last_where(key, redis.call('LLEN', key) - 1,
+        function(_, _, cum) return cum > base + drop end)
+      if not last then return bad(key) end
+      redis.call('LTRIM', key, 0, last)
+      local ot, oc, ocum, oex = parse(redis.call('LINDEX', key, -1))
+      s.ot, s.oc, s.ocum, s.oex = ot, ocum - (base + drop), ocum, oex
+      if s.oc ~= oc then
         redis.call('LSET', key, -1, enc(s.ot, s.oc, s.ocum, s.oex))
-        drop = 0
       end
+      len = limit
     end
-    if len > limit then len = limit end
   end
   -- Until the same cost fits again: when the attempt whose leaving leaves
   -- room for it leaves (the excess-th oldest held).
   local wait = 0
   if len > limit - cost then
-    local excess, seen, t, idx = len - (limit - cost), s.oc, s.ot, -1
-    while seen < excess do
-      idx = idx - 1
-      local c
-      t, c = parse(redis.call('LINDEX', key, idx))
-      seen = seen + c
+    -- The excess-th oldest attempt held: in the last run whose running
+    -- total reaches it (a binary search on the totals).
+    local excess = len - (limit - cost)
+    local t = s.ot
+    if excess > s.oc then
+      local base = s.ocum - s.oc
+      local at = last_where(key, redis.call('LLEN', key) - 1,
+        function(_, _, cum) return cum >= base + excess end)
+      if not at then return bad(key) end
+      t = parse(redis.call('LINDEX', key, at))
     end
     wait = (t + window) * tick
   end
