@@ -11,6 +11,9 @@
 //! - `server_us`: Redis server time per decision (`INFO commandstats`,
 //!   `EVALSHA`'s `usec_per_call`) for ate at cost 1 and cost 10^6, and the
 //!   sliding log;
+//! - `server_us_10k_runs`: server time per decision on keys holding
+//!   10,000 runs: `live` (all in the window, a cost-1 check) and `trim`
+//!   (all but the newest expired, so the check cuts 9,999 runs);
 //! - `cluster_throughput_per_s`: the throughput row against a 3-master
 //!   Redis Cluster (`TestCluster`), ate and the sliding log through the
 //!   redis crate's cluster client.
@@ -241,6 +244,91 @@ where
     usec / n
 }
 
+/// The server's clock, in microseconds.
+async fn server_now_us(conn: &ConnectionManager) -> u64 {
+    let mut c = conn.clone();
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut c).await.unwrap();
+    secs * 1_000_000 + micros
+}
+
+/// Writes `key` as the script keeps a window of `runs` runs of one
+/// attempt each: the newest at `newest_us`, the others one µs apart from
+/// `older_from_us` back (microsecond ticks: a 60 s window).
+async fn fill(conn: &ConnectionManager, key: &str, runs: u64, newest_us: u64, older_from_us: u64) {
+    let ex = (newest_us + 120_000_000) as f64;
+    let run = |t: u64, cum: u64| {
+        let mut r = Vec::with_capacity(28);
+        r.extend_from_slice(&(t as f64).to_be_bytes());
+        r.extend_from_slice(&1u32.to_be_bytes());
+        r.extend_from_slice(&(cum as f64).to_be_bytes());
+        r.extend_from_slice(&ex.to_be_bytes());
+        r
+    };
+    let mut push = redis::cmd("RPUSH");
+    push.arg(key).arg(run(newest_us, runs));
+    for i in 1..runs {
+        push.arg(run(older_from_us - i, runs - i));
+    }
+    let mut c = conn.clone();
+    let () = redis::cmd("DEL")
+        .arg(key)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    let () = push.query_async(&mut c).await.unwrap();
+    let () = redis::cmd("PEXPIRE")
+        .arg(key)
+        .arg(120_000)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+}
+
+/// Server µs per check on keys of 10,000 runs: (live, trim).
+async fn ten_thousand_runs(sides: &Sides<ConnectionManager>, round: u64) -> (f64, f64) {
+    const RUNS: u64 = 10_000;
+    let now = server_now_us(&sides.conn).await;
+    // Live: 20 keys whose runs are all in the window.
+    for k in 0..20u64 {
+        fill(
+            &sides.conn,
+            &format!("bench:{{=live{k}}}:notify"),
+            RUNS,
+            now,
+            now,
+        )
+        .await;
+    }
+    let live = server_us(&sides.conn, 1_000, |i| async move {
+        let d = sides
+            .ate
+            .check(&[sides.id], &format!("live{}", i % 20))
+            .await;
+        assert_eq!(d.scope(), Scope::Shared, "{:?}", d.store_error());
+        d.is_allowed()
+    })
+    .await;
+    // Trim: each check on its own key, all of whose runs but the newest
+    // left the window a second ago (filled before the timed calls: RPUSH
+    // is not EVALSHA, so it is not counted).
+    let now = server_now_us(&sides.conn).await;
+    let keys = 50u64;
+    for k in 0..keys {
+        let key = format!("bench:{{=trim{round}-{k}}}:notify");
+        fill(&sides.conn, &key, RUNS, now, now - 61_000_000).await;
+    }
+    let trim = server_us(&sides.conn, keys, |i| async move {
+        let d = sides
+            .ate
+            .check(&[sides.id], &format!("trim{round}-{i}"))
+            .await;
+        assert_eq!(d.scope(), Scope::Shared, "{:?}", d.store_error());
+        d.is_allowed()
+    })
+    .await;
+    (live, trim)
+}
+
 fn limits(store: ate_ratelimit::RedisStore) -> (Arc<Limits>, LimitId, LimitId) {
     let mut set = LimitSet::new(Policy::CountDenied, MonotonicClock::new());
     // A limit no caller reaches: every check records (the common case).
@@ -299,6 +387,7 @@ async fn main() {
     let mut rate: Vec<Vec<f64>> = vec![Vec::new(); 3];
     let mut cluster_rate: Vec<Vec<f64>> = vec![Vec::new(); 3];
     let mut server_time: Vec<Vec<f64>> = vec![Vec::new(); 3];
+    let mut many_runs: Vec<Vec<f64>> = vec![Vec::new(); 2];
     for fresh in 0..rounds as u64 {
         for (i, side) in Side::ALL.into_iter().enumerate() {
             lat[i].push(latency(side, &sides).await);
@@ -322,6 +411,9 @@ async fn main() {
             .await,
         );
         server_time[2].push(server_us(&s.conn, 2_000, |i| s.log(i % KEYS, i)).await);
+        let (live, trim) = ten_thousand_runs(s, fresh).await;
+        many_runs[0].push(live);
+        many_runs[1].push(trim);
     }
     let row = |what: &str, values: &[Vec<f64>], higher: bool, names: [&str; 3]| {
         let parts: Vec<String> = names
@@ -344,6 +436,15 @@ async fn main() {
         false,
         ["ate_cost_1", "ate_cost_1e6", "sliding_log"],
     );
+    let parts: Vec<String> = ["live", "trim"]
+        .iter()
+        .zip(&many_runs)
+        .map(|(name, v)| {
+            let (p10, median) = spread(v.clone(), false);
+            format!("\"{name}\":[{p10:.2},{median:.2}]")
+        })
+        .collect();
+    println!("{{\"row\":\"server_us_10k_runs\",{}}}", parts.join(","));
     let (ate, log) = memory(&sides, &redis_server).await;
     println!("{{\"row\":\"memory_bytes\",\"ate\":{ate},\"sliding_log\":{log}}}");
 }
