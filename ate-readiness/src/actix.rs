@@ -34,9 +34,12 @@ use actix_web::web::{self, Bytes};
 use actix_web::{HttpMessage, HttpRequest, HttpResponse};
 use pin_project_lite::pin_project;
 
+mod capability;
+
 pub use crate::Admitted;
 use crate::probe::Answer;
 use crate::{Error, Gate, OwnedGuard};
+pub use capability::{RequireCapability, RequireCapabilityMiddleware, RequireFuture};
 
 /// The usual paths of the gate's endpoints, to exempt from admission:
 /// `/health`, `/ready` and the drain endpoint.

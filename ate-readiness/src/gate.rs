@@ -64,6 +64,8 @@ struct Inner {
     ready_while_draining: std::time::Duration,
     /// The secret the drain endpoint asks for; none: it refuses all.
     drain_token: Option<crate::DrainToken>,
+    /// Capabilities whose required ones `/ready` also needs.
+    capabilities: Option<crate::Capabilities>,
     policy: AdmissionPolicy,
     clock: Box<dyn Clock>,
     drain: Mutex<DrainInfo>,
@@ -196,14 +198,29 @@ impl Gate {
 
     /// Readiness: 200 while serving, 503 while starting or draining (but
     /// for the first [`ready_while_draining`](GateBuilder::ready_while_draining)
-    /// of a drain, if set).
+    /// of a drain, if set), and 503 while a capability declared required
+    /// ([`GateBuilder::capabilities`]) is not ready.
     #[inline]
     pub fn readiness_status(&self) -> u16 {
-        if self.is_serving() || self.in_ready_grace() {
+        if (self.is_serving() || self.in_ready_grace()) && self.required_ready() {
             200
         } else {
             503
         }
+    }
+
+    /// The capabilities beside the gate, if any.
+    #[must_use]
+    pub fn capabilities(&self) -> Option<&crate::Capabilities> {
+        self.inner.capabilities.as_ref()
+    }
+
+    #[inline]
+    fn required_ready(&self) -> bool {
+        self.inner
+            .capabilities
+            .as_ref()
+            .is_none_or(crate::Capabilities::required_ready)
     }
 
     /// Whether a drain of a gate that was serving began less than the

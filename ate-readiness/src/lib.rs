@@ -90,6 +90,7 @@
 
 #[cfg(feature = "actix")]
 pub mod actix;
+mod capability;
 pub mod clock;
 mod gate;
 pub mod peer;
@@ -101,6 +102,10 @@ mod token;
 #[cfg(feature = "tower")]
 pub mod tower;
 
+pub use capability::{
+    Capabilities, CapabilitiesBuilder, CapabilitiesSnapshot, CapabilityError, CapabilityId,
+    CapabilityReport, CapabilityState,
+};
 pub use gate::{
     AdmissionPolicy, Admitted, BeginDrain, Gate, GateBuilder, Guard, OwnedGuard, SessionAdmission,
     Snapshot, State, WaitOutcome,

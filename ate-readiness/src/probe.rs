@@ -55,16 +55,27 @@ impl Gate {
     /// assert_eq!(answer.status, 503);
     /// assert_eq!(answer.body, r#"{"ready":false,"state":"starting"}"#);
     /// ```
+    ///
+    /// With [capabilities](crate::GateBuilder::capabilities), a required
+    /// one that is not ready makes it 503 too, and is named:
+    /// `{"ready":false,"state":"serving","not_ready":["disk"]}`.
     pub fn ready_answer(&self) -> Answer {
         let status = self.readiness_status();
-        Answer::new(
-            status,
-            format!(
-                r#"{{"ready":{},"state":"{}"}}"#,
-                status == 200,
-                state_name(self.state())
-            ),
-        )
+        let not_ready = self
+            .capabilities()
+            .map(crate::Capabilities::required_not_ready)
+            .unwrap_or_default();
+        let mut body = format!(
+            r#"{{"ready":{},"state":"{}""#,
+            status == 200,
+            state_name(self.state())
+        );
+        if !not_ready.is_empty() {
+            let names: Vec<String> = not_ready.iter().map(|n| format!("\"{n}\"")).collect();
+            body.push_str(&format!(r#","not_ready":[{}]"#, names.join(",")));
+        }
+        body.push('}');
+        Answer::new(status, body)
     }
 
     /// The drain endpoint (`POST /__internal/drain`, which the preStop

@@ -37,9 +37,12 @@ use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
+mod capability;
+
 pub use crate::Admitted;
 use crate::probe::Answer;
 use crate::{Error, Gate, OwnedGuard};
+pub use capability::{CapabilityFuture, CapabilityLayer, RequireCapability};
 
 /// Admits every request through the gate. A request admitted while
 /// draining is served with `Connection: close` under the lame-duck policy

@@ -12,6 +12,7 @@ pub struct GateBuilder {
     starting: bool,
     ready_while_draining: std::time::Duration,
     drain_token: Option<DrainToken>,
+    capabilities: Option<crate::Capabilities>,
 }
 
 impl GateBuilder {
@@ -98,6 +99,15 @@ impl GateBuilder {
         self
     }
 
+    /// The capabilities beside the gate: `/ready` then also needs every
+    /// one declared [`required`](crate::CapabilitiesBuilder::required)
+    /// ready; the others close only the routes bound to them. The drain
+    /// still overrides everything.
+    pub fn capabilities(mut self, capabilities: crate::Capabilities) -> Self {
+        self.capabilities = Some(capabilities);
+        self
+    }
+
     /// Builds the gate: `Serving`, or `Starting` if asked.
     pub fn build(self) -> Gate {
         Gate {
@@ -108,6 +118,7 @@ impl GateBuilder {
                 refused_while_draining: AtomicU64::new(0),
                 ready_while_draining: self.ready_while_draining,
                 drain_token: self.drain_token,
+                capabilities: self.capabilities,
                 policy: self.policy,
                 clock: self.clock.unwrap_or_else(|| Box::new(SystemClock)),
                 drain: Mutex::new(DrainInfo {
