@@ -12,7 +12,7 @@ use ate_readiness::actix::{Readiness, answer};
 use ate_readiness::{Admitted, SessionAdmission};
 use futures_util::StreamExt;
 
-use crate::config::{NOTIFICATIONS, PROMPT};
+use crate::config::{CLIENT_NOTIFICATIONS, NOTIFICATIONS, PROMPT, PROMPT_BRIDGE};
 use crate::service::{
     ApiResponse, AppState, MAX_BODY_BYTES, MAX_WS_MESSAGE_BYTES, Shared, WS_IDLE_REASON, WsRefusal,
     body_refused, caller_key, run_background, trusted_peer,
@@ -82,12 +82,23 @@ fn rate_limits(state: &Shared) -> RateLimit {
     layer
 }
 
-/// Registers every route (use with `App::new().app_data(web::Data::new(state)).configure(configure)`;
+/// Registers every route (use with
+/// `App::new().app_data(web::Data::new(state.clone())).configure(configure(&state))`;
 /// [`run`] wraps them in the readiness and rate-limit middleware).
 ///
 /// Each path is one `web::resource`, so a method it does not serve gets
-/// 405 with `Allow` (as on the Axum service), not 404.
-pub fn configure(cfg: &mut web::ServiceConfig) {
+/// 405 with `Allow` (as on the Axum service), not 404. `/prompt` and
+/// `/notify` are bound to their capabilities (`state.capabilities`).
+pub fn configure(state: &Shared) -> impl FnOnce(&mut web::ServiceConfig) + Clone + use<> {
+    let caps = state.capabilities.clone();
+    move |cfg| routes(cfg, &caps)
+}
+
+fn routes(cfg: &mut web::ServiceConfig, caps: &ate_readiness::Capabilities) {
+    // The capabilities are the service's own: their names cannot fail.
+    let needs = |name: &str| {
+        ate_readiness::actix::RequireCapability::new(caps, name).expect("declared in AppState::new")
+    };
     cfg.app_data(web::PayloadConfig::new(MAX_BODY_BYTES))
         .service(get_and_head("/health", |s: web::Data<Shared>| async move {
             answer(s.gate.health_answer())
@@ -98,6 +109,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(get_and_head(
             "/metrics",
             |s: web::Data<Shared>| async move { respond(s.metrics()) },
+        ))
+        .service(get_and_head(
+            "/ready/capabilities",
+            |s: web::Data<Shared>| async move { respond(s.capabilities_answer()) },
         ))
         .service(web::resource("/__internal/drain").route(web::post().to(
             |s: web::Data<Shared>, req: HttpRequest| async move {
@@ -120,16 +135,24 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(web::resource("/ws").route(web::get().to(ws)))
         // The body is read (and dropped) so a larger one gets 413, as on
         // every route.
-        .service(web::resource("/notify").route(web::post().to(
-            |s: web::Data<Shared>, checked: web::ReqData<Checked>, _body: Limited| async move {
-                respond(s.limited(NOTIFICATIONS, checked.remaining()))
-            },
-        )))
-        .service(web::resource("/prompt").route(web::post().to(
-            |s: web::Data<Shared>, checked: web::ReqData<Checked>, _body: Limited| async move {
-                respond(s.limited(PROMPT, checked.remaining()))
-            },
-        )))
+        .service(
+            web::resource("/notify")
+                .wrap(needs(CLIENT_NOTIFICATIONS))
+                .route(web::post().to(
+                |s: web::Data<Shared>, checked: web::ReqData<Checked>, _body: Limited| async move {
+                    respond(s.limited(NOTIFICATIONS, checked.remaining()))
+                },
+            )),
+        )
+        .service(
+            web::resource("/prompt")
+                .wrap(needs(PROMPT_BRIDGE))
+                .route(web::post().to(
+                |s: web::Data<Shared>, checked: web::ReqData<Checked>, _body: Limited| async move {
+                    respond(s.limited(PROMPT, checked.remaining()))
+                },
+            )),
+        )
         .service(get_and_head("/objects/{name}", get_object).route(web::put().to(put_object)))
         .service(web::resource("/objects/{name}/observed").route(web::post().to(observe)))
         .service(web::resource("/invoke").route(web::post().to(
@@ -356,13 +379,14 @@ pub fn run(listen: SocketAddr, config: crate::Config) -> std::io::Result<()> {
         // the gate admits on their own); `wrap` runs the last one first.
         let readiness = Readiness::new(state.gate.clone())
             .exempt(ate_readiness::actix::PATHS)
-            .exempt(["/metrics", "/ws"]);
+            .exempt(["/metrics", "/ws", "/ready/capabilities"]);
+        let routes = configure(&state);
         let server = actix_web::HttpServer::new(move || {
             actix_web::App::new()
                 .app_data(data.clone())
                 .wrap(limits.clone())
                 .wrap(readiness.clone())
-                .configure(configure)
+                .configure(routes.clone())
         })
         .disable_signals()
         // A connection waiting for a request head, first or next, is

@@ -6,7 +6,7 @@ use std::num::NonZeroU32;
 
 use ate_ratelimit::http::Checked;
 use ate_ratelimit::tower::{Caller, RateLimitLayer};
-use ate_readiness::tower::{Probe, ReadinessLayer};
+use ate_readiness::tower::{CapabilityLayer, Probe, ReadinessLayer};
 use ate_readiness::{Admitted, SessionAdmission};
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -21,7 +21,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, get_service, post, post_service, put};
 use tower::ServiceExt;
 
-use crate::config::{NOTIFICATIONS, PROMPT};
+use crate::config::{CLIENT_NOTIFICATIONS, NOTIFICATIONS, PROMPT, PROMPT_BRIDGE};
 use crate::service::{
     ApiResponse, AppState, CLOSE_HANDSHAKE, MAX_BODY_BYTES, MAX_WS_MESSAGE_BYTES, Shared,
     WS_IDLE_REASON, WsRefusal, body_refused, caller_key, run_background, shutdown_sequence,
@@ -98,10 +98,18 @@ pub fn router(state: Shared) -> Router {
     let gate = state.gate.clone();
     let readiness = ReadinessLayer::new(gate.clone())
         .exempt(Probe::PATHS)
-        .exempt(["/metrics", "/ws"]);
+        .exempt(["/metrics", "/ws", "/ready/capabilities"]);
+    // The capabilities are the service's own: their names cannot fail.
+    let needs = |name: &str| {
+        CapabilityLayer::new(&state.capabilities, name).expect("declared in AppState::new")
+    };
     Router::new()
         .route("/health", get_service(Probe::health(gate.clone())))
         .route("/ready", get_service(Probe::ready(gate.clone())))
+        .route(
+            "/ready/capabilities",
+            get(|State(s): State<Shared>| async move { s.capabilities_answer() }),
+        )
         .route(
             "/metrics",
             get(|State(s): State<Shared>| async move { s.metrics() }),
@@ -129,7 +137,8 @@ pub fn router(state: Shared) -> Router {
                  Limited(_body): Limited| async move {
                     s.limited(NOTIFICATIONS, checked.remaining())
                 },
-            ),
+            )
+            .layer(needs(CLIENT_NOTIFICATIONS)),
         )
         .route(
             "/prompt",
@@ -139,7 +148,8 @@ pub fn router(state: Shared) -> Router {
                  Limited(_body): Limited| async move {
                     s.limited(PROMPT, checked.remaining())
                 },
-            ),
+            )
+            .layer(needs(PROMPT_BRIDGE)),
         )
         .route(
             "/objects/{name}",

@@ -18,6 +18,10 @@ pub const NOTIFICATIONS: &str = "notifications";
 pub const PROMPT: &str = "prompt";
 /// The shared request bucket.
 pub const REQUESTS: &str = "requests";
+/// The capability of the routes that need the provider (`/prompt`).
+pub const PROMPT_BRIDGE: &str = "prompt-bridge";
+/// The capability of the notification route (`/notify`).
+pub const CLIENT_NOTIFICATIONS: &str = "client-notifications";
 /// The `/invoke` limit's name: fresh idempotency keys per caller, each a
 /// ledger record kept for its retention.
 pub const INVOKE: &str = "invoke";
@@ -135,6 +139,13 @@ pub struct Config {
     /// client before it is closed with 1001 (`ATE_WS_IDLE_TIMEOUT_SECS`,
     /// default 60).
     pub ws_idle_timeout: Duration,
+    /// The provider's health endpoint the service asks for its
+    /// `prompt-bridge` capability (`ATE_PROVIDER_HEALTH_PATH`, default
+    /// `/health`, on `ATE_PROVIDER_URL`'s host).
+    pub provider_health_path: String,
+    /// How often it is asked (`ATE_PROVIDER_HEALTH_INTERVAL_MS`, default
+    /// 2,000): a provider that answers again is served again within it.
+    pub provider_health_interval: Duration,
 }
 
 /// A startup error.
@@ -193,6 +204,8 @@ const MAX_OBJECT_BYTES: (&str, u32) = ("ATE_MAX_OBJECT_BYTES", 64 << 20);
 const MAX_WS_SESSIONS: (&str, u32) = ("ATE_MAX_WS_SESSIONS", 64);
 /// `ATE_WS_IDLE_TIMEOUT_SECS` and its default.
 const WS_IDLE_TIMEOUT_SECS: (&str, u32) = ("ATE_WS_IDLE_TIMEOUT_SECS", 60);
+/// `ATE_PROVIDER_HEALTH_INTERVAL_MS` and its default.
+const PROVIDER_HEALTH_INTERVAL_MS: (&str, u32) = ("ATE_PROVIDER_HEALTH_INTERVAL_MS", 2_000);
 /// `ATE_ADMISSION_POLICY` and its default.
 const ADMISSION_POLICY: (&str, &str) = ("ATE_ADMISSION_POLICY", "lame-duck");
 
@@ -222,6 +235,7 @@ pub fn defaults() -> std::collections::BTreeMap<String, String> {
         MAX_OBJECT_BYTES,
         MAX_WS_SESSIONS,
         WS_IDLE_TIMEOUT_SECS,
+        PROVIDER_HEALTH_INTERVAL_MS,
     ]
     .map(|(var, value)| (var.to_owned(), value.to_string()));
     let policy = (ADMISSION_POLICY.0.to_owned(), ADMISSION_POLICY.1.to_owned());
@@ -461,6 +475,17 @@ impl Config {
         let max_object_bytes = size(number(MAX_OBJECT_BYTES, false)?);
         let max_ws_sessions = size(number(MAX_WS_SESSIONS, false)?);
         let ws_idle = number(WS_IDLE_TIMEOUT_SECS, false)?;
+        let provider_health_interval = number(PROVIDER_HEALTH_INTERVAL_MS, false)?;
+        let provider_health_path = env_text("ATE_PROVIDER_HEALTH_PATH", "for /health")?
+            .unwrap_or_else(|| "/health".into());
+        if !provider_health_path.starts_with('/')
+            || !provider_health_path.bytes().all(|b| b.is_ascii_graphic())
+        {
+            return Err(ConfigError::Other(format!(
+                "invalid value {provider_health_path:?} for ATE_PROVIDER_HEALTH_PATH: a path \
+                 starting with / in visible ASCII"
+            )));
+        }
         // Pods all run as PID 1: the pod's name tells replicas apart.
         let worker_id = env_text("ATE_WORKER_ID", "for HOSTNAME/pid-PID")?.unwrap_or_else(|| {
             format!(
@@ -499,6 +524,8 @@ impl Config {
             max_object_bytes,
             max_ws_sessions,
             ws_idle_timeout: Duration::from_secs(ws_idle.into()),
+            provider_health_path,
+            provider_health_interval: Duration::from_millis(provider_health_interval.into()),
         })
     }
 }

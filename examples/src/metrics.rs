@@ -20,6 +20,7 @@ pub struct Metrics {
     ratelimit_store_up: Gauge,
     decisions: Family<Labels, Counter>,
     transitions: Family<Labels, Counter>,
+    capabilities: Family<Labels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -39,6 +40,7 @@ impl Metrics {
         let ratelimit_store_up = Gauge::default();
         let decisions = Family::<Labels, Counter>::default();
         let transitions = Family::<Labels, Counter>::default();
+        let capabilities = Family::<Labels, Gauge>::default();
         registry.register(
             "ate_ready",
             "1 while serving, 0 while draining",
@@ -75,6 +77,11 @@ impl Metrics {
             "Ledger transitions by outcome",
             transitions.clone(),
         );
+        registry.register(
+            "ate_capability_ready",
+            "1 while the capability is ready, by name",
+            capabilities.clone(),
+        );
         Self {
             registry,
             ready,
@@ -84,6 +91,18 @@ impl Metrics {
             ratelimit_store_up,
             decisions,
             transitions,
+            capabilities,
+        }
+    }
+
+    /// Sets a capability's gauge (`ate_capability_ready{name=...}`), for
+    /// the capabilities' change callback.
+    pub fn capabilities_sink(&self) -> impl Fn(&str, bool) + Send + Sync + 'static {
+        let gauges = self.capabilities.clone();
+        move |name, ready| {
+            gauges
+                .get_or_create(&vec![("name".into(), name.into())])
+                .set(i64::from(ready));
         }
     }
 

@@ -114,6 +114,9 @@ pub struct HttpProvider {
     url: ProviderUrl,
     timeout: Duration,
     idle: Mutex<Vec<Idle>>,
+    /// The capability a refused connection marks not ready
+    /// (`prompt-bridge`), if wired.
+    capability: Option<(ate_readiness::Capabilities, ate_readiness::CapabilityId)>,
 }
 
 /// An idle connection.
@@ -133,7 +136,65 @@ impl HttpProvider {
             url,
             timeout,
             idle: Mutex::new(Vec::new()),
+            capability: None,
         }
+    }
+
+    /// The provider with capability `id` of `caps` fed by its calls: a
+    /// connection it cannot make (a failure before the provider: the
+    /// provider is down, or the configuration wrong) marks it not ready.
+    /// [`health`](Self::health) marks it ready again.
+    #[must_use]
+    pub fn feeding(
+        mut self,
+        caps: ate_readiness::Capabilities,
+        id: ate_readiness::CapabilityId,
+    ) -> Self {
+        self.capability = Some((caps, id));
+        self
+    }
+
+    /// Asks the provider's health endpoint (`GET path` on its host): `Ok`
+    /// for any answer but 401 and 403 (its credentials are refused), the
+    /// reason otherwise, a refused or timed-out connection included. For
+    /// the service's `prompt-bridge` capability.
+    ///
+    /// # Errors
+    ///
+    /// Why the provider cannot be used now (for the capability's reason).
+    pub async fn health(&self, path: &str) -> Result<(), String> {
+        let mut sender = self.connection().await?;
+        let request = http::Request::get(path)
+            .header(http::header::HOST, self.url.authority.as_str())
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| format!("bad health path: {e}"))?;
+        let asked = async {
+            let response = sender
+                .send_request(request)
+                .await
+                .map_err(|e| format!("the provider's health check failed: {e}"))?;
+            let status = response.status();
+            // Read it whole, so the connection can be kept.
+            let _ = Limited::new(response.into_body(), MAX_ANSWER_BYTES)
+                .collect()
+                .await;
+            Ok::<_, String>(status)
+        };
+        let status = tokio::time::timeout(self.timeout, asked)
+            .await
+            .unwrap_or_else(|_| {
+                Err(format!(
+                    "no answer to the provider's health check within {:?}",
+                    self.timeout
+                ))
+            })?;
+        self.keep(sender);
+        if matches!(status.as_u16(), 401 | 403) {
+            return Err(format!(
+                "the provider refuses this service's credentials (its health check answered {status})"
+            ));
+        }
+        Ok(())
     }
 
     /// Where it is.
@@ -187,8 +248,14 @@ impl HttpProvider {
     pub async fn call(&self, mut dispatch: Dispatch, idempotency_key: &str, body: Bytes) -> Call {
         let mut sender = match self.connection().await {
             Ok(sender) => sender,
-            // Nothing was sent: a retry may run it.
-            Err(reason) => return Call::PreProvider(reason),
+            // Nothing was sent: a retry may run it. The provider's routes
+            // close until its health check answers again.
+            Err(reason) => {
+                if let Some((caps, id)) = &self.capability {
+                    caps.set_not_ready(*id, reason.clone());
+                }
+                return Call::PreProvider(reason);
+            }
         };
         let fence = match dispatch.send().await {
             Ok(fence) => fence,

@@ -104,6 +104,9 @@ struct Object {
 pub struct AppState {
     /// The readiness gate.
     pub gate: Gate,
+    /// Readiness per capability: `prompt-bridge` (the provider) and
+    /// `client-notifications`, each closing only its own route.
+    pub capabilities: ate_readiness::Capabilities,
     /// Service config.
     pub config: Config,
     limits: Arc<Limits>,
@@ -299,9 +302,34 @@ impl AppState {
                 Limits::redis(limits, store)
             }
         };
+        // Both start not ready: checked once before the pod invites
+        // traffic to them (`ready_after_checks`, the provider's health).
+        let capabilities = ate_readiness::Capabilities::builder()
+            .capability(config::PROMPT_BRIDGE)
+            .capability(config::CLIENT_NOTIFICATIONS)
+            .build()
+            .map_err(|e| ConfigError::Other(format!("capabilities: {e}")))?;
+        {
+            let gauges = metrics.capabilities_sink();
+            for c in capabilities.snapshot().capabilities {
+                gauges(&c.name, c.state.is_ready());
+            }
+            capabilities.on_change(move |name, state| {
+                gauges(name, state.is_ready());
+                if state.is_ready() {
+                    tracing::info!(capability = name, "capability ready");
+                } else {
+                    tracing::warn!(capability = name, ?state, "capability not ready");
+                }
+            });
+        }
+        let bridge = capabilities
+            .id(config::PROMPT_BRIDGE)
+            .map_err(|e| ConfigError::Other(e.to_string()))?;
         let provider = config.provider_url.clone().map(|url| {
             tracing::info!(%url, "invoke: calling the provider over HTTP");
             crate::provider::HttpProvider::new(url, config.provider_timeout)
+                .feeding(capabilities.clone(), bridge)
         });
         let drain_token = DrainToken::generate()
             .map_err(|e| ConfigError::Other(format!("drain endpoint: {e}")))?;
@@ -311,11 +339,13 @@ impl AppState {
             // process's secret, which `publish_drain_token` writes where
             // the preStop hook reads it.
             gate: Gate::builder()
+                .capabilities(capabilities.clone())
                 .drain_token(drain_token)
                 .policy(config.admission)
                 .ready_while_draining(config.ready_while_draining)
                 .starting()
                 .build(),
+            capabilities,
             config,
             limits: Arc::new(limits),
             store_away: std::sync::atomic::AtomicBool::new(false),

@@ -145,7 +145,7 @@ fn the_config_map_says_what_the_service_compiles_in() {
     )
     .unwrap();
     assert!(report.is_safe(), "{}", report.to_drift_text());
-    assert_eq!(report.references_checked, 18, "{}", report.to_drift_text());
+    assert_eq!(report.references_checked, 19, "{}", report.to_drift_text());
     // And the binaries print the same defaults.
     for bin in [
         env!("CARGO_BIN_EXE_axum-service"),

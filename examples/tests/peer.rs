@@ -47,7 +47,7 @@ async fn actix_drain(peer: &str, own: bool) -> (u16, bool) {
     let app = test::init_service(
         App::new()
             .app_data(web::Data::new(state.clone()))
-            .configure(ate_examples::actix_app::configure),
+            .configure(ate_examples::actix_app::configure(&state)),
     )
     .await;
     let req = test::TestRequest::post()

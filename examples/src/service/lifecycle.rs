@@ -112,7 +112,59 @@ impl AppState {
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
         self.probe_store().await;
+        // Notifications need nothing more; the prompt bridge needs the
+        // provider: the simulated one is always there, a real one is asked
+        // (`watch_provider`) before the pod invites traffic to it.
+        self.set_capability(config::CLIENT_NOTIFICATIONS, Ok(()));
+        match &self.provider {
+            None => self.set_capability(config::PROMPT_BRIDGE, Ok(())),
+            Some(p) => {
+                let health = p.health(&self.config.provider_health_path).await;
+                self.set_capability(config::PROMPT_BRIDGE, health);
+            }
+        }
         self.gate.mark_ready();
+    }
+
+    fn set_capability(&self, name: &str, state: Result<(), String>) {
+        let Ok(id) = self.capabilities.id(name) else {
+            return;
+        };
+        match state {
+            Ok(()) => self.capabilities.set_ready(id),
+            Err(reason) => self.capabilities.set_not_ready(id, reason),
+        };
+    }
+
+    /// Asks the provider's health endpoint every
+    /// `ATE_PROVIDER_HEALTH_INTERVAL_MS` and sets `prompt-bridge` by its
+    /// answer: a refused connection or a 401/403 closes `/prompt`, the
+    /// next good answer opens it again.
+    async fn watch_provider(&self) {
+        let Some(provider) = &self.provider else {
+            return;
+        };
+        let every = self.config.provider_health_interval;
+        every_while_serving(self, every, || async {
+            let health = provider.health(&self.config.provider_health_path).await;
+            self.set_capability(config::PROMPT_BRIDGE, health);
+        })
+        .await;
+    }
+
+    /// `GET /ready/capabilities`: the pod's answer and every capability
+    /// with its state, reason and since when (read-only).
+    pub fn capabilities_answer(&self) -> ApiResponse {
+        let ready = self.gate.ready_answer();
+        let body = json!({
+            "ready": ready.status == 200,
+            "state": serde_json::from_str::<Value>(&ready.body)
+                .ok()
+                .and_then(|v| v.get("state").cloned())
+                .unwrap_or(Value::Null),
+            "capabilities": self.capabilities.snapshot(),
+        });
+        ApiResponse::json(200, body)
     }
 }
 
@@ -268,7 +320,7 @@ pub async fn run_background(state: Shared) {
         state.limits.set().retain_recent();
     });
     let purge = every_while_serving(&state, LEDGER_PURGE_EVERY, || state.purge_ledger());
-    tokio::join!(reconcile, sweep, purge);
+    tokio::join!(reconcile, sweep, purge, state.watch_provider());
 }
 
 /// Runs `work` at once and then every `period` until the gate drains.

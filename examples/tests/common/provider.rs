@@ -21,7 +21,10 @@ pub struct Seen {
 }
 
 #[derive(Clone, Default)]
-struct Calls(Arc<Mutex<HashMap<String, Vec<Seen>>>>);
+struct Calls(
+    Arc<Mutex<HashMap<String, Vec<Seen>>>>,
+    Arc<std::sync::atomic::AtomicU16>,
+);
 
 /// The running provider; stops when dropped.
 pub struct CountingProvider {
@@ -49,6 +52,7 @@ impl CountingProvider {
         let addr = listener.local_addr().unwrap();
         let app = axum::Router::new()
             .route("/charge", post(charge))
+            .route("/health", axum::routing::get(health))
             .with_state(calls.clone());
         let server = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
@@ -58,6 +62,14 @@ impl CountingProvider {
             calls,
             server,
         }
+    }
+
+    /// What `GET /health` answers from now on (default 200; say 401 for
+    /// credentials it refuses).
+    pub fn set_health(&self, status: u16) {
+        self.calls
+            .1
+            .store(status, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// `ATE_PROVIDER_URL` for it.
@@ -91,6 +103,13 @@ impl CountingProvider {
     /// How many calls in all.
     pub fn total(&self) -> usize {
         self.calls.0.lock().unwrap().values().map(Vec::len).sum()
+    }
+}
+
+async fn health(State(calls): State<Calls>) -> StatusCode {
+    match calls.1.load(std::sync::atomic::Ordering::SeqCst) {
+        0 => StatusCode::OK,
+        s => StatusCode::from_u16(s).unwrap_or(StatusCode::OK),
     }
 }
 
