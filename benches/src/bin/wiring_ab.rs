@@ -2,7 +2,7 @@
 //! process (no sockets), interleaved in short slices so a neighbour's
 //! burst lands on every variant: bare; tower_governor without and with
 //! its headers; ate's rate-limit layer alone (with its IETF fields); the
-//! readiness layer alone; both. Prints ns and allocations per request
+//! readiness layer alone; a route bound to a ready capability; both. Prints ns and allocations per request
 //! (a counting allocator), medians over the rounds, and the ratios the
 //! goals are stated in.
 //!
@@ -67,6 +67,17 @@ fn ratelimit_only(w: &Wiring) -> Router {
     )
 }
 
+/// A route bound to a capability that is ready (ate-readiness's
+/// `CapabilityLayer`): its cost is one atomic load and a branch.
+fn capability_only() -> Router {
+    let caps = ate_readiness::Capabilities::builder()
+        .ready_capability("hello")
+        .build()
+        .unwrap();
+    let layer = ate_readiness::tower::CapabilityLayer::new(&caps, "hello").unwrap();
+    Router::new().route("/hello", get(|| async { "ok" }).layer(layer))
+}
+
 fn readiness_only(w: &Wiring) -> Router {
     bare().layer(ate_readiness::tower::ReadinessLayer::new(w.gate.clone()))
 }
@@ -90,6 +101,7 @@ fn main() {
         ("tower_governor_headers", governor(true)),
         ("ate_ratelimit", ratelimit_only(&w)),
         ("ate_readiness", readiness_only(&w)),
+        ("ate_capability", capability_only()),
         ("ate_both", w.axum(bare())),
     ];
     // `WIRING_ONLY=name` runs one variant (for a profiler).
