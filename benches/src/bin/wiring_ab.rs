@@ -78,6 +78,16 @@ fn capability_only() -> Router {
     Router::new().route("/hello", get(|| async { "ok" }).layer(layer))
 }
 
+/// The same route with a layer that does nothing (`tower`'s `Identity`):
+/// what axum's per-route layer costs by itself (it boxes the route), the
+/// floor the capability row is read against.
+fn route_layer_noop() -> Router {
+    Router::new().route(
+        "/hello",
+        get(|| async { "ok" }).layer(tower::layer::util::Identity::new()),
+    )
+}
+
 fn readiness_only(w: &Wiring) -> Router {
     bare().layer(ate_readiness::tower::ReadinessLayer::new(w.gate.clone()))
 }
@@ -101,6 +111,7 @@ fn main() {
         ("tower_governor_headers", governor(true)),
         ("ate_ratelimit", ratelimit_only(&w)),
         ("ate_readiness", readiness_only(&w)),
+        ("route_layer_noop", route_layer_noop()),
         ("ate_capability", capability_only()),
         ("ate_both", w.axum(bare())),
     ];
