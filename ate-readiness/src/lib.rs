@@ -14,8 +14,12 @@
 //!   `Gate::wait_idle_async`: bounded waits that report a [`WaitOutcome`].
 //! - [`Gate::snapshot`] → [`Snapshot`]: state, drain start, in-flight count
 //!   and last wait outcome, for metrics.
-//! - [`is_local_caller`](peer::is_local_caller): who may trigger the drain endpoint (a loopback
-//!   peer, [`is_loopback_peer`](peer::is_loopback_peer), that is not a proxy forwarding a request).
+//! - [`DrainToken`]: the drain endpoint's per-process secret, written to a
+//!   file only the service's user reads; [`is_local_caller`](peer::is_local_caller),
+//!   the second fence (a loopback peer, [`is_loopback_peer`](peer::is_loopback_peer),
+//!   that is not a proxy forwarding a request).
+//! - [`Capabilities`]: readiness per capability, so one broken dependency
+//!   closes its own routes and not the pod.
 //! - [`DrainRequest`](prestop::DrainRequest): the other end, for the service binary's own `drain`
 //!   subcommand that the `exec` preStop hook runs (POST on loopback, then
 //!   sleep), with std networking only.
@@ -54,8 +58,9 @@
 //!    the service binary's own `drain` subcommand: an `httpGet` hook can only
 //!    send GET and comes from the node, not loopback, and distroless images
 //!    have no `curl`. The subcommand ([`DrainRequest::run_hook`](prestop::DrainRequest::run_hook)) POSTs to
-//!    the loopback-only drain endpoint, which calls [`Gate::begin_drain`],
-//!    then sleeps.
+//!    the drain endpoint on loopback with the secret the service wrote at
+//!    start ([`DrainToken`]), which calls [`Gate::begin_drain`], then
+//!    sleeps.
 //! 2. `/ready` now answers 503; the readiness probe fails and the load
 //!    balancer stops routing new connections, which takes seconds. Requests
 //!    that still arrive are served and answered with `Connection: close`.

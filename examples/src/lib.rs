@@ -8,7 +8,8 @@
 //! | route | what it shows |
 //! |---|---|
 //! | `GET /health`, `GET /ready` | liveness vs readiness (`ate-readiness`) |
-//! | `POST /__internal/drain` | loopback-only drain trigger |
+//! | `POST /__internal/drain` | drain trigger: the process's secret, from loopback only |
+//! | `GET /ready/capabilities` | readiness per capability (`prompt-bridge`, `client-notifications`) |
 //! | `GET /work?ms=N` | in-flight work counted by the gate |
 //! | `GET /ws` | WebSocket echo; accept-then-close 1001 while draining |
 //! | `POST /notify`, `POST /prompt` | per-caller limits + a shared bucket (`ate-ratelimit`) |
