@@ -571,5 +571,6 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
         references_checked: references,
         failures,
         warnings,
+        waived: Vec::new(),
     })
 }

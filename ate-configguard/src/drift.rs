@@ -348,6 +348,7 @@ pub fn drift(
         references_checked: compared,
         failures,
         warnings: Vec::new(),
+        waived: Vec::new(),
     })
 }
 

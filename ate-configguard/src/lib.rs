@@ -50,6 +50,9 @@
 //!   [`Workload::from_pod_spec`](manifest::Workload::from_pod_spec) build the same names-only [`Manifests`].
 //! - [`check`] with a [`CheckInput`] → [`Report`] ([`Finding`]s).
 //! - [`drift`] → [`Report`]: defaults vs base vs overlays.
+//! - [`rollout`]: the rollout gate (grace budget, probe split, preStop,
+//!   load-balancer draining, image identity, headroom, single writer) and
+//!   the [`rollback_plan`](rollout::rollback_plan) from a live state.
 //! - [`InputError`]: unusable input (the CLI's exit 2).
 //!
 //! It reads object and key NAMES only: the values of `data`, `stringData`
@@ -119,6 +122,7 @@ mod load;
 mod model;
 mod operator;
 mod parse;
+pub mod rollout;
 #[cfg(feature = "test-util")]
 pub mod testing;
 

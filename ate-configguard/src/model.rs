@@ -576,6 +576,29 @@ pub enum Code {
     /// A state that holds CustomResourceDefinitions and no workload where
     /// the other holds workloads: it may be truncated.
     MaybeTruncated,
+    /// Rollout: a serving container without a readiness probe, or whose
+    /// readiness and liveness probes ask the same endpoint.
+    ProbeSplit,
+    /// Rollout: liveness would restart a pod before readiness takes it
+    /// out of the load balancer.
+    LivenessFirst,
+    /// Rollout: a serving container without a preStop hook that works.
+    Prestop,
+    /// Rollout: the grace period does not cover preStop, drain and margin.
+    GraceBudget,
+    /// Rollout: a load balancer drains longer than pods live, or
+    /// health-checks another path than readiness.
+    LbDrain,
+    /// Rollout: an image reference that is malformed, ambiguous or mutable.
+    ImageIdentity,
+    /// Rollout: a rollout that takes every serving pod out, or a
+    /// disruption budget at odds with it.
+    Headroom,
+    /// Rollout: a single-writer workload that can run two pods at once.
+    SingleWriter,
+    /// Rollout: a waiver (`--allow`, `ate.dev/rollout-allow`) that waived
+    /// nothing.
+    WaiverUnused,
 }
 
 impl Code {
@@ -597,8 +620,29 @@ impl Code {
             Self::ValueDiffers => "value-differs",
             Self::UnknownKey => "unknown-key",
             Self::MaybeTruncated => "maybe-truncated",
+            Self::ProbeSplit => "probe-split",
+            Self::LivenessFirst => "liveness-first",
+            Self::Prestop => "prestop",
+            Self::GraceBudget => "grace-budget",
+            Self::LbDrain => "lb-drain",
+            Self::ImageIdentity => "image-identity",
+            Self::Headroom => "headroom",
+            Self::SingleWriter => "single-writer",
+            Self::WaiverUnused => "waiver-unused",
         }
     }
+
+    /// The rollout gate's rule codes, each a code a waiver may name.
+    pub const ROLLOUT: [Code; 8] = [
+        Code::ProbeSplit,
+        Code::LivenessFirst,
+        Code::Prestop,
+        Code::GraceBudget,
+        Code::LbDrain,
+        Code::ImageIdentity,
+        Code::Headroom,
+        Code::SingleWriter,
+    ];
 }
 
 impl fmt::Display for Code {

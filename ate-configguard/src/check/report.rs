@@ -66,6 +66,10 @@ pub struct Report {
     /// Warnings (optional references that would not resolve, references
     /// outside pod specs).
     pub warnings: Vec<Finding>,
+    /// Findings a waiver set aside (the rollout gate's `--allow` and
+    /// `ate.dev/rollout-allow`): listed, never silent, never failing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waived: Vec<Finding>,
 }
 
 impl Report {

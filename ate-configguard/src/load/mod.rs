@@ -31,6 +31,7 @@ mod text;
 mod typed;
 
 use makers::*;
+pub(crate) use names::meta_names;
 use names::*;
 pub(crate) use names::{
     NOT_A_NAMESPACE, is_key, is_namespace_name, namespace_left_out, object_name_ok,
@@ -39,6 +40,7 @@ use order::*;
 pub use pods::pod_references;
 pub use prune::parse_selector;
 use prune::*;
+pub(crate) use text::{EMPTY_STATE, document_lines, manifest_files};
 pub use text::{decode_text, load_paths, load_str, read_text};
 
 /// How to read manifests.
@@ -78,7 +80,7 @@ impl Default for LoadOptions {
     }
 }
 
-fn bad(at: &str, message: impl Into<String>) -> InputError {
+pub(crate) fn bad(at: &str, message: impl Into<String>) -> InputError {
     InputError::Invalid {
         at: at.to_owned(),
         message: message.into(),
@@ -557,7 +559,11 @@ fn env_reference(node: &Node, path: &str) -> Option<String> {
 }
 
 /// Decodes a k8s-openapi type, failing closed on ignored reference fields.
-fn typed<T: DeserializeOwned>(node: Node, at: &str, prefix: &str) -> Result<T, InputError> {
+pub(crate) fn typed<T: DeserializeOwned>(
+    node: Node,
+    at: &str,
+    prefix: &str,
+) -> Result<T, InputError> {
     let mut ignored = Vec::new();
     let value = node.into_json();
     let mut track = serde_path_to_error::Track::new();

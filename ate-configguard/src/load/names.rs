@@ -2,7 +2,7 @@
 
 use super::*;
 
-pub(super) fn meta_names(
+pub(crate) fn meta_names(
     doc: &Node,
     at: &str,
     options: &LoadOptions,

@@ -18,6 +18,19 @@ use super::*;
 /// [`InputError::Io`] naming a path that cannot be read, and every error
 /// of [`load_str`], naming the file.
 pub fn load_paths(paths: &[PathBuf], options: &LoadOptions) -> Result<Manifests, InputError> {
+    let mut out = Manifests::default();
+    for file in manifest_files(paths)? {
+        let text = read_text(&file)?;
+        load_str_into(&text, &file.display().to_string(), options, &mut out)?;
+    }
+    settle(&mut out);
+    Ok(out)
+}
+
+/// The manifest files under `paths` (`.yaml`, `.yml`, `.json`,
+/// recursively, in name order), each once; a directory with none is an
+/// input error.
+pub(crate) fn manifest_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, InputError> {
     let mut files = Vec::new();
     let mut seen = Seen::default();
     for p in paths {
@@ -28,13 +41,7 @@ pub fn load_paths(paths: &[PathBuf], options: &LoadOptions) -> Result<Manifests,
             ));
         }
     }
-    let mut out = Manifests::default();
-    for file in files {
-        let text = read_text(&file)?;
-        load_str_into(&text, &file.display().to_string(), options, &mut out)?;
-    }
-    settle(&mut out);
-    Ok(out)
+    Ok(files)
 }
 
 /// A file's text, decoded by [`decode_text`].
@@ -204,7 +211,7 @@ pub(super) fn collect(
 
 /// How to state an empty state on purpose (what `kubectl get -o yaml`
 /// prints when nothing matches).
-pub(super) const EMPTY_STATE: &str = "to check against an empty state on purpose, give a file holding an \
+pub(crate) const EMPTY_STATE: &str = "to check against an empty state on purpose, give a file holding an \
      empty List (`{\"apiVersion\": \"v1\", \"kind\": \"List\", \"items\": []}`)";
 
 /// Reads one file's text (`source` names it in errors).
@@ -439,7 +446,7 @@ pub(super) fn load_located(
 /// YAML stream's documents are separated by `---` lines, and one holding
 /// only comments is no document. Where that does not account for `count`
 /// documents (JSON, a list), every one is placed on line 1.
-pub(super) fn document_lines(text: &str, count: usize) -> Vec<usize> {
+pub(crate) fn document_lines(text: &str, count: usize) -> Vec<usize> {
     let mut starts = Vec::new();
     let mut open = true;
     for (i, line) in without_bom(text).lines().enumerate() {

@@ -226,9 +226,11 @@ impl<'de> Deserialize<'de> for ListItem {
 /// The annotations whose values are read (Helm's and Argo CD's hooks:
 /// when they are created, in what order, whether they are deleted again;
 /// Argo CD's sync waves and sync options, Helm's resource policy: whether a
-/// prune leaves the object): names of tools' settings, never configuration.
+/// prune leaves the object), and what the rollout gate reads (its own
+/// `ate.dev/` settings, and how a load balancer drains and health-checks a
+/// backend): names of tools' settings and numbers, never configuration.
 /// Every other annotation's value is dropped unread.
-pub(crate) const KEPT_ANNOTATIONS: [&str; 8] = [
+pub(crate) const KEPT_ANNOTATIONS: [&str; 18] = [
     "helm.sh/hook",
     "helm.sh/hook-weight",
     "helm.sh/hook-delete-policy",
@@ -237,6 +239,18 @@ pub(crate) const KEPT_ANNOTATIONS: [&str; 8] = [
     "argocd.argoproj.io/sync-wave",
     "argocd.argoproj.io/hook-delete-policy",
     "argocd.argoproj.io/sync-options",
+    // What the rollout gate reads: its own settings, and how load
+    // balancers drain and check a backend (numbers and names).
+    "ate.dev/single-writer",
+    "ate.dev/rollout-allow",
+    "ate.dev/drain-timeout-seconds",
+    "ate.dev/prestop-seconds",
+    "cloud.google.com/backend-config",
+    "beta.cloud.google.com/backend-config",
+    "service.beta.kubernetes.io/aws-load-balancer-connection-draining-timeout",
+    "service.beta.kubernetes.io/aws-load-balancer-target-group-attributes",
+    "alb.ingress.kubernetes.io/target-group-attributes",
+    "alb.ingress.kubernetes.io/healthcheck-path",
 ];
 
 /// An `annotations` map: every name, and the values of the
