@@ -8,7 +8,7 @@ use ate_configguard::{Finding, Report, Severity};
 use serde_sarif::sarif::{
     ArtifactLocation, Invocation, Location, Message, MultiformatMessageString, Notification,
     PhysicalLocation, Region, ReportingDescriptor, Result as SarifResult, ResultLevel, Run, Sarif,
-    Tool, ToolComponent,
+    Suppression, Tool, ToolComponent,
 };
 
 /// A workflow command's data, escaped as GitHub reads it.
@@ -23,8 +23,9 @@ fn property(text: &str) -> String {
     data(text).replace(':', "%3A").replace(',', "%2C")
 }
 
-/// One `::error` / `::warning` line per finding, then the summary.
-pub(crate) fn github(report: &Report) -> String {
+/// One `::error` / `::warning` line per finding (`::notice` per waived
+/// one), then the summary line `checked` ends.
+pub(crate) fn github(report: &Report, checked: &str) -> String {
     let mut out = String::new();
     for f in report.failures.iter().chain(&report.warnings) {
         let command = match f.severity {
@@ -43,15 +44,24 @@ pub(crate) fn github(report: &Report) -> String {
             data(&f.to_string())
         ));
     }
+    for f in &report.waived {
+        let mut props = Vec::new();
+        if let Some(s) = &f.source {
+            props.push(format!("file={}", property(&s.file)));
+            props.push(format!("line={}", s.line));
+        }
+        props.push(format!("title={}", property(&format!("waived {}", f.code))));
+        out.push_str(&format!(
+            "::notice {}::{}\n",
+            props.join(","),
+            data(&f.to_string())
+        ));
+    }
     out.push_str(&format!(
-        "{}: {} failure(s), {} warning(s); {} workload(s) current and {} proposed, {} \
-         reference(s) checked\n",
+        "{}: {} failure(s), {} warning(s); {checked}\n",
         report.result.as_str().to_uppercase(),
         report.failures.len(),
         report.warnings.len(),
-        report.workloads_current,
-        report.workloads_proposed,
-        report.references_checked
     ));
     out
 }
@@ -68,13 +78,21 @@ fn located(f: &Finding) -> Option<Vec<Location>> {
     ])
 }
 
-/// A SARIF 2.1.0 log: one rule per finding code, one result per finding.
+/// A SARIF 2.1.0 log: one rule per finding code, one result per finding;
+/// a waived finding is a result with an external suppression that says
+/// by what, as code scanning shows it.
 ///
 /// # Errors
 ///
 /// If the log cannot be encoded.
 pub(crate) fn sarif(report: &Report) -> Result<String, serde_json::Error> {
-    let findings: Vec<&Finding> = report.failures.iter().chain(&report.warnings).collect();
+    let findings: Vec<&Finding> = report
+        .failures
+        .iter()
+        .chain(&report.warnings)
+        .chain(&report.waived)
+        .collect();
+    let waived_from = report.failures.len() + report.warnings.len();
     let codes: BTreeMap<&str, usize> = {
         let mut codes: Vec<&str> = findings.iter().map(|f| f.code.as_str()).collect();
         codes.sort_unstable();
@@ -96,13 +114,14 @@ pub(crate) fn sarif(report: &Report) -> Result<String, serde_json::Error> {
         .collect();
     let results: Vec<SarifResult> = findings
         .iter()
-        .map(|f| {
+        .enumerate()
+        .map(|(i, f)| {
             let level = match f.severity {
                 Severity::Failure => ResultLevel::Error,
                 _ => ResultLevel::Warning,
             };
             let message = Message::builder().text(f.to_string()).build();
-            match located(f) {
+            let mut result = match located(f) {
                 Some(locations) => SarifResult::builder()
                     .rule_id(f.code.as_str())
                     .rule_index(codes[f.code.as_str()] as i64)
@@ -116,7 +135,16 @@ pub(crate) fn sarif(report: &Report) -> Result<String, serde_json::Error> {
                     .level(level)
                     .message(message)
                     .build(),
+            };
+            if i >= waived_from {
+                result.suppressions = Some(vec![
+                    Suppression::builder()
+                        .kind(serde_json::json!("external"))
+                        .justification(f.message.clone())
+                        .build(),
+                ]);
             }
+            result
         })
         .collect();
     let driver = ToolComponent::builder()

@@ -1,4 +1,5 @@
-//! `ate-configguard`: check a ConfigMap/Secret transition before applying it.
+//! `ate-configguard`: check a ConfigMap/Secret transition, or the
+//! manifests that roll a service out, before applying them.
 //!
 //! Exit codes: 0 safe, 1 unsafe transition found, 2 unusable input.
 
@@ -9,6 +10,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use ate_configguard::rollout::{self, RolloutOptions, Waiver};
 use ate_configguard::{
     CheckInput, Deletion, InputError, LoadOptions, Manifests, Report, Source, check, drift,
     load_paths, load_str,
@@ -94,6 +96,51 @@ enum Command {
         /// resolve (text output counts them on one line by default).
         #[arg(long = "list-warnings")]
         list_warnings: bool,
+    },
+    /// Check the manifests that roll workloads out: exit 0 safe, 1 a rule
+    /// failed, 2 unusable input. Rules: probe-split, liveness-first,
+    /// prestop, grace-budget, lb-drain, image-identity, headroom,
+    /// single-writer. ConfigMaps and Secrets are skipped unread.
+    Rollout {
+        /// Files or directories of manifests (`-`: standard input).
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Namespace for manifests without one [default: default].
+        #[arg(long, default_value = "default")]
+        namespace: String,
+        /// An unknown kind whose `spec.template` pod template should be
+        /// checked (Rollout, Rollout.argoproj.io).
+        #[arg(long = "allow-kind", num_args = 1..)]
+        allow_kind: Vec<String>,
+        /// Waive a rule: CODE, or CODE=WORKLOAD (NAME, NAMESPACE/NAME or
+        /// KIND/NAMESPACE/NAME). Every waived finding is still listed.
+        #[arg(long, num_args = 1..)]
+        allow: Vec<String>,
+        /// Seconds the grace period must leave over preStop + drain wait.
+        #[arg(long = "grace-margin", default_value_t = 5)]
+        grace_margin: u32,
+        /// The environment variable holding the in-flight drain wait
+        /// (seconds).
+        #[arg(long = "drain-timeout-env", default_value = "ATE_DRAIN_TIMEOUT_SECS")]
+        drain_timeout_env: String,
+        /// A mutable image tag fails instead of warning.
+        #[arg(long = "require-digest")]
+        require_digest: bool,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "text")]
+        format: Format,
+    },
+    /// Print the rollback plan of a live state (`kubectl get
+    /// deploy,sts,ds,pod -o yaml`) as JSON: per container, the image it
+    /// runs now (by digest where the pods say) and the `kubectl set image`
+    /// command that restores it. Runs nothing.
+    RollbackPlan {
+        /// Files or directories of the live state (`-`: standard input).
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Namespace for objects without one.
+        #[arg(long, default_value = "default")]
+        namespace: String,
     },
     /// Print the names-only inventory (kind, namespace, name, key names, a Secret's type).
     Inventory {
@@ -222,7 +269,55 @@ fn output(what: &str, text: &str) -> Option<ExitCode> {
     Some(ExitCode::from(2))
 }
 
-fn emit(report: &Report, format: Format, text: fn(&Report) -> String) -> ExitCode {
+/// `load`, for the rollout gate.
+fn load_fleet(
+    paths: &[PathBuf],
+    options: &LoadOptions,
+    stdin: &mut Stdin,
+) -> Result<rollout::Fleet, InputError> {
+    let files: Vec<PathBuf> = paths
+        .iter()
+        .filter(|p| p.as_os_str() != STDIN)
+        .cloned()
+        .collect();
+    let mut out = if files.is_empty() {
+        rollout::Fleet::default()
+    } else {
+        rollout::load_paths(&files, options)?
+    };
+    for _ in paths.iter().filter(|p| p.as_os_str() == STDIN) {
+        out.extend(rollout::load_str(&stdin.read()?, STDIN_NAME, options)?);
+    }
+    Ok(out)
+}
+
+/// The summary a check's GitHub annotations end with.
+fn check_summary(report: &Report) -> String {
+    format!(
+        "{} workload(s) current and {} proposed, {} reference(s) checked",
+        report.workloads_current, report.workloads_proposed, report.references_checked
+    )
+}
+
+/// The summary a drift check's annotations end with.
+fn drift_summary(report: &Report) -> String {
+    format!("{} key(s) compared", report.references_checked)
+}
+
+/// The summary a rollout check's annotations end with.
+fn rollout_summary(report: &Report) -> String {
+    format!(
+        "{} workload(s), {} container(s) checked",
+        report.workloads_checked, report.references_checked
+    )
+}
+
+fn emit(
+    report: &Report,
+    format: Format,
+    text: fn(&Report) -> String,
+    summary: fn(&Report) -> String,
+) -> ExitCode {
     let written = match format {
         Format::Text => output("report", &text(report)),
         Format::Json => match serde_json::to_string_pretty(report) {
@@ -232,7 +327,7 @@ fn emit(report: &Report, format: Format, text: fn(&Report) -> String) -> ExitCod
                 return ExitCode::from(2);
             }
         },
-        Format::Github => output("report", &ci::github(report)),
+        Format::Github => output("report", &ci::github(report, &summary(report))),
         Format::Sarif => match ci::sarif(report) {
             Ok(log) => output("report", &log),
             Err(e) => {
@@ -309,7 +404,55 @@ fn run(cli: Cli) -> Result<ExitCode, InputError> {
             } else {
                 Report::to_text
             };
-            Ok(emit(&check(&input)?, format, text))
+            Ok(emit(&check(&input)?, format, text, check_summary))
+        }
+        Command::Rollout {
+            paths,
+            namespace,
+            allow_kind,
+            allow,
+            grace_margin,
+            drain_timeout_env,
+            require_digest,
+            format,
+        } => {
+            let options = LoadOptions {
+                default_namespace: namespace,
+                allow_kinds: allow_kind.into_iter().collect(),
+                ..LoadOptions::default()
+            };
+            let mut gate = RolloutOptions::default();
+            gate.grace_margin = i64::from(grace_margin);
+            gate.drain_timeout_env = drain_timeout_env;
+            gate.require_digest = require_digest;
+            gate.allow = allow
+                .iter()
+                .map(|a| Waiver::parse(a))
+                .collect::<Result<_, _>>()?;
+            let fleet = load_fleet(&paths, &options, &mut stdin)?;
+            let report = rollout::rollout(&fleet, &gate)?;
+            Ok(emit(
+                &report,
+                format,
+                Report::to_rollout_text,
+                rollout_summary,
+            ))
+        }
+        Command::RollbackPlan { paths, namespace } => {
+            let options = LoadOptions {
+                default_namespace: namespace,
+                ..LoadOptions::default()
+            };
+            let plan = rollout::rollback_plan(&load_fleet(&paths, &options, &mut stdin)?);
+            match serde_json::to_string_pretty(&plan) {
+                Ok(json) => {
+                    Ok(output("rollback plan", &format!("{json}\n")).unwrap_or(ExitCode::SUCCESS))
+                }
+                Err(e) => {
+                    write_stderr(&format!("error: cannot encode the rollback plan: {e}"));
+                    Ok(ExitCode::from(2))
+                }
+            }
         }
         Command::Inventory {
             paths,
@@ -364,7 +507,7 @@ fn run(cli: Cli) -> Result<ExitCode, InputError> {
                 &overlays,
                 &secret,
             )?;
-            Ok(emit(&report, format, Report::to_drift_text))
+            Ok(emit(&report, format, Report::to_drift_text, drift_summary))
         }
     }
 }
@@ -388,6 +531,9 @@ fn main() -> ExitCode {
         } | Command::Drift {
             format: Format::Json,
             ..
+        } | Command::Rollout {
+            format: Format::Json,
+            ..
         }
     );
     let github = matches!(
@@ -398,6 +544,9 @@ fn main() -> ExitCode {
         } | Command::Drift {
             format: Format::Github,
             ..
+        } | Command::Rollout {
+            format: Format::Github,
+            ..
         }
     );
     let sarif = matches!(
@@ -406,6 +555,9 @@ fn main() -> ExitCode {
             format: Format::Sarif,
             ..
         } | Command::Drift {
+            format: Format::Sarif,
+            ..
+        } | Command::Rollout {
             format: Format::Sarif,
             ..
         }

@@ -53,5 +53,6 @@ mod ci;
 mod input;
 mod io;
 mod retire;
+mod rollout;
 mod secrecy;
 mod verdicts;
