@@ -77,6 +77,17 @@
 //! sleep and a 20 s wait need at least 35 s, so use 45 s. When the grace
 //! period runs out the kubelet sends SIGKILL, whatever the pod is doing.
 //!
+//! Which preStop hook: on Kubernetes 1.34+ the kubelet can sleep itself
+//! (`preStop: {sleep: {seconds: 15}}`, no binary in the image): the pod
+//! leaves the Service's endpoints during the sleep, and `/ready` turns 503 at
+//! SIGTERM, after it. Pick the `exec` `drain` hook instead when a load
+//! balancer polls `/ready` itself rather than following the endpoints (an
+//! external one that health-checks each pod): only the hook flips `/ready`
+//! before SIGTERM, so only it tells such a balancer for the whole sleep.
+//! `ate-configguard rollout` accepts both, and checks the grace budget and
+//! the probes around either (the example ships both: `examples/k8s/` and
+//! `examples/k8s-1.34/`).
+//!
 //! # Feature flags
 //!
 //! - `tokio`: `Gate::wait_idle_async`, `Gate::drain_begun` (for work that

@@ -1,5 +1,6 @@
-//! The shipped Kubernetes manifest is consistent: the guard accepts it, the
-//! probes are split, and the grace period covers preStop sleep + wait.
+//! The shipped Kubernetes manifests are consistent: the config guard
+//! accepts them, and the rollout gate (probes split, preStop, grace budget,
+//! headroom) passes them.
 
 use std::path::PathBuf;
 
@@ -72,54 +73,49 @@ fn dropping_a_setting_from_the_envfrom_config_map_fails_the_guard_unless_retired
     );
 }
 
+/// Both shipped Deployments (the exec `drain` hook, and the native sleep
+/// for Kubernetes 1.34+) pass the rollout gate: probes split, a working
+/// preStop, a grace period over preStop + drain wait + margin, headroom.
 #[test]
-fn probes_are_split_and_the_grace_period_covers_the_drain() {
-    let text = std::fs::read_to_string(manifest()).unwrap();
-    let doc = text
-        .split("\n---\n")
-        .find(|d| d.contains("kind: Deployment"))
+fn the_shipped_manifests_pass_the_rollout_gate() {
+    use ate_configguard::rollout::{RolloutOptions, load_paths as fleet, rollout};
+    let dir = manifest().with_file_name("");
+    let native = dir.with_file_name("k8s-1.34");
+    for paths in [
+        vec![dir.clone()],
+        vec![native.join("deployment.yaml"), dir.join("postgres.yaml")],
+    ] {
+        let report = rollout(
+            &fleet(&paths, &LoadOptions::default()).unwrap(),
+            &RolloutOptions::default(),
+        )
         .unwrap();
-    let d: Deployment = serde_json::from_value(serde_saphyr_value(doc)).unwrap();
-    let pod = d.spec.template.spec.unwrap();
-    let c = &pod.containers[0];
-    let path = |p: &Option<k8s_openapi::api::core::v1::Probe>| {
-        p.as_ref()
-            .unwrap()
-            .http_get
-            .as_ref()
-            .unwrap()
-            .path
-            .clone()
-            .unwrap()
-    };
-    assert_eq!(path(&c.readiness_probe), "/ready");
-    assert_eq!(path(&c.liveness_probe), "/health");
-    let cmd = c
-        .lifecycle
-        .as_ref()
-        .unwrap()
-        .pre_stop
-        .as_ref()
-        .unwrap()
-        .exec
-        .as_ref()
-        .unwrap()
-        .command
-        .clone()
-        .unwrap();
-    assert_eq!(cmd[1], "drain");
-    let sleep: i64 = cmd[cmd.iter().position(|a| a == "--sleep").unwrap() + 1]
-        .parse()
-        .unwrap();
-    // The in-flight wait's bound, as the ConfigMap sets it (which the test
-    // below holds to the compiled-in default).
-    let config = std::fs::read_to_string(manifest().with_file_name("config.yaml")).unwrap();
-    let wait: i64 = serde_saphyr_value(&config)["data"]["ATE_DRAIN_TIMEOUT_SECS"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert!(pod.termination_grace_period_seconds.unwrap() > sleep + wait);
+        assert!(report.is_safe(), "{paths:?}: {}", report.to_rollout_text());
+        assert_eq!(
+            report.workloads_checked, 2,
+            "the service and its ledger database"
+        );
+        // Warnings are the mutable example tags alone.
+        assert!(
+            report.warnings.iter().all(|w| w.code == "image-identity"),
+            "{}",
+            report.to_rollout_text()
+        );
+    }
+    // The drain wait the gate reads (an annotation: it never reads a
+    // ConfigMap) is the one the ConfigMap sets.
+    let config = std::fs::read_to_string(dir.join("config.yaml")).unwrap();
+    let wait = serde_saphyr_value(&config)["data"]["ATE_DRAIN_TIMEOUT_SECS"].clone();
+    for file in [manifest(), native.join("deployment.yaml")] {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let doc = text
+            .split("\n---\n")
+            .find(|d| d.contains("kind: Deployment"))
+            .unwrap();
+        let d: Deployment = serde_json::from_value(serde_saphyr_value(doc)).unwrap();
+        let stated = &d.metadata.annotations.unwrap()["ate.dev/drain-timeout-seconds"];
+        assert_eq!(Some(stated.as_str()), wait.as_str(), "{}", file.display());
+    }
 }
 
 #[test]
@@ -184,10 +180,13 @@ fn every_shipped_manifest_decodes_into_its_kubernetes_type_with_no_unknown_field
         assert!(decoded.is_ok(), "{at}: {}", decoded.err().unwrap());
         assert!(unknown.is_empty(), "{at}: unknown fields {unknown:?}");
     }
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("k8s");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let mut kinds = Vec::new();
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let path = entry.unwrap().path();
+    let files = ["k8s", "k8s-1.34"]
+        .iter()
+        .flat_map(|d| std::fs::read_dir(root.join(d)).unwrap())
+        .map(|e| e.unwrap().path());
+    for path in files {
         let text = std::fs::read_to_string(&path).unwrap();
         for (i, doc) in text.split("\n---\n").enumerate() {
             let value = serde_saphyr_value(doc);
@@ -210,8 +209,12 @@ fn every_shipped_manifest_decodes_into_its_kubernetes_type_with_no_unknown_field
         [
             "ConfigMap",
             "Deployment",
+            "Deployment",
             "Secret",
             "Secret",
+            "Secret",
+            "Secret",
+            "Service",
             "Service",
             "Service",
             "StatefulSet"
