@@ -1,10 +1,11 @@
 //! The durable store on redb (feature `redb`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, RwLock};
 
 use chrono::{DateTime, Utc};
 use redb::{
@@ -162,9 +163,53 @@ fn stopped() -> Error {
 }
 
 impl Group {
-    /// Commits `batch` and counts it.
-    fn commit(&self, db: &Database, batch: &[&Pending]) -> Vec<Result<(), Error>> {
-        let answers = commit(db, batch);
+    /// Commits `batch` and counts it. When the engine failed the whole
+    /// batch and the file is latched by that I/O error (redb refuses
+    /// every write after one until the database is reopened), the store
+    /// reopens it, with the same integrity check as [`RedbStore::open`],
+    /// and answers each write by what the reopened file holds: a write
+    /// whose commit reached the disk before the error is answered `Ok`, so
+    /// an error still means nothing was written.
+    fn commit(&self, db: &Db, batch: &[&Pending]) -> Vec<Result<(), Error>> {
+        let answers = match db.database() {
+            Ok(database) => commit(&database, batch),
+            Err(e) => vec![Err(e); batch.len()],
+        };
+        let engine_failed =
+            !batch.is_empty() && answers.iter().all(|a| matches!(a, Err(Error::Storage(_))));
+        let answers = if engine_failed && db.recover() {
+            batch
+                .iter()
+                .zip(answers)
+                .map(|(w, answer)| match db.get(&w.record.key) {
+                    Ok(Some(stored))
+                        if stored.version == w.record.version && stored == w.record =>
+                    {
+                        Ok(())
+                    }
+                    _ => answer,
+                })
+                .collect()
+        } else {
+            answers
+        };
+        // Shown while writes fail for the engine's reasons, cleared by the
+        // first commit that lands.
+        let engine_error = answers.first().and_then(|a| match a {
+            Err(Error::Storage(why))
+                if answers.iter().all(|a| matches!(a, Err(Error::Storage(_)))) =>
+            {
+                Some(why.clone())
+            }
+            _ => None,
+        });
+        let mut fault = db.0.fault.lock();
+        if let Some(why) = engine_error {
+            fault.get_or_insert(why);
+        } else if answers.iter().any(Result::is_ok) {
+            *fault = None;
+        }
+        drop(fault);
         let landed = answers.iter().filter(|a| a.is_ok()).count() as u64;
         if landed > 0 {
             self.commits.fetch_add(1, Ordering::Relaxed);
@@ -202,7 +247,7 @@ impl Group {
 
     /// The blocking caller's write: committed at once on this thread when
     /// no commit is under way, else left to the committer.
-    fn write_now(&self, db: &Database, pending: Pending) -> Result<(), Error> {
+    fn write_now(&self, db: &Db, pending: Pending) -> Result<(), Error> {
         let mut queue = self.queue.lock();
         if queue.closed {
             return Err(stopped());
@@ -229,7 +274,7 @@ impl Group {
 
     /// The committer: takes the writes waiting whenever no commit is under
     /// way, commits them together and answers each; until the store closes.
-    fn commit_loop(&self, db: &Database) {
+    fn commit_loop(&self, db: &Db) {
         loop {
             let batch: Vec<Write> = {
                 let mut queue = self.queue.lock();
@@ -344,10 +389,58 @@ impl RedbStore {
         // check, every page's checksum is verified at open: a file
         // altered since redb wrote it is `Corrupt`. It reads the whole
         // file once.
-        let db = Database::builder()
-            .set_check_integrity_on_open(true)
-            .create(path)
-            .map_err(|e| open_error(path, e))?;
+        let owned: PathBuf = path.to_owned();
+        Self::open_with(Box::new(move || {
+            Database::builder()
+                .set_check_integrity_on_open(true)
+                .create(&owned)
+                .map_err(|e| open_error(&owned, e))
+        }))
+    }
+
+    /// Opens the store with `opener`, which [`open`](Self::open) calls
+    /// again to reopen the file after an I/O error.
+    fn open_with(opener: Opener) -> Result<Self, Error> {
+        let db = prepare(opener()?)?;
+        let db = Db(Arc::new(Shared {
+            current: RwLock::new(Some(Arc::new(db))),
+            opener,
+            fault: Mutex::new(None),
+        }));
+        let group = Arc::new(Group::default());
+        let committer = {
+            let (db, group) = (db.clone(), group.clone());
+            std::thread::Builder::new()
+                .name("ate-ledger-redb-commit".into())
+                .spawn(move || group.commit_loop(&db))
+                .map_err(|e| Error::Storage(format!("cannot start the redb committer: {e}")))?
+        };
+        Ok(Self {
+            db,
+            group,
+            committer: Some(committer),
+        })
+    }
+
+    /// The I/O error that keeps the store from writing, while it lasts:
+    /// redb refuses every write after one (a disk that filled, a failed
+    /// fsync) until the file is reopened. The store reopens it at the next
+    /// write (and read) and this turns `None` again once that succeeds.
+    /// Meanwhile every write fails with [`Error::Storage`]: show it where
+    /// the operator looks (the example service exports it as the
+    /// `ate_ledger_store_fault` metric).
+    pub fn fault(&self) -> Option<String> {
+        self.db.0.fault.lock().clone()
+    }
+}
+
+/// Opens the database (again).
+type Opener = Box<dyn Fn() -> Result<Database, Error> + Send + Sync>;
+
+/// Checks a freshly opened database's schema (writing it to a new one) and
+/// makes sure its tables exist.
+fn prepare(db: Database) -> Result<Database, Error> {
+    {
         let tx = begin_write(&db)?;
         {
             let mut meta = tx.open_table(META).map_err(storage)?;
@@ -367,22 +460,11 @@ impl RedbStore {
             let _ = tx.open_table(RECORDS).map_err(storage)?;
         }
         tx.commit().map_err(storage)?;
-        let db = Arc::new(db);
-        let group = Arc::new(Group::default());
-        let committer = {
-            let (db, group) = (db.clone(), group.clone());
-            std::thread::Builder::new()
-                .name("ate-ledger-redb-commit".into())
-                .spawn(move || group.commit_loop(&db))
-                .map_err(|e| Error::Storage(format!("cannot start the redb committer: {e}")))?
-        };
-        Ok(Self {
-            db: Db(db),
-            group,
-            committer: Some(committer),
-        })
     }
+    Ok(db)
+}
 
+impl RedbStore {
     /// The record stored under `key` (`Key::encode`'s form).
     fn decode(key: &str, bytes: &[u8]) -> Result<Record, Error> {
         let (scope, id) = key.split_once('\0').ok_or_else(|| Error::Corrupt {
@@ -394,13 +476,102 @@ impl RedbStore {
 }
 
 /// The database, shared by the store (reads, purges) and its committer
-/// (writes): cheap to clone into a blocking task.
+/// (writes): cheap to clone into a blocking task. It can be reopened in
+/// place after an I/O error latched it.
 #[derive(Clone)]
-struct Db(Arc<Database>);
+struct Db(Arc<Shared>);
+
+struct Shared {
+    /// The open database; `None` while a reopen has not succeeded.
+    current: RwLock<Option<Arc<Database>>>,
+    opener: Opener,
+    /// Why the store cannot write, while it cannot.
+    fault: Mutex<Option<String>>,
+}
+
+/// How long a reopen waits for reads still holding the old database.
+const REOPEN_WAIT: Duration = Duration::from_secs(5);
+
+/// Whether `e` is redb's latch after an I/O error: every write refused
+/// until the database is reopened.
+fn latched(e: redb::TransactionError) -> bool {
+    matches!(redb::Error::from(e), redb::Error::PreviousIo)
+}
 
 impl Db {
+    /// The open database, reopening it first if an earlier reopen failed.
+    fn database(&self) -> Result<Arc<Database>, Error> {
+        if let Some(db) = self.0.current.read().as_ref() {
+            return Ok(db.clone());
+        }
+        self.reopen()?;
+        self.0
+            .current
+            .read()
+            .clone()
+            .ok_or_else(|| Error::Storage("the redb file is not open".into()))
+    }
+
+    /// After a failed commit: if redb has latched the file, reopens it.
+    /// Whether the store can write again.
+    fn recover(&self) -> bool {
+        let Some(db) = self.0.current.read().clone() else {
+            return self.reopen().is_ok();
+        };
+        let probe = db.begin_write();
+        drop(db);
+        match probe {
+            Ok(_) => true,
+            Err(e) => latched(e) && self.reopen().is_ok(),
+        }
+    }
+
+    /// Closes the database and opens it again (the same integrity check as
+    /// the first open), once reads still using the old one are done. Notes
+    /// the fault while it cannot.
+    fn reopen(&self) -> Result<(), Error> {
+        let mut current = self.0.current.write();
+        if let Some(old) = current.take() {
+            // The file's lock is released only when the last handle goes.
+            let deadline = Instant::now() + REOPEN_WAIT;
+            let mut old = old;
+            loop {
+                match Arc::try_unwrap(old) {
+                    Ok(db) => {
+                        drop(db);
+                        break;
+                    }
+                    Err(still) if Instant::now() < deadline => {
+                        old = still;
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    Err(still) => {
+                        *current = Some(still);
+                        let why =
+                            "redb latched an I/O error and reads still hold the file".to_owned();
+                        *self.0.fault.lock() = Some(why.clone());
+                        return Err(Error::Storage(why));
+                    }
+                }
+            }
+        }
+        match (self.0.opener)().and_then(prepare) {
+            Ok(db) => {
+                *current = Some(Arc::new(db));
+                *self.0.fault.lock() = None;
+                Ok(())
+            }
+            Err(e) => {
+                *self.0.fault.lock() = Some(format!(
+                    "redb latched an I/O error and the file cannot be reopened yet: {e}"
+                ));
+                Err(e)
+            }
+        }
+    }
+
     fn get(&self, key: &Key) -> Result<Option<Record>, Error> {
-        let tx = self.0.begin_read().map_err(storage)?;
+        let tx = self.database()?.begin_read().map_err(storage)?;
         let table = tx.open_table(RECORDS).map_err(storage)?;
         let k = key.encode();
         match table.get(k.as_str()).map_err(storage)? {
@@ -410,7 +581,7 @@ impl Db {
     }
 
     fn open(&self) -> Result<Vec<Record>, Error> {
-        let tx = self.0.begin_read().map_err(storage)?;
+        let tx = self.database()?.begin_read().map_err(storage)?;
         let table = tx.open_table(RECORDS).map_err(storage)?;
         let mut out = Vec::new();
         for entry in table.iter().map_err(storage)? {
@@ -436,7 +607,7 @@ impl Db {
     /// (scanning in the write transaction held every transition for
     /// the whole scan: 720 ms at 200,000 records).
     fn ended_before(&self, cutoff: DateTime<Utc>) -> Result<Vec<String>, Error> {
-        let tx = self.0.begin_read().map_err(storage)?;
+        let tx = self.database()?.begin_read().map_err(storage)?;
         let table = tx.open_table(RECORDS).map_err(storage)?;
         let mut doomed = Vec::new();
         for entry in table.iter().map_err(storage)? {
@@ -455,7 +626,7 @@ impl Db {
     fn remove_still_ended(&self, doomed: &[String], cutoff: DateTime<Utc>) -> Result<usize, Error> {
         let mut purged = 0;
         for batch in doomed.chunks(RedbStore::PURGE_BATCH) {
-            let tx = begin_write(&self.0)?;
+            let tx = begin_write(&*self.database()?)?;
             {
                 let mut table = tx.open_table(RECORDS).map_err(storage)?;
                 for k in batch {
@@ -482,7 +653,7 @@ impl Store for RedbStore {
 
     fn put(&self, record: &Record, expected: Option<u64>) -> Result<(), Error> {
         let pending = pending(record, expected)?;
-        self.group.write_now(&self.db.0, pending)
+        self.group.write_now(&self.db, pending)
     }
 
     fn open(&self) -> Result<Vec<Record>, Error> {
@@ -594,7 +765,7 @@ mod tests {
         store: &Arc<RedbStore>,
         writes: Vec<(Record, Option<u64>)>,
     ) -> (Vec<Result<(), Error>>, u64) {
-        let held = store.db.0.begin_write().unwrap();
+        let held = store.db.database().unwrap().begin_write().unwrap();
         let before = store.group.commits.load(Ordering::SeqCst);
         let submitted = Arc::new(AtomicU64::new(0));
         let threads: Vec<_> = writes
@@ -668,6 +839,108 @@ mod tests {
         let stored = store.get(&Key::new("t", "k")).unwrap().unwrap();
         let owner = ["a", "b", "c"][won[0]];
         assert_eq!(stored.lease.unwrap().owner, owner);
+    }
+
+    /// Storage in memory that outlives each database opened on it, whose
+    /// writes and syncs fail while `full` is set (a disk that filled).
+    #[derive(Debug, Clone, Default)]
+    struct Disk {
+        bytes: Arc<Mutex<Vec<u8>>>,
+        full: Arc<std::sync::atomic::AtomicBool>,
+        opens: Arc<AtomicU64>,
+    }
+
+    impl Disk {
+        fn failing(&self) -> std::io::Result<()> {
+            if self.full.load(Ordering::SeqCst) {
+                Err(std::io::Error::other("no space left on device"))
+            } else {
+                Ok(())
+            }
+        }
+
+        fn store(&self) -> RedbStore {
+            let disk = self.clone();
+            RedbStore::open_with(Box::new(move || {
+                disk.opens.fetch_add(1, Ordering::SeqCst);
+                Database::builder()
+                    .set_check_integrity_on_open(true)
+                    .create_with_backend(disk.clone())
+                    .map_err(|e| Error::Storage(e.to_string()))
+            }))
+            .unwrap()
+        }
+    }
+
+    impl redb::StorageBackend for Disk {
+        fn len(&self) -> std::io::Result<u64> {
+            Ok(self.bytes.lock().len() as u64)
+        }
+        fn read(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+            let bytes = self.bytes.lock();
+            let start = offset as usize;
+            let src = bytes
+                .get(start..start + out.len())
+                .ok_or_else(|| std::io::Error::other("read past the end"))?;
+            out.copy_from_slice(src);
+            Ok(())
+        }
+        fn set_len(&self, len: u64) -> std::io::Result<()> {
+            self.failing()?;
+            self.bytes.lock().resize(len as usize, 0);
+            Ok(())
+        }
+        fn sync_data(&self) -> std::io::Result<()> {
+            self.failing()
+        }
+        fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+            self.failing()?;
+            let mut bytes = self.bytes.lock();
+            let end = offset as usize + data.len();
+            if bytes.len() < end {
+                bytes.resize(end, 0);
+            }
+            bytes[offset as usize..end].copy_from_slice(data);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_disk_error_is_recovered_from_once_the_disk_has_room() {
+        let disk = Disk::default();
+        let store = disk.store();
+        store.put(&record("before", 1, "w"), None).unwrap();
+        disk.full.store(true, Ordering::SeqCst);
+        // The failed write reports an error, and nothing was written.
+        assert!(matches!(
+            store.put(&record("during", 1, "w"), None),
+            Err(Error::Storage(_))
+        ));
+        assert!(store.fault().is_some(), "the fault is shown while it lasts");
+        assert!(store.put(&record("during2", 1, "w"), None).is_err());
+        disk.full.store(false, Ordering::SeqCst);
+        // redb latched the error (PreviousIo); without a reopen every
+        // write would fail until the process restarts.
+        store.put(&record("after", 1, "w"), None).unwrap();
+        assert!(store.fault().is_none());
+        assert!(disk.opens.load(Ordering::SeqCst) >= 2, "reopened");
+        for (k, there) in [
+            ("before", true),
+            ("during", false),
+            ("during2", false),
+            ("after", true),
+        ] {
+            assert_eq!(
+                store.get(&Key::new("t", k)).unwrap().is_some(),
+                there,
+                "{k}"
+            );
+        }
+        // What the reopened file holds is what a fresh open reads.
+        drop(store);
+        let again = disk.store();
+        assert!(again.get(&Key::new("t", "after")).unwrap().is_some());
+        assert!(again.get(&Key::new("t", "during")).unwrap().is_none());
     }
 
     #[test]
