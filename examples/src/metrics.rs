@@ -18,6 +18,7 @@ pub struct Metrics {
     in_flight: Gauge,
     ratelimit_keys: Gauge,
     ratelimit_store_up: Gauge,
+    ledger_store_fault: Gauge,
     decisions: Family<Labels, Counter>,
     transitions: Family<Labels, Counter>,
     capabilities: Family<Labels, Gauge>,
@@ -38,6 +39,7 @@ impl Metrics {
         let in_flight = Gauge::default();
         let ratelimit_keys = Gauge::default();
         let ratelimit_store_up = Gauge::default();
+        let ledger_store_fault = Gauge::default();
         let decisions = Family::<Labels, Counter>::default();
         let transitions = Family::<Labels, Counter>::default();
         let capabilities = Family::<Labels, Gauge>::default();
@@ -68,6 +70,12 @@ impl Metrics {
             ratelimit_store_up.clone(),
         );
         registry.register(
+            "ate_ledger_store_fault",
+            "1 while the ledger's redb file cannot be written (an I/O error, say a full disk; \
+             the store reopens it at the next write), 0 otherwise",
+            ledger_store_fault.clone(),
+        );
+        registry.register(
             "ate_ratelimit_decisions",
             "Rate-limit decisions by limit and result",
             decisions.clone(),
@@ -89,6 +97,7 @@ impl Metrics {
             in_flight,
             ratelimit_keys,
             ratelimit_store_up,
+            ledger_store_fault,
             decisions,
             transitions,
             capabilities,
@@ -127,13 +136,15 @@ impl Metrics {
     }
 
     /// Renders the exposition, refreshing the gauges first from the gate's
-    /// snapshot and the rate limits' key count.
+    /// snapshot, the rate limits' key count and the ledger store's fault.
     pub fn render(
         &self,
         snapshot: &ate_readiness::Snapshot,
         ratelimit_keys: usize,
         ratelimit_store_up: bool,
+        ledger_store_fault: bool,
     ) -> String {
+        self.ledger_store_fault.set(i64::from(ledger_store_fault));
         self.ratelimit_keys
             .set(i64::try_from(ratelimit_keys).unwrap_or(i64::MAX));
         self.ratelimit_store_up.set(i64::from(ratelimit_store_up));
@@ -146,5 +157,24 @@ impl Metrics {
             out.push_str("# encoding failed\n");
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Metrics;
+
+    #[test]
+    fn the_ledger_store_fault_is_a_gauge_of_its_own() {
+        let metrics = Metrics::new();
+        let snapshot = ate_readiness::Gate::builder().build().snapshot();
+        let sample = |fault| {
+            metrics
+                .render(&snapshot, 0, true, fault)
+                .lines()
+                .any(|l| l == format!("ate_ledger_store_fault {}", u8::from(fault)))
+        };
+        assert!(sample(true));
+        assert!(sample(false));
     }
 }

@@ -125,6 +125,10 @@ pub struct AppState {
     /// WebSocket sessions open (`ATE_MAX_WS_SESSIONS`).
     ws_sessions: Arc<std::sync::atomic::AtomicUsize>,
     ledger: AsyncLedger<LedgerStore>,
+    /// The ledger's redb store (none on PostgreSQL): its fault, while an
+    /// I/O error keeps it from writing, is the `ate_ledger_store_fault`
+    /// gauge.
+    redb: Option<Arc<RedbStore>>,
     /// The provider `/invoke` calls over HTTP (`ATE_PROVIDER_URL`); `None`:
     /// the simulated one.
     provider: Option<crate::provider::HttpProvider>,
@@ -215,6 +219,8 @@ impl AppState {
                 .map(|ledger| ledger.observe(move |_, step| count(step.name())))
                 .map_err(|e| ConfigError::Other(format!("ledger: {e}")))
         };
+        // The redb store, when it is the ledger's, for its fault gauge.
+        let mut redb = None;
         let ledger = match &config.ledger_postgres_url {
             // Shared by every replica: an attempt found open may belong to
             // a live replica, so only this worker's own (its previous run,
@@ -247,7 +253,9 @@ impl AppState {
                     )),
                     e => ConfigError::Other(format!("cannot open ledger {}: {e}", path.display())),
                 })?;
-                let ledger = ledger(Arc::new(store))?;
+                let store = Arc::new(store);
+                redb = Some(store.clone());
+                let ledger = ledger(store)?;
                 recovered(ledger.recover_all().await)?;
                 ledger
             }
@@ -359,6 +367,7 @@ impl AppState {
             object_bytes: std::sync::atomic::AtomicUsize::new(0),
             ws_sessions: Arc::default(),
             ledger,
+            redb,
             provider,
             metrics,
             _data_dir_lock: data_dir_lock,

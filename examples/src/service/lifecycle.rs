@@ -56,6 +56,7 @@ impl AppState {
                 &self.gate.snapshot(),
                 self.limits.set().keys_held(),
                 matches!(self.limits.scope(), Scope::Process | Scope::Shared),
+                self.redb.as_ref().is_some_and(|s| s.fault().is_some()),
             ),
         }
     }
