@@ -655,7 +655,10 @@ impl<S: AsyncStore, C: Clock> AsyncLedger<S, C> {
             &lease.key,
             "close the undispatched try",
             STORE_RETRY,
-            || self.close(lease, close.clone()),
+            // Unsent, whatever the record says: a mark that timed out may
+            // land before this close does (a statement that sat in a
+            // stalled connection), and this worker knows it sent nothing.
+            || self.close_as(lease, close.clone(), true),
         );
         match closed.await {
             Ok(record) => {

@@ -873,3 +873,103 @@ async fn a_lease_that_never_expires_closes_without_a_panic() {
     let record = ledger.get(&key).await.unwrap().unwrap();
     assert_eq!(record.state.name(), "succeeded");
 }
+
+/// A store whose dispatch marks, while `hold` is set, time out without an
+/// answer and land later: just before the next write that is not one (a
+/// statement that sat in a stalled connection and ran when it woke).
+#[derive(Debug, Default)]
+struct LateMarks {
+    inner: MemoryStore,
+    hold: std::sync::atomic::AtomicBool,
+    late: std::sync::Mutex<Vec<(ate_ledger::Record, Option<u64>)>>,
+}
+
+impl AsyncStore for LateMarks {
+    fn get<'a>(
+        &'a self,
+        key: &'a Key,
+    ) -> ate_ledger::store::StoreFuture<'a, ate_ledger::store::Read> {
+        AsyncStore::get(&self.inner, key)
+    }
+    fn put<'a>(
+        &'a self,
+        record: &'a ate_ledger::Record,
+        expected: Option<u64>,
+    ) -> ate_ledger::store::StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let mark = !record.state.is_closed()
+                && record
+                    .tries
+                    .last()
+                    .is_some_and(|t| t.dispatched_at.is_some());
+            if mark && self.hold.load(Ordering::SeqCst) {
+                self.late.lock().unwrap().push((record.clone(), expected));
+                return Err(Error::Storage(
+                    "postgres: write: no answer within 5s".into(),
+                ));
+            }
+            let late: Vec<_> = self.late.lock().unwrap().drain(..).collect();
+            for (r, e) in late {
+                let _ = AsyncStore::put(&self.inner, &r, e).await;
+            }
+            AsyncStore::put(&self.inner, record, expected).await
+        })
+    }
+    fn open(
+        &self,
+    ) -> ate_ledger::store::StoreFuture<
+        '_,
+        (
+            Vec<ate_ledger::Record>,
+            Option<chrono::DateTime<chrono::Utc>>,
+        ),
+    > {
+        AsyncStore::open(&self.inner)
+    }
+    fn purge(
+        &self,
+        cutoff: ate_ledger::store::Cutoff,
+    ) -> ate_ledger::store::StoreFuture<'_, usize> {
+        AsyncStore::purge(&self.inner, cutoff)
+    }
+}
+
+/// The dispatch mark timed out, so nothing was sent; then it landed, just
+/// before the close of the unsent try. The worker knows it never sent:
+/// the try is closed as unsent (revivable), never left marked dispatched
+/// (which every retry would answer as a final 504 once the lease ends).
+#[tokio::test(start_paused = true)]
+async fn a_dispatch_mark_that_lands_after_its_timeout_never_makes_a_send() {
+    let ledger = AsyncLedger::new(LateMarks::default());
+    let key = Key::new("c", "late-mark");
+    let body = serde_json::json!({});
+    let store = ledger.store();
+    let r = ledger
+        .execute(&key, &fp(&body), "w", move |mut d| async move {
+            store.hold.store(true, Ordering::SeqCst);
+            let marked = d.send().await;
+            store.hold.store(false, Ordering::SeqCst);
+            match marked {
+                Ok(_) => panic!("marked while every mark timed out"),
+                Err(e) => Call::PreProvider(e.to_string()),
+            }
+        })
+        .await;
+    assert!(matches!(r, Err(Error::Storage(_))), "{r:?}");
+    let record = ledger.get(&key).await.unwrap().unwrap();
+    assert_eq!(record.state.name(), "failed_pre_provider", "{record:?}");
+    assert!(
+        record.tries.iter().all(|t| t.dispatched_at.is_none()),
+        "{record:?}"
+    );
+    // A retry revives it and runs.
+    let r = ledger
+        .execute(&key, &fp(&body), "w", |d| {
+            sent(d, Call::Succeeded(Response::new(200, b"ok".to_vec())))
+        })
+        .await;
+    assert!(
+        matches!(r, Ok(Executed::Answered { recorded: true, .. })),
+        "{r:?}"
+    );
+}
