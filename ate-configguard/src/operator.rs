@@ -12,9 +12,12 @@
 //! - a map of `name` and `key` (a key selector, `optional` allowed) reads
 //!   one key: of a ConfigMap under a key naming a ConfigMap
 //!   (`configMap`, `*ConfigMap*`), else of a Secret;
+//! - a map of `secretName` and `key`, `password` and/or `certificate`
+//!   (Strimzi's selectors) reads those keys of that Secret;
 //! - a key naming a Secret or a ConfigMap (`secretName`, `configSecret`,
 //!   `existingSecret`, `*SecretRef`, `*ConfigMapRef`, `secret`, ...) whose
-//!   value is a name, or a map holding only a `name`, reads it whole.
+//!   value is a name, or a map holding only a `name`, reads it whole; so
+//!   does ceph-csi's `imageSet: {name}` (a ConfigMap).
 
 use crate::parse::Node;
 
@@ -263,9 +266,62 @@ fn selector(node: &Node) -> Option<(&str, &str, bool)> {
     only.then_some((name, key, optional))
 }
 
+/// The fields of a `{secretName, ...}` selector that name a key of that
+/// Secret (Strimzi's `{secretName, key}`, `{secretName, password}`,
+/// `{secretName, certificate, key}`).
+const SECRET_NAME_KEY_FIELDS: [&str; 3] = ["key", "password", "certificate"];
+
+/// A Secret key selector keyed by `secretName`: the Secret's name and the
+/// keys it reads (each field of [`SECRET_NAME_KEY_FIELDS`] it holds), with
+/// nothing else beside them but `optional`. `None` for another shape (one
+/// with only `secretName` reads the Secret whole).
+fn secret_name_selector(node: &Node) -> Option<(&str, Vec<&str>, bool)> {
+    let Node::Map(entries) = node else {
+        return None;
+    };
+    let name = node.get("secretName")?.as_str()?;
+    let keys: Vec<&str> = SECRET_NAME_KEY_FIELDS
+        .iter()
+        .filter_map(|f| node.get(f)?.as_str())
+        .collect();
+    let only = entries.iter().all(|(k, v)| {
+        k == "secretName"
+            || k == "optional"
+            || (SECRET_NAME_KEY_FIELDS.contains(&k.as_str()) && v.as_str().is_some())
+    });
+    let optional = matches!(node.get("optional"), Some(Node::Bool(true)));
+    (only && !keys.is_empty()).then_some((name, keys, optional))
+}
+
+/// Fields that name a ConfigMap whole by a `{name}` map without saying
+/// so in their own name: ceph-csi's `imageSet` (the ConfigMap of the
+/// images its operator deploys).
+const CONFIG_MAP_FIELDS: [&str; 1] = ["imageset"];
+
 fn walk(key: &str, node: &Node, path: &str, out: &mut References) {
     if let Some((name, k, optional)) = selector(node) {
         out.key(path, names_config_map(key), name, k, optional);
+        return;
+    }
+    // One key (or a few) of a Secret by name, not the Secret whole: a
+    // key removed beside them is no break, and retiring one they read
+    // must not waive it.
+    if let Some((name, keys, optional)) = secret_name_selector(node) {
+        for k in keys {
+            out.key(path, false, name, k, optional);
+        }
+        return;
+    }
+    if CONFIG_MAP_FIELDS.contains(&lower(key).as_str())
+        && let Some(name) = node.get("name").and_then(Node::as_str)
+        && node.get("key").is_none()
+    {
+        out.whole(
+            path,
+            true,
+            name,
+            matches!(node.get("optional"), Some(Node::Bool(true))),
+        );
         return;
     }
     if names_object(key) {

@@ -412,3 +412,79 @@ fn an_allowed_instance_that_names_nothing_contributes_nothing() {
         report.to_text()
     );
 }
+
+const KAFKA_USER: &str = "apiVersion: kafka.strimzi.io/v1beta2\nkind: KafkaConnect\nmetadata:\n  name: connect\nspec:\n  tls:\n    trustedCertificates:\n      - {secretName: cluster-ca, certificate: ca.crt}\n  authentication:\n    type: scram-sha-512\n    username: connect\n    passwordSecret: {secretName: connect-user, password: password}\n";
+
+fn secret_doc(name: &str, keys: &[&str]) -> String {
+    let data: Vec<String> = keys.iter().map(|k| format!("  {k}: eA==")).collect();
+    format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\ndata:\n{}\n",
+        data.join("\n")
+    )
+}
+
+#[test]
+fn a_secret_name_selector_reads_its_keys_not_the_secret_whole() {
+    let current = docs(&[
+        KAFKA_USER,
+        &secret_doc("cluster-ca", &["ca.crt", "ca.p12"]),
+        &secret_doc("connect-user", &["password", "sasl.jaas.config"]),
+    ]);
+    // A key nobody reads goes: no break (read whole, it was a failure).
+    let proposed = docs(&[
+        KAFKA_USER,
+        &secret_doc("cluster-ca", &["ca.crt"]),
+        &secret_doc("connect-user", &["password"]),
+    ]);
+    let report = check_allowing(&["KafkaConnect"], &current, &proposed);
+    assert!(report.is_safe(), "{}", report.to_text());
+    // The key it reads goes: a missing-key failure, which retiring the key
+    // does not waive (it is read by name).
+    let proposed = docs(&[
+        KAFKA_USER,
+        &secret_doc("cluster-ca", &["ca.crt", "ca.p12"]),
+        &secret_doc("connect-user", &["sasl.jaas.config"]),
+    ]);
+    let options = allowing(&["KafkaConnect"]);
+    let report = ate_configguard::check(&ate_configguard::CheckInput {
+        current: load_str(&current, "current.yaml", &options).unwrap(),
+        proposed: load_str(&proposed, "proposed.yaml", &options).unwrap(),
+        retired: vec![
+            ate_configguard::manifest::parse_retired_key("Secret/default/connect-user/password")
+                .unwrap(),
+        ],
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!(
+        codes(&report),
+        vec![("missing-key".into(), Some("password".into()))],
+        "{}",
+        report.to_text()
+    );
+}
+
+#[test]
+fn ceph_csi_image_set_names_a_config_map() {
+    let config = "apiVersion: csi.ceph.io/v1alpha1\nkind: OperatorConfig\nmetadata:\n  name: ceph-csi-operator-config\nspec:\n  driverSpecDefaults:\n    imageSet:\n      name: csi-images\n";
+    let images =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: csi-images\ndata:\n  plugin: x\n";
+    let report = ate_configguard::check(&ate_configguard::CheckInput {
+        current: load_str(
+            &docs(&[config, images]),
+            "current.yaml",
+            &allowing(&["OperatorConfig"]),
+        )
+        .unwrap(),
+        proposed: load_str(config, "proposed.yaml", &allowing(&["OperatorConfig"])).unwrap(),
+        deletion: ate_configguard::Deletion::Prune,
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!(
+        codes(&report),
+        vec![("missing-object".into(), None)],
+        "{}",
+        report.to_text()
+    );
+}
