@@ -7,7 +7,47 @@
 //! is applied, and fails CLOSED: input it cannot understand is an error,
 //! never a pass.
 //!
-//! The rule: every workload serving during or after the transition (each
+//! # Example
+//!
+//! ```
+//! use ate_configguard::{CheckInput, LoadOptions, load_str};
+//!
+//! # fn main() -> Result<(), ate_configguard::InputError> {
+//! let opts = LoadOptions::default();
+//! let current = load_str(r#"
+//! apiVersion: v1
+//! kind: ConfigMap
+//! metadata: { name: app }
+//! data: { DB_HOST: db, REDIS_HOST: redis }
+//! ---
+//! apiVersion: apps/v1
+//! kind: Deployment
+//! metadata: { name: web }
+//! spec:
+//!   template:
+//!     spec:
+//!       containers:
+//!         - name: web
+//!           image: web:1
+//!           envFrom: [ { configMapRef: { name: app } } ]
+//! "#, "current.yaml", &opts)?;
+//! // The proposed ConfigMap drops REDIS_HOST, which web bulk-loads.
+//! let proposed = load_str(r#"
+//! apiVersion: v1
+//! kind: ConfigMap
+//! metadata: { name: app }
+//! data: { DB_HOST: db }
+//! "#, "proposed.yaml", &opts)?;
+//! let report = ate_configguard::check(&CheckInput { current, proposed, ..Default::default() })?;
+//! assert!(!report.is_safe());
+//! assert_eq!(report.failures[0].key.as_deref(), Some("REDIS_HOST"));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # The rule
+//!
+//! Every workload serving during or after the transition (each
 //! workload of the CURRENT state, whose old pods keep running during the
 //! rollout, and each of the PROPOSED state) must have each non-optional
 //! reference resolve in the proposed config state: the object exists, in the
@@ -66,44 +106,6 @@
 //! `argocd.argoproj.io/sync-wave`, `argocd.argoproj.io/hook-delete-policy`),
 //! and whether a prune leaves it (`helm.sh/resource-policy`,
 //! `argocd.argoproj.io/sync-options`).
-//!
-//! # Example
-//!
-//! ```
-//! use ate_configguard::{CheckInput, LoadOptions, load_str};
-//!
-//! # fn main() -> Result<(), ate_configguard::InputError> {
-//! let opts = LoadOptions::default();
-//! let current = load_str(r#"
-//! apiVersion: v1
-//! kind: ConfigMap
-//! metadata: { name: app }
-//! data: { DB_HOST: db, REDIS_HOST: redis }
-//! ---
-//! apiVersion: apps/v1
-//! kind: Deployment
-//! metadata: { name: web }
-//! spec:
-//!   template:
-//!     spec:
-//!       containers:
-//!         - name: web
-//!           image: web:1
-//!           envFrom: [ { configMapRef: { name: app } } ]
-//! "#, "current.yaml", &opts)?;
-//! // The proposed ConfigMap drops REDIS_HOST, which web bulk-loads.
-//! let proposed = load_str(r#"
-//! apiVersion: v1
-//! kind: ConfigMap
-//! metadata: { name: app }
-//! data: { DB_HOST: db }
-//! "#, "proposed.yaml", &opts)?;
-//! let report = ate_configguard::check(&CheckInput { current, proposed, ..Default::default() })?;
-//! assert!(!report.is_safe());
-//! assert_eq!(report.failures[0].key.as_deref(), Some("REDIS_HOST"));
-//! # Ok(())
-//! # }
-//! ```
 //!
 //! # Feature flags
 //!
