@@ -385,3 +385,29 @@ fn a_big_stream_is_cut_only_at_document_markers() {
     let want: Vec<String> = (0..3_000).map(|i| format!("cm-{i}")).collect();
     assert_eq!(names, want);
 }
+
+#[test]
+fn a_deleted_pull_secret_an_account_names_is_one_finding_with_the_accounts_step() {
+    let secret = "apiVersion: v1\nkind: Secret\nmetadata: {name: regcred}\ntype: kubernetes.io/dockerconfigjson\ndata: {.dockerconfigjson: eA==}\n";
+    let account = "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: app}\nimagePullSecrets: [{name: regcred}]\n";
+    let web = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  template:\n    spec:\n      serviceAccountName: app\n      containers: [{name: web, image: web:1}]\n";
+    let report = run_with(
+        &docs(&[secret, account, web]),
+        &docs(&[account, web]),
+        ate_configguard::Deletion::Listed,
+        &["Secret/default/regcred"],
+    );
+    assert_eq!(report.failures.len(), 1, "{}", report.to_text());
+    let f = &report.failures[0];
+    assert_eq!(f.side, Some(ate_configguard::Side::Both));
+    assert!(
+        f.message.contains("ServiceAccount app names it"),
+        "{}",
+        f.message
+    );
+    assert!(
+        !f.message.contains("roll out the template"),
+        "{}",
+        f.message
+    );
+}

@@ -307,7 +307,20 @@ impl Site<'_, '_> {
                 " (not serving: {why}; not a failure, but starting it again would fail)"
             ));
         }
-        if side == Side::Current && ctx.pruned.contains(&w.id) {
+        // A pull secret a ServiceAccount names reaches every pod that runs
+        // as it, of either template: one finding for both sides, with the
+        // account's step, not the template's.
+        let account = r
+            .site
+            .strip_prefix("serviceAccount ")
+            .and_then(|rest| rest.split_once('.'))
+            .map(|(name, _)| name);
+        if let Some(account) = account.filter(|_| self.severity == Severity::Failure && !waived) {
+            message.push_str(&format!(
+                "; ServiceAccount {account} names it for every pod that runs as it: remove it \
+                 from the account in an earlier step of its own, then delete it"
+            ));
+        } else if side == Side::Current && ctx.pruned.contains(&w.id) {
             message.push_str(
                 "; the same change prunes this workload, whose pods serve until it is \
                  deleted: delete it in an earlier step of its own",
