@@ -488,3 +488,26 @@ fn ceph_csi_image_set_names_a_config_map() {
         report.to_text()
     );
 }
+
+#[test]
+fn an_operator_resources_finding_names_its_field_not_a_container() {
+    let kafka = "apiVersion: kafka.strimzi.io/v1beta2\nkind: Kafka\nmetadata:\n  name: a\nspec:\n  kafka:\n    metricsConfig:\n      type: jmxPrometheusExporter\n      valueFrom:\n        configMapKeyRef: {name: kafka-metrics, key: cfg.yml}\n    secrets: [tls]\n";
+    let report = check_allowing(&["Kafka"], kafka, kafka);
+    let sites: Vec<(Option<&str>, Option<&str>)> = report
+        .failures
+        .iter()
+        .map(|f| (f.container.as_deref(), f.site.as_deref()))
+        .collect();
+    assert_eq!(
+        sites,
+        [
+            (
+                None,
+                Some("spec.kafka.metricsConfig.valueFrom.configMapKeyRef")
+            ),
+            (None, Some("spec.kafka.secrets[0]"))
+        ],
+        "{}",
+        report.to_text()
+    );
+}

@@ -10,6 +10,30 @@ pub(super) fn nonempty<'a>(what: &str, s: &'a str) -> Result<&'a str, String> {
     }
 }
 
+/// A reference an operator resource makes, read into a pod spec of its
+/// own (an env entry of the `references` container, or a volume, each
+/// named by the resource's field path, `spec....`), is named by that
+/// field path alone, without a container the resource does not have. A
+/// real volume's name is a DNS label (no dots), so none starts `spec.`.
+fn operator_site(container: Option<&str>, site: String) -> (Option<&str>, String) {
+    let path = match container {
+        Some("references") => site
+            .strip_prefix("env[")
+            .and_then(|rest| rest.rsplit_once("].valueFrom."))
+            .map(|(path, _)| path),
+        Some(_) => None,
+        None => site
+            .strip_prefix("volumes[")
+            .and_then(|rest| rest.rsplit_once("]."))
+            .filter(|(_, source)| matches!(*source, "secret" | "configMap"))
+            .map(|(path, _)| path),
+    };
+    match path.filter(|p| p.starts_with("spec.")) {
+        Some(path) => (None, path.to_owned()),
+        None => (container, site),
+    }
+}
+
 pub(super) struct Refs(Vec<Reference>);
 
 impl Refs {
@@ -28,6 +52,7 @@ impl Refs {
         if let Some(k) = key {
             nonempty(&format!("{site} key"), k)?;
         }
+        let (container, site) = operator_site(container, site);
         self.0.push(Reference {
             container: container.map(str::to_owned),
             site,
