@@ -1,6 +1,6 @@
 //! The names-only model: config objects, workloads, references, findings.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -101,6 +101,13 @@ pub struct ConfigObject {
     /// ConfigMap"; `envFrom` skips `binaryData` without a word).
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub binary_keys: BTreeSet<String>,
+    /// Keyed digests of the values of an immutable object, by key, to
+    /// tell whether the proposed state changes one (which the API server
+    /// refuses): empty for any other object. The key is drawn at random
+    /// for each run, so a digest means nothing outside the process; never
+    /// serialized.
+    #[serde(skip)]
+    pub value_digests: BTreeMap<String, u64>,
     /// `immutable: true`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub immutable: bool,
@@ -180,6 +187,7 @@ impl From<FlatObject> for ConfigObject {
             },
             keys: o.keys,
             binary_keys: o.binary_keys,
+            value_digests: BTreeMap::new(),
             immutable: o.immutable,
             secret_type: o.secret_type,
             hook: o.hook,

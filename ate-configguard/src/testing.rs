@@ -412,6 +412,7 @@ fn object(namespaces: bool) -> impl Strategy<Value = ConfigObject> {
     )
         .prop_map(
             |((kind, ns), n, keys, immutable, hook, sync_wave, kept, secret_type)| ConfigObject {
+                value_digests: Default::default(),
                 id: object_id(kind, ns, n),
                 keys: keys.into_iter().map(key_name).collect(),
                 binary_keys: BTreeSet::new(),
@@ -710,6 +711,7 @@ pub fn transition() -> impl Strategy<Value = CheckInput> {
                 previous,
             )| {
                 cur_objs.extend(root_ca.map(|ns| ConfigObject {
+                    value_digests: Default::default(),
                     id: ObjectId {
                         kind: ConfigKind::ConfigMap,
                         namespace: ns.into(),

@@ -497,7 +497,28 @@ impl Site<'_, '_> {
                 self.report(
                     Code::ImmutableChanged,
                     None,
-                    "the object is immutable but the proposed state drops immutable: true, which                      the API server refuses (delete it in an earlier step, or give it a new name)"
+                    "the object is immutable but the proposed state drops immutable: true, which \
+                     the API server refuses (delete it in an earlier step, or give it a new name)"
+                        .into(),
+                );
+            } else if cur.immutable
+                && let Some(key) = cur.value_digests.iter().find_map(|(k, d)| {
+                    object
+                        .value_digests
+                        .get(k)
+                        .is_some_and(|new| new != d)
+                        .then_some(k)
+                })
+            {
+                // Compared by keyed digests alone (the values are never
+                // kept): the API server refuses any change of an
+                // immutable object's data.
+                self.report(
+                    Code::ImmutableChanged,
+                    Some(key),
+                    "the object is immutable but the proposed state changes this key's value, \
+                     which the API server refuses: the apply fails for it, and its pods keep the \
+                     old value (create it under a new name and point the workloads at it)"
                         .into(),
                 );
             }

@@ -23,6 +23,25 @@ pub(super) struct Cx<'a> {
 
 /// A ConfigMap or Secret: its key names, type and immutability, as the
 /// API server would take them (or the input error it would refuse).
+/// The keyed digests of `field`'s string values ([`VALUE_DIGESTS`]).
+fn value_digests(doc: &Node, field: &str) -> BTreeMap<String, u64> {
+    let Some(Node::Seq(items)) = doc.get(field) else {
+        return BTreeMap::new();
+    };
+    items
+        .iter()
+        .filter_map(|i| match i.get(VALUE_DIGESTS) {
+            Some(Node::Map(entries)) => Some(entries),
+            _ => None,
+        })
+        .flatten()
+        .filter_map(|(k, d)| match d {
+            Node::Number(n) => Some((k.clone(), n.as_u64()?)),
+            _ => None,
+        })
+        .collect()
+}
+
 pub(super) fn config_object(cx: Cx<'_>, doc: &Node, out: &mut Manifests) -> Result<(), InputError> {
     let Cx {
         at, kind, options, ..
@@ -106,6 +125,16 @@ pub(super) fn config_object(cx: Cx<'_>, doc: &Node, out: &mut Manifests) -> Resu
         Some(Node::Bool(b)) => *b,
         Some(_) => return Err(bad(at, "immutable is not a boolean")),
     };
+    // Only an immutable object's values are compared (a change of one is
+    // refused by the API server); every other digest is dropped here.
+    let value_digests = if immutable {
+        let mut digests = value_digests(doc, "data");
+        // A Secret's stringData overwrites its data.
+        digests.extend(value_digests(doc, also));
+        digests
+    } else {
+        BTreeMap::new()
+    };
     out.objects.push(ConfigObject {
         id: ObjectId {
             kind: config_kind,
@@ -114,6 +143,7 @@ pub(super) fn config_object(cx: Cx<'_>, doc: &Node, out: &mut Manifests) -> Resu
         },
         keys,
         binary_keys,
+        value_digests,
         immutable,
         secret_type,
         hook: None,

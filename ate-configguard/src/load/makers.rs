@@ -24,6 +24,7 @@ pub(super) fn made_secret(
         },
         keys,
         binary_keys: BTreeSet::new(),
+        value_digests: Default::default(),
         immutable,
         secret_type: None,
         hook: None,

@@ -18,7 +18,9 @@ use crate::model::{
     Reference, ServiceAccount, Severity, Workload, WorkloadId,
 };
 use crate::operator;
-use crate::parse::{DATA_LIST, NOT_A_STRING, Node, VALUE_BYTES, documents, without_bom};
+use crate::parse::{
+    DATA_LIST, NOT_A_STRING, Node, VALUE_BYTES, VALUE_DIGESTS, documents, without_bom,
+};
 
 mod consistency;
 mod kinds;

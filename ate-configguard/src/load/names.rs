@@ -154,7 +154,7 @@ pub(super) fn key_names(
         Some(Node::Seq(keys)) => {
             let names = keys
                 .iter()
-                .filter(|k| k.get(VALUE_BYTES).is_none())
+                .filter(|k| k.get(VALUE_BYTES).is_none() && k.get(VALUE_DIGESTS).is_none())
                 .map(|k| match k {
                     Node::String(s) => valid_key(s, field, at).map(|()| s.clone()),
                     Node::Map(_) => match k.get(NOT_A_STRING) {

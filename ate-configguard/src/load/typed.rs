@@ -1,6 +1,8 @@
 //! Typed k8s-openapi objects read into the same names-only model.
 
 use super::*;
+use crate::parse::value_digest;
+use k8s_openapi::ByteString;
 
 /// Typed objects, for a service that holds them already (read with
 /// `kube`, say) instead of manifests: only their names are taken.
@@ -33,6 +35,11 @@ impl ConfigObject {
             .flat_map(BTreeMap::keys)
             .cloned()
             .collect();
+        if object.immutable {
+            object.value_digests = text_digests(cm.data.iter().flatten())
+                .chain(base64_digests(cm.binary_data.iter().flatten()))
+                .collect();
+        }
         Ok(object)
     }
 
@@ -53,15 +60,41 @@ impl ConfigObject {
             .cloned()
             .collect();
         add_control_plane_keys(secret.type_.as_deref(), &mut keys);
-        typed_object(
+        let mut object = typed_object(
             ConfigKind::Secret,
             &secret.metadata,
             default_namespace,
             keys,
             secret.immutable,
             secret.type_.clone().filter(|t| !t.is_empty()),
-        )
+        )?;
+        if object.immutable {
+            // stringData overwrites data, as the API server applies it.
+            object.value_digests = base64_digests(secret.data.iter().flatten())
+                .chain(text_digests(secret.string_data.iter().flatten()))
+                .collect();
+        }
+        Ok(object)
     }
+}
+
+/// The keyed digests of text values, as the manifest loader takes them.
+fn text_digests<'a>(
+    values: impl Iterator<Item = (&'a String, &'a String)>,
+) -> impl Iterator<Item = (String, u64)> {
+    values.map(|(k, v)| (k.clone(), value_digest(v.as_bytes())))
+}
+
+/// The keyed digests of binary values, taken of their base64 text as a
+/// manifest spells it (k8s-openapi writes a `ByteString` as standard
+/// base64), so a typed object and its manifest agree.
+fn base64_digests<'a>(
+    values: impl Iterator<Item = (&'a String, &'a ByteString)>,
+) -> impl Iterator<Item = (String, u64)> {
+    values.filter_map(|(k, v)| match serde_json::to_value(v).ok()? {
+        serde_json::Value::String(text) => Some((k.clone(), value_digest(text.as_bytes()))),
+        _ => None,
+    })
 }
 
 pub(super) fn typed_object(
@@ -77,6 +110,7 @@ pub(super) fn typed_object(
             object_name_ok(kind, name, at)
         })?;
     Ok(ConfigObject {
+        value_digests: Default::default(),
         id: ObjectId {
             kind,
             namespace,

@@ -11,7 +11,12 @@ use super::*;
 pub(super) enum DataField {
     /// The key names, and those whose value is no string, with what it
     /// is instead ([`ValueKind`]).
-    Names(BTreeSet<String>, Vec<(String, &'static str)>, Lengths),
+    Names(
+        BTreeSet<String>,
+        Vec<(String, &'static str)>,
+        Lengths,
+        Vec<(String, u64)>,
+    ),
     List(Vec<ListItem>),
     Other,
 }
@@ -37,7 +42,21 @@ pub(super) struct Lengths {
 /// Of a string it keeps its length and, if it is base64, the length it
 /// decodes to: the API server refuses an object whose values total more
 /// than 1 MiB. Lengths, never the value.
-struct ValueKind(Option<&'static str>, u64, Option<u64>);
+///
+/// And a keyed digest of a string ([`value_digest`]): kept only for an
+/// immutable object, to tell whether its values change.
+struct ValueKind(Option<&'static str>, u64, Option<u64>, Option<u64>);
+
+/// A digest of a value, keyed with a key drawn at random once per run:
+/// equal values give equal digests within the run, and nothing derived
+/// from a value means anything outside the process (the digests are never
+/// printed or written, and another run's key is another). SipHash-1-3
+/// keyed with 128 random bits (`std`'s `RandomState`).
+pub(crate) fn value_digest(value: &[u8]) -> u64 {
+    use std::hash::BuildHasher;
+    static KEY: std::sync::OnceLock<std::hash::RandomState> = std::sync::OnceLock::new();
+    KEY.get_or_init(std::hash::RandomState::new).hash_one(value)
+}
 
 impl<'de> Deserialize<'de> for ValueKind {
     fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -48,35 +67,40 @@ impl<'de> Deserialize<'de> for ValueKind {
                 f.write_str("a value")
             }
             fn visit_unit<E>(self) -> Result<ValueKind, E> {
-                Ok(ValueKind(Some("null"), 0, None))
+                Ok(ValueKind(Some("null"), 0, None, None))
             }
             fn visit_none<E>(self) -> Result<ValueKind, E> {
-                Ok(ValueKind(Some("null"), 0, None))
+                Ok(ValueKind(Some("null"), 0, None, None))
             }
             fn visit_bool<E>(self, _: bool) -> Result<ValueKind, E> {
-                Ok(ValueKind(Some("a boolean"), 0, None))
+                Ok(ValueKind(Some("a boolean"), 0, None, None))
             }
             fn visit_i64<E>(self, _: i64) -> Result<ValueKind, E> {
-                Ok(ValueKind(Some("a number"), 0, None))
+                Ok(ValueKind(Some("a number"), 0, None, None))
             }
             fn visit_u64<E>(self, _: u64) -> Result<ValueKind, E> {
-                Ok(ValueKind(Some("a number"), 0, None))
+                Ok(ValueKind(Some("a number"), 0, None, None))
             }
             fn visit_f64<E>(self, _: f64) -> Result<ValueKind, E> {
-                Ok(ValueKind(Some("a number"), 0, None))
+                Ok(ValueKind(Some("a number"), 0, None, None))
             }
             fn visit_str<E>(self, v: &str) -> Result<ValueKind, E> {
                 // Looked at, not kept: whether it is base64 is all that
                 // is left of it.
-                Ok(ValueKind(None, v.len() as u64, std_base64_len(v)))
+                Ok(ValueKind(
+                    None,
+                    v.len() as u64,
+                    std_base64_len(v),
+                    Some(value_digest(v.as_bytes())),
+                ))
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ValueKind, A::Error> {
                 while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(ValueKind(Some("a list"), 0, None))
+                Ok(ValueKind(Some("a list"), 0, None, None))
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ValueKind, A::Error> {
                 while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(ValueKind(Some("a map"), 0, None))
+                Ok(ValueKind(Some("a map"), 0, None, None))
             }
         }
         d.deserialize_any(V)
@@ -113,6 +137,12 @@ pub(crate) const VALUE_BYTES: &str = "(value bytes)";
 /// WHAT]}`.
 pub(crate) const NOT_A_STRING: &str = "(not a string)";
 
+/// The key of the map that stands, in a [`DataField::Names`] read as a
+/// [`Node`], for its values' keyed digests ([`value_digest`]): `{(value
+/// digests): {KEY: DIGEST, ...}}`. The loader keeps them for immutable
+/// objects alone.
+pub(crate) const VALUE_DIGESTS: &str = "(value digests)";
+
 impl<'de> Deserialize<'de> for DataField {
     fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
@@ -126,6 +156,7 @@ impl<'de> Deserialize<'de> for DataField {
                     BTreeSet::new(),
                     Vec::new(),
                     Lengths::default(),
+                    Vec::new(),
                 ))
             }
             fn visit_none<E>(self) -> Result<DataField, E> {
@@ -133,6 +164,7 @@ impl<'de> Deserialize<'de> for DataField {
                     BTreeSet::new(),
                     Vec::new(),
                     Lengths::default(),
+                    Vec::new(),
                 ))
             }
             scalars_answer!(DataField, DataField::Other);
@@ -140,8 +172,12 @@ impl<'de> Deserialize<'de> for DataField {
                 let mut keys = BTreeSet::new();
                 let mut not_strings = Vec::new();
                 let mut lengths = Lengths::default();
+                let mut digests = Vec::new();
                 while let Some(Key(key, read_as)) = map.next_key()? {
-                    let ValueKind(kind, len, decodes_to) = map.next_value()?;
+                    let ValueKind(kind, len, decodes_to, digest) = map.next_value()?;
+                    if let Some(d) = digest {
+                        digests.push((key.clone(), d));
+                    }
                     if !keys.insert(key.clone()) {
                         return Err(duplicate(&key, read_as));
                     }
@@ -154,7 +190,7 @@ impl<'de> Deserialize<'de> for DataField {
                         }
                     }
                 }
-                Ok(DataField::Names(keys, not_strings, lengths))
+                Ok(DataField::Names(keys, not_strings, lengths, digests))
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<DataField, A::Error> {
                 let mut items = Vec::new();

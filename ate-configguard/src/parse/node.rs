@@ -144,7 +144,7 @@ impl<'de> Visitor<'de> for NodeVisitor {
             } else if !self.keep_values && VALUE_FIELDS.contains(&key.as_str()) {
                 // Nested data fields (a List item, a template) drop values too.
                 match map.next_value::<DataField>()? {
-                    DataField::Names(names, not_strings, lengths) => Node::Seq(
+                    DataField::Names(names, not_strings, lengths, digests) => Node::Seq(
                         names
                             .into_iter()
                             .map(Node::String)
@@ -152,6 +152,17 @@ impl<'de> Visitor<'de> for NodeVisitor {
                                 Node::Map(vec![(
                                     NOT_A_STRING.to_owned(),
                                     Node::Seq(vec![Node::String(key), Node::String(kind.into())]),
+                                )])
+                            }))
+                            .chain((!digests.is_empty()).then(|| {
+                                Node::Map(vec![(
+                                    VALUE_DIGESTS.to_owned(),
+                                    Node::Map(
+                                        digests
+                                            .into_iter()
+                                            .map(|(k, d)| (k, Node::Number(d.into())))
+                                            .collect(),
+                                    ),
                                 )])
                             }))
                             .chain((lengths.text > 0).then(|| {

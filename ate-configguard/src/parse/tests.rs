@@ -87,7 +87,7 @@ fn a_data_field_that_is_a_list_or_a_scalar_is_read_without_its_values() {
             Node::Null
         ]))
     );
-    let encrypted = docs[1].get("spec").unwrap().get("encryptedData").unwrap();
+    let encrypted = &without_digests(docs[1].get("spec").unwrap().get("encryptedData").unwrap());
     // Its key, and the lengths of its value (as text, and decoded).
     assert_eq!(
         encrypted,
@@ -170,7 +170,7 @@ fn duplicate_keys_are_refused_at_any_depth() {
 fn integer_keys_are_their_decimal_digits() {
     let docs = documents("data:\n  -5: eA==\n  7: eA==\nspec:\n  -5: z\n", "x.yaml").unwrap();
     assert_eq!(
-        docs[0].get("data"),
+        docs[0].get("data").map(without_digests).as_ref(),
         Some(&Node::Seq(vec![
             Node::String("-5".into()),
             Node::String("7".into()),
@@ -281,4 +281,19 @@ fn redaction_hides_quoted_spans_but_keeps_duplicate_key_names() {
     let capped = redact(&long);
     assert_eq!(capped.chars().count(), 161);
     assert!(capped.ends_with('…'));
+}
+
+/// A data field's names without its values' keyed digests (different in
+/// every run).
+fn without_digests(node: &Node) -> Node {
+    match node {
+        Node::Seq(items) => Node::Seq(
+            items
+                .iter()
+                .filter(|i| i.get(VALUE_DIGESTS).is_none())
+                .cloned()
+                .collect(),
+        ),
+        other => other.clone(),
+    }
 }

@@ -426,6 +426,7 @@ fn a_previous_inventory_of_another_version_or_with_an_object_twice_is_unusable_i
 fn an_inventory_round_trips_every_field_and_refuses_a_field_it_does_not_have() {
     use ate_configguard::manifest::{ConfigKind, ConfigObject, Hook, HookPhase, ObjectId};
     let object = ConfigObject {
+        value_digests: Default::default(),
         id: ObjectId {
             kind: ConfigKind::Secret,
             namespace: "prod".into(),
@@ -558,4 +559,43 @@ fn dropping_immutable_from_an_immutable_object_fails() {
         deployment("web", KEYREF)
     );
     assert!(run(&mutable, &imm).is_safe());
+}
+
+#[test]
+fn changing_a_value_of_an_immutable_object_fails_and_the_value_is_never_shown() {
+    let cfg = |value: &str, immutable: bool| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cfg}}\ndata: {{DB_HOST: \"{value}\"}}\n{}",
+            if immutable { "immutable: true\n" } else { "" }
+        )
+    };
+    let web = deployment("web", KEYREF);
+    let (old, new) = ("CANARY-old-9d1e", "CANARY-new-9d1e");
+    let current = format!("{}---\n{web}", cfg(old, true));
+    // The same value: safe. Another: refused by the API server.
+    let report = run(&current, &cfg(old, true));
+    assert!(report.is_safe(), "{}", report.to_text());
+    let report = run(&current, &cfg(new, true));
+    assert_eq!(
+        codes(&report),
+        vec![("immutable-changed".into(), Some("DB_HOST".into()))],
+        "{}",
+        report.to_text()
+    );
+    let shown = format!(
+        "{}{}",
+        report.to_text(),
+        serde_json::to_string(&report).unwrap()
+    );
+    assert!(!shown.contains("CANARY"), "{shown}");
+    // A mutable object's value may change; its digests are not even kept.
+    let current = format!("{}---\n{web}", cfg(old, false));
+    assert!(run(&current, &cfg(new, false)).is_safe());
+    let m = load(&cfg(old, false));
+    assert!(m.objects[0].value_digests.is_empty());
+    // An immutable one's are, and are never serialized.
+    let m = load(&cfg(old, true));
+    assert_eq!(m.objects[0].value_digests.len(), 1);
+    let json = serde_json::to_string(&m.objects[0]).unwrap();
+    assert!(!json.contains("digest"), "{json}");
 }
