@@ -33,6 +33,10 @@ pub struct AsyncLedger<S, C = SystemClock> {
     /// with how many: a begin of this owner whose answer was lost is taken
     /// over only when none is.
     working: Mutex<HashMap<Key, usize>>,
+    /// Tries this ledger knows it never sent but could not close (the
+    /// store was away), with the reason: [`settle`](Self::settle) closes
+    /// them as unsent while their lease lasts.
+    unsent: Mutex<Vec<(Lease, String)>>,
     observer: Observer,
 }
 
@@ -65,6 +69,7 @@ impl<S: AsyncStore> AsyncLedger<S, SystemClock> {
             config: Config::default(),
             written: Written::default(),
             working: Mutex::default(),
+            unsent: Mutex::default(),
             observer: Observer::default(),
         }
     }
@@ -192,6 +197,7 @@ impl<S: AsyncStore, C: Clock> AsyncLedger<S, C> {
             config,
             written: Written::default(),
             working: Mutex::default(),
+            unsent: Mutex::default(),
             observer: Observer::default(),
         })
     }
@@ -666,13 +672,50 @@ impl<S: AsyncStore, C: Clock> AsyncLedger<S, C> {
                     self.observer.tell(&lease.key, step);
                 }
             }
-            Err(e) => tracing::warn!(
-                key = %lease.key,
-                "cannot close the undispatched try ({e}); a retry here takes it over, \
-                 elsewhere it ends with its lease"
-            ),
+            Err(e) => {
+                tracing::warn!(
+                    key = %lease.key,
+                    "cannot close the undispatched try ({e}); settle() closes it while its \
+                     lease lasts, a retry here takes it over, elsewhere it ends with its lease"
+                );
+                self.unsent.lock().push((lease.clone(), reason.to_owned()));
+            }
         }
         failed.clone()
+    }
+
+    /// Closes, as unsent, each try whose dispatch mark the store failed and
+    /// whose close it failed too, while its lease lasts: a mark that timed
+    /// out may still land once the store is back (a statement that sat in a
+    /// stalled connection), and left so the try would read as dispatched,
+    /// every retry a final `provider_unavailable` for a request never sent.
+    /// Call it periodically (the example service does, with its
+    /// reconciler); it answers how many tries still wait. One store call
+    /// per try, each bounded by the store's own timeout; a try whose lease
+    /// has ended (or that another worker resolved) is dropped.
+    pub async fn settle(&self) -> usize {
+        let pending = std::mem::take(&mut *self.unsent.lock());
+        let mut keep = Vec::new();
+        for (lease, reason) in pending {
+            if self.clock.now() >= lease.expires_at {
+                continue;
+            }
+            match self
+                .close_as(&lease, Close::PreProvider(reason.clone()), true)
+                .await
+            {
+                Ok(record) => {
+                    if let Some(step) = Step::closing(&record.state) {
+                        self.observer.tell(&lease.key, step);
+                    }
+                }
+                Err(Error::Storage(_) | Error::Contended { .. }) => keep.push((lease, reason)),
+                Err(_) => {}
+            }
+        }
+        let mut unsent = self.unsent.lock();
+        unsent.extend(keep);
+        unsent.len()
     }
 }
 

@@ -882,6 +882,20 @@ struct LateMarks {
     inner: MemoryStore,
     hold: std::sync::atomic::AtomicBool,
     late: std::sync::Mutex<Vec<(ate_ledger::Record, Option<u64>)>>,
+    /// Every other write fails too (the store is away), and late marks
+    /// wait for `land`.
+    away: std::sync::atomic::AtomicBool,
+}
+
+impl LateMarks {
+    /// The store is back: the marks that sat in the stalled connection run.
+    async fn land(&self) {
+        self.away.store(false, Ordering::SeqCst);
+        let late: Vec<_> = self.late.lock().unwrap().drain(..).collect();
+        for (r, e) in late {
+            let _ = AsyncStore::put(&self.inner, &r, e).await;
+        }
+    }
 }
 
 impl AsyncStore for LateMarks {
@@ -904,6 +918,11 @@ impl AsyncStore for LateMarks {
                     .is_some_and(|t| t.dispatched_at.is_some());
             if mark && self.hold.load(Ordering::SeqCst) {
                 self.late.lock().unwrap().push((record.clone(), expected));
+                return Err(Error::Storage(
+                    "postgres: write: no answer within 5s".into(),
+                ));
+            }
+            if self.away.load(Ordering::SeqCst) {
                 return Err(Error::Storage(
                     "postgres: write: no answer within 5s".into(),
                 ));
@@ -971,5 +990,43 @@ async fn a_dispatch_mark_that_lands_after_its_timeout_never_makes_a_send() {
     assert!(
         matches!(r, Ok(Executed::Answered { recorded: true, .. })),
         "{r:?}"
+    );
+}
+
+/// The same, with the store away past the close's retries: the mark lands
+/// only once it is back. `settle` closes the try as unsent while its lease
+/// lasts, so no retry meets a try marked dispatched that was never sent.
+#[tokio::test(start_paused = true)]
+async fn a_dispatch_mark_that_lands_after_the_close_gave_up_is_settled() {
+    let ledger = AsyncLedger::new(LateMarks::default());
+    let key = Key::new("c", "later-mark");
+    let body = serde_json::json!({});
+    let store = ledger.store();
+    let r = ledger
+        .execute(&key, &fp(&body), "w", move |mut d| async move {
+            store.hold.store(true, Ordering::SeqCst);
+            store.away.store(true, Ordering::SeqCst);
+            let marked = d.send().await;
+            store.hold.store(false, Ordering::SeqCst);
+            match marked {
+                Ok(_) => panic!("marked while every mark timed out"),
+                Err(e) => Call::PreProvider(e.to_string()),
+            }
+        })
+        .await;
+    assert!(matches!(r, Err(Error::Storage(_))), "{r:?}");
+    // Back: the mark lands after everything gave up.
+    ledger.store().land().await;
+    let record = ledger.get(&key).await.unwrap().unwrap();
+    assert!(
+        record.tries.iter().any(|t| t.dispatched_at.is_some()),
+        "{record:?}"
+    );
+    assert_eq!(ledger.settle().await, 0);
+    let record = ledger.get(&key).await.unwrap().unwrap();
+    assert_eq!(record.state.name(), "failed_pre_provider", "{record:?}");
+    assert!(
+        record.tries.iter().all(|t| t.dispatched_at.is_none()),
+        "{record:?}"
     );
 }
