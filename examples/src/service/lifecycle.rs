@@ -301,8 +301,16 @@ pub const RATE_LIMIT_SWEEP: Duration = Duration::from_secs(6);
 /// Open records are never deleted, so a caller can always retry.
 pub const LEDGER_PURGE_EVERY: Duration = Duration::from_secs(600);
 
+/// How often tries the ledger knows it never sent, but could not close
+/// while the store was away, are closed as unsent
+/// ([`AsyncLedger::settle`](ate_ledger::AsyncLedger::settle)): well within
+/// a lease, so a dispatch mark that landed late never outlives it.
+pub const LEDGER_SETTLE_EVERY: Duration = Duration::from_secs(1);
+
 /// The service's periodic work, each at its own period, from start until
 /// the gate drains:
+/// - closing unsent tries the store could not close, every
+///   [`LEDGER_SETTLE_EVERY`];
 /// - the reconciler (`ATE_RECONCILE_INTERVAL_MS`, unless 0);
 /// - dropping drained callers from every rate limit, every
 ///   [`RATE_LIMIT_SWEEP`] (no decision changes);
@@ -321,7 +329,13 @@ pub async fn run_background(state: Shared) {
         state.limits.set().retain_recent();
     });
     let purge = every_while_serving(&state, LEDGER_PURGE_EVERY, || state.purge_ledger());
-    tokio::join!(reconcile, sweep, purge, state.watch_provider());
+    let settle = every_while_serving(&state, LEDGER_SETTLE_EVERY, || async {
+        let waiting = state.ledger.settle().await;
+        if waiting > 0 {
+            tracing::warn!(waiting, "ledger: unsent tries still to close (store away)");
+        }
+    });
+    tokio::join!(reconcile, sweep, purge, settle, state.watch_provider());
 }
 
 /// Runs `work` at once and then every `period` until the gate drains.
