@@ -415,12 +415,15 @@ pub fn run(listen: SocketAddr, config: crate::Config) -> std::io::Result<()> {
             checks.ready_after_checks().await;
             crate::cli::banner(addr, &config);
         });
+        let served = state.clone();
         actix_web::rt::spawn(run_background(state));
         actix_web::rt::spawn(shutdown);
         actix_web::rt::spawn(async move {
             let _ = rx.await;
             handle.stop(true).await;
         });
-        server.await
+        let stopped = server.await;
+        served.withdraw_drain_token();
+        stopped
     })
 }

@@ -460,6 +460,9 @@ pub fn run(listen: SocketAddr, config: crate::Config) -> std::io::Result<()> {
             checks.ready_after_checks().await;
             crate::cli::banner(addr, &config);
         });
-        serve(listener, state).await
+        let served = state.clone();
+        let stopped = serve(listener, state).await;
+        served.withdraw_drain_token();
+        stopped
     })
 }

@@ -378,6 +378,13 @@ impl AppState {
 }
 
 impl AppState {
+    /// Removes the drain secret's file now, as the server has stopped:
+    /// not left to the last clone of the state, which a framework's worker
+    /// may hold past the process's exit (the file then outlived it).
+    pub fn withdraw_drain_token(&self) {
+        drop(self.drain_token_file.lock().take());
+    }
+
     /// Writes the drain secret where the `drain` subcommand for `port`
     /// reads it (`ATE_DRAIN_TOKEN_FILE`, else the default path for the
     /// port), readable by this user only. Call once the listener is bound.
