@@ -1,6 +1,7 @@
 //! Starting the real service binaries and talking to them over sockets.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod baseline;
 pub mod fault;
 pub mod provider;
 
