@@ -35,8 +35,9 @@ use actix_web::http::header::{CONTENT_TYPE, HeaderName, HeaderValue};
 use actix_web::{HttpMessage, HttpRequest, HttpResponse};
 
 use crate::http::Head;
+use crate::http::rules::{Refusal, Rules, Verdict};
 pub use crate::http::{Checked, KeyError};
-use crate::layer::{RATELIMIT, RATELIMIT_POLICY, Refusal, Rules, Verdict};
+use crate::http::{RATELIMIT, RATELIMIT_POLICY};
 use crate::{Combined, LimitId, Limits, MonotonicClock};
 
 /// Who a request is, for the limits, read from an Actix request.

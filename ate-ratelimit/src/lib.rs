@@ -107,8 +107,6 @@ pub mod config;
 mod decision;
 #[cfg(any(feature = "tower", feature = "actix"))]
 pub mod http;
-#[cfg(any(feature = "tower", feature = "actix"))]
-mod layer;
 mod limiter;
 mod limits;
 mod lock;

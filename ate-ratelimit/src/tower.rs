@@ -39,8 +39,8 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::http::Head;
+use crate::http::rules::{Refusal, Rules, Verdict};
 pub use crate::http::{Checked, KeyError};
-use crate::layer::{Refusal, Rules, Verdict};
 use crate::{Combined, LimitId, Limits, MonotonicClock};
 
 /// Who a request is, for the limits, read from an `http` request head.
@@ -359,8 +359,8 @@ fn with_fields<B>(mut response: Response<B>, policy: Bytes, ratelimit: Bytes) ->
     response
 }
 
-const RATELIMIT_POLICY: HeaderName = HeaderName::from_static(crate::layer::RATELIMIT_POLICY);
-const RATELIMIT: HeaderName = HeaderName::from_static(crate::layer::RATELIMIT);
+const RATELIMIT_POLICY: HeaderName = HeaderName::from_static(crate::http::RATELIMIT_POLICY);
+const RATELIMIT: HeaderName = HeaderName::from_static(crate::http::RATELIMIT);
 
 fn header_value(value: &str) -> HeaderValue {
     HeaderValue::from_str(value).unwrap_or(HeaderValue::from_static(""))

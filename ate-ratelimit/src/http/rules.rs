@@ -1,207 +1,15 @@
-//! What the tower layer and the Actix middleware share: who a request is
-//! ([`Caller`]), which limits its route checks, and the answer, written
-//! once for both frameworks.
+//! Which limits a route checks, and the answer to a request, written
+//! once for the tower layer and the Actix middleware: the [`Verdict`],
+//! with [`Checked`] in an allowed request and the [`Refusal`] otherwise.
 
-use std::net::IpAddr;
-
-use bytes::Bytes;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 
-use crate::http::{ClientIp, KeyError, policy_field, ratelimit_field, write_ratelimit_field};
+use bytes::Bytes;
+
+use super::fields::{RATELIMIT, RATELIMIT_POLICY, policy_field, ratelimit_bytes, ratelimit_field};
+use super::key::{KeyError, KeyText};
 use crate::{Combined, Decision, LimitId, Limits, Scope};
-
-/// A request head the limits can read: its header values and the peer
-/// address of its connection. Implemented for `http::request::Parts`
-/// (feature `tower`) and Actix's `HttpRequest` (feature `actix`).
-pub trait Head {
-    /// Every value of header `name` (lowercase), in order.
-    fn header_values(&self, name: &str) -> Vec<&[u8]>;
-    /// The peer address the server recorded, if it did.
-    fn peer(&self) -> Option<IpAddr>;
-}
-
-type PeerFn<R> = Arc<dyn Fn(&R) -> Option<IpAddr> + Send + Sync>;
-type KeyFn<R> = Arc<dyn Fn(&R) -> Result<String, KeyError> + Send + Sync>;
-
-/// Who a request is, for the limits: its key. `R` is the framework's
-/// request head ([`Head`]).
-pub struct Caller<R> {
-    kind: CallerKind<R>,
-    peer: PeerFn<R>,
-}
-
-enum CallerKind<R> {
-    ClientIp(ClientIp),
-    Header(String),
-    Custom(KeyFn<R>),
-}
-
-impl<R> Clone for Caller<R> {
-    fn clone(&self) -> Self {
-        let kind = match &self.kind {
-            CallerKind::ClientIp(c) => CallerKind::ClientIp(c.clone()),
-            CallerKind::Header(h) => CallerKind::Header(h.clone()),
-            CallerKind::Custom(f) => CallerKind::Custom(f.clone()),
-        };
-        Self {
-            kind,
-            peer: self.peer.clone(),
-        }
-    }
-}
-
-impl<R> std::fmt::Debug for Caller<R> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let kind = match &self.kind {
-            CallerKind::ClientIp(c) => format!("{c:?}"),
-            CallerKind::Header(h) => format!("header {h}"),
-            CallerKind::Custom(_) => "custom".to_owned(),
-        };
-        f.debug_struct("Caller").field("kind", &kind).finish()
-    }
-}
-
-impl<R: Head + 'static> Default for Caller<R> {
-    fn default() -> Self {
-        Self::peer()
-    }
-}
-
-impl<R: Head + 'static> Caller<R> {
-    fn of(kind: CallerKind<R>) -> Self {
-        Self {
-            kind,
-            peer: Arc::new(|r: &R| r.peer()),
-        }
-    }
-
-    /// The peer's IP address (the default; IPv6 peers by /64). Behind a
-    /// proxy every client shares the proxy's address: use
-    /// [`client_ip`](Self::client_ip).
-    pub fn peer() -> Self {
-        Self::of(CallerKind::ClientIp(ClientIp::peer()))
-    }
-
-    /// The client's address as `client_ip` reads it
-    /// ([`ClientIp::key`]): from the source the operator named, through
-    /// trusted proxies only, IPv6 callers by prefix. Never the
-    /// client-controlled leftmost entry on its own.
-    pub fn client_ip(client_ip: ClientIp) -> Self {
-        Self::of(CallerKind::ClientIp(client_ip))
-    }
-
-    /// A header's value (an API key): given once, 1-256 visible ASCII
-    /// characters, else 400.
-    pub fn header(name: impl AsRef<str>) -> Self {
-        Self::of(CallerKind::Header(name.as_ref().to_ascii_lowercase()))
-    }
-
-    /// Your own rule (say, the authenticated account); its
-    /// [`KeyError::Refused`] message is the 400's.
-    pub fn custom(key: impl Fn(&R) -> Result<String, KeyError> + Send + Sync + 'static) -> Self {
-        Self::of(CallerKind::Custom(Arc::new(key)))
-    }
-
-    /// Where the peer address comes from, if not where [`Head::peer`]
-    /// finds it (axum: its `ConnectInfo` extension).
-    #[must_use]
-    pub fn peer_from(self, peer: impl Fn(&R) -> Option<IpAddr> + Send + Sync + 'static) -> Self {
-        Self {
-            peer: Arc::new(peer),
-            ..self
-        }
-    }
-
-    /// The key of the request whose head is `head`.
-    ///
-    /// # Errors
-    ///
-    /// [`KeyError`] when the request does not say who it is as required.
-    pub fn key(&self, head: &R) -> Result<String, KeyError> {
-        self.key_text(head).map(|k| k.as_str().to_owned())
-    }
-
-    /// [`key`](Self::key), without a heap allocation for an address key.
-    pub(crate) fn key_text(&self, head: &R) -> Result<KeyText, KeyError> {
-        if let CallerKind::ClientIp(client_ip) = &self.kind {
-            let peer = (self.peer)(head).ok_or(KeyError::NoPeer)?;
-            let ip = match client_ip.header_name() {
-                None => peer,
-                Some(name) => client_ip.address(peer, head.header_values(name))?,
-            };
-            return Ok(client_ip.key_text(ip));
-        }
-        self.slow_key(head).map(KeyText::from)
-    }
-
-    /// The keys other than an address's (which `key_text` writes inline).
-    fn slow_key(&self, head: &R) -> Result<String, KeyError> {
-        match &self.kind {
-            CallerKind::ClientIp(_) => self.key_text(head).map(|k| k.as_str().to_owned()),
-            CallerKind::Header(name) => match head.header_values(name).as_slice() {
-                [v] if (1..=256).contains(&v.len()) && v.iter().all(u8::is_ascii_graphic) => {
-                    Ok(String::from_utf8_lossy(v).into_owned())
-                }
-                _ => Err(KeyError::BadHeader {
-                    header: name.clone(),
-                }),
-            },
-            CallerKind::Custom(key) => key(head),
-        }
-    }
-}
-
-/// A caller's key as text, inline when it is short (an IP address or a
-/// /64: up to 48 bytes), so keying a request by its address allocates
-/// nothing.
-#[derive(Clone, PartialEq, Eq)]
-pub(crate) struct KeyText(smallvec::SmallVec<[u8; 48]>);
-
-impl KeyText {
-    pub(crate) fn as_str(&self) -> &str {
-        // Only ever written from `&str`s (`From<String>`, `fmt::Write`).
-        std::str::from_utf8(&self.0).unwrap_or_default()
-    }
-
-    /// `value`'s `Display`, written without a heap allocation while it
-    /// fits inline.
-    pub(crate) fn display(value: impl std::fmt::Display) -> Self {
-        use std::fmt::Write;
-        let mut text = Self(smallvec::SmallVec::new());
-        let _ = write!(text, "{value}");
-        text
-    }
-}
-
-impl std::fmt::Write for KeyText {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        self.0.extend_from_slice(s.as_bytes());
-        Ok(())
-    }
-}
-
-/// A header field value being written, inline up to 128 bytes.
-struct FieldText(smallvec::SmallVec<[u8; 128]>);
-
-impl std::fmt::Write for FieldText {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        self.0.extend_from_slice(s.as_bytes());
-        Ok(())
-    }
-}
-
-impl From<String> for KeyText {
-    fn from(s: String) -> Self {
-        Self(smallvec::SmallVec::from_vec(s.into_bytes()))
-    }
-}
-
-impl std::fmt::Debug for KeyText {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Debug::fmt(self.as_str(), f)
-    }
-}
 
 /// What a limited request was allowed with, in its extensions for the
 /// handler (axum: `Extension<Checked>`; Actix: `web::ReqData<Checked>`).
@@ -303,9 +111,6 @@ pub(crate) enum Verdict {
     /// Answer this instead.
     Refuse(Refusal),
 }
-
-pub(crate) const RATELIMIT_POLICY: &str = "ratelimit-policy";
-pub(crate) const RATELIMIT: &str = "ratelimit";
 
 impl<C: crate::clock::Clock + Clone> Rules<C> {
     pub(crate) fn new(limits: Arc<Limits<C>>) -> Self {
@@ -414,9 +219,7 @@ impl<C: crate::clock::Clock + Clone> Rules<C> {
         };
         let shadow = self.check_ids_now(&route.shadow_ids, key.as_str(), route.cost);
         let shadow = shadow.unwrap_or(Ok(None));
-        Ok(self
-            .verdict(route, key.as_str(), decision, shadow)
-            .with_key(key))
+        Ok(self.verdict(route, key, decision, shadow))
     }
 
     /// One check of `ids` in process (`Ok(None)` for no limits; `None`
@@ -456,8 +259,7 @@ impl<C: crate::clock::Clock + Clone> Rules<C> {
         let shadow = self
             .check_ids(&route.shadow_ids, key.as_str(), route.cost)
             .await;
-        self.verdict(route, key.as_str(), decision, shadow)
-            .with_key(key)
+        self.verdict(route, key, decision, shadow)
     }
 
     /// The verdict of the enforced limits' check (`decision`; `None`: the
@@ -466,7 +268,7 @@ impl<C: crate::clock::Clock + Clone> Rules<C> {
     fn verdict<'a>(
         &self,
         route: &Route,
-        key: &str,
+        key: KeyText,
         decision: Result<Option<Combined<'a>>, crate::Error>,
         shadow: Result<Option<Combined<'a>>, crate::Error>,
     ) -> Verdict {
@@ -479,7 +281,7 @@ impl<C: crate::clock::Clock + Clone> Rules<C> {
         };
         if let Some(hook) = &self.on_decision {
             for d in decision.iter().chain(shadow.iter()) {
-                hook(key, d);
+                hook(key.as_str(), d);
             }
         }
         // Shadow limits that would have refused: reported, let through.
@@ -488,7 +290,7 @@ impl<C: crate::clock::Clock + Clone> Rules<C> {
             // Shadow limits alone: no enforced field to send.
             return Verdict::Allow {
                 checked: Checked {
-                    key: KeyText(smallvec::SmallVec::new()),
+                    key,
                     remaining: u32::MAX,
                     shadowed,
                 },
@@ -499,17 +301,12 @@ impl<C: crate::clock::Clock + Clone> Rules<C> {
         if decision.is_allowed() {
             return Verdict::Allow {
                 checked: Checked {
-                    key: KeyText(smallvec::SmallVec::new()),
+                    key,
                     remaining: decision.remaining(),
                     shadowed,
                 },
                 policy: route.policy.clone(),
-                // Written on the stack, copied once.
-                ratelimit: {
-                    let mut field = FieldText(smallvec::SmallVec::new());
-                    write_ratelimit_field(&mut field, &decision);
-                    Bytes::copy_from_slice(&field.0)
-                },
+                ratelimit: ratelimit_bytes(&decision),
             };
         }
         let ratelimit = ratelimit_field(&decision);
@@ -518,16 +315,6 @@ impl<C: crate::clock::Clock + Clone> Rules<C> {
             &decision,
             [(RATELIMIT_POLICY, policy), (RATELIMIT, ratelimit)],
         ))
-    }
-}
-
-impl Verdict {
-    /// The verdict with the caller's key in its `Checked`.
-    fn with_key(mut self, key: KeyText) -> Self {
-        if let Verdict::Allow { checked, .. } = &mut self {
-            checked.key = key;
-        }
-        self
     }
 }
 
