@@ -13,16 +13,13 @@
 //! The single window of a `Limiter` has its own ring, [`Timeline`]: whole
 //! nanoseconds, no base, a power-of-two capacity.
 
-use std::num::NonZeroU64;
-
-use thin_vec::ThinVec;
-
 mod heap;
-pub(crate) use heap::*;
+pub(crate) use heap::HeapRing;
+use heap::{HEAD, HEADER, LEN, LOW, NOT_WAITING, THIN_VEC_HEADER};
 mod inline;
-pub(crate) use inline::*;
+pub(crate) use inline::{Inline, MAX_OFFSET};
 mod timeline;
-pub(crate) use timeline::*;
+pub(crate) use timeline::Timeline;
 
 /// Slots held inline.
 const INLINE: u32 = 2;

@@ -1,7 +1,16 @@
 //! [`KeyedBuilder`] (the cap and the shards of a keyed limiter) and
 //! [`Seeded`] (what seeding a limiter from an audit trail restored).
 
-use super::*;
+use std::hash::Hash;
+
+use hashbrown::DefaultHashBuilder;
+use hashbrown::HashTable;
+use parking_lot::Mutex;
+
+use super::keyed::{Cap, KeyedLimiter, Shard};
+use super::quota::{Policy, Quota};
+use crate::clock::{Clock, MonotonicClock};
+use crate::window::Geometry;
 
 /// What [`KeyedLimiter::seed`] restored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -55,7 +64,7 @@ impl KeyedBuilder {
     /// Bounds the number of keys in the whole table. When it holds
     /// `max_keys` keys, a new key first evicts every key whose window has
     /// drained (in any shard); if none has, the new key gets
-    /// [`Decision::KeyTableFull`] instead of growing the table, with the
+    /// [`Decision::KeyTableFull`](crate::Decision::KeyTableFull) instead of growing the table, with the
     /// earliest time a key may drain as its `retry_after`. Checks of keys
     /// already held cost the same with or without a bound; adding a key
     /// updates one shared count.

@@ -1,6 +1,12 @@
 //! One decision from a window: shared by the direct and the keyed limiter.
 
-use super::*;
+use std::time::Duration;
+
+use super::quota::Policy;
+use crate::clock::Timestamp;
+use crate::decision::Decision;
+use crate::ring::{Record, Step};
+use crate::window::{Geometry, Window};
 
 /// What a check does with the attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,6 +1,15 @@
 //! [`Limiter`]: one trailing window for every caller.
 
-use super::*;
+use std::fmt;
+use std::num::NonZeroU32;
+
+use super::decide::{Mode, decision, decision_n};
+use super::quota::{Policy, Quota};
+use crate::Error;
+use crate::clock::{Clock, MonotonicClock, Timestamp};
+use crate::decision::Decision;
+use crate::lock::Lock;
+use crate::ring::{MAX_HELD, Timeline};
 
 /// One trailing window, for a limit with no key (a whole process, one
 /// upstream).
@@ -198,7 +207,7 @@ impl<C: Clock> Limiter<C> {
     /// the sleep, and the wait never ends.
     #[cfg(feature = "tokio")]
     pub async fn until_allowed(&self) -> Decision {
-        retry_until_allowed(|| self.run(None, Mode::OnlyIfAllowed)).await
+        super::decide::retry_until_allowed(|| self.run(None, Mode::OnlyIfAllowed)).await
     }
 
     /// One check. With `now: None` the clock is read under the lock:

@@ -1,7 +1,24 @@
 //! [`KeyedLimiter`]: one trailing window per key, in shards, under a cap on
 //! the keys it keeps.
 
-use super::*;
+use std::borrow::Borrow;
+use std::fmt;
+use std::hash::{BuildHasher, Hash};
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use hashbrown::DefaultHashBuilder;
+use hashbrown::HashTable;
+use parking_lot::{Mutex, MutexGuard};
+
+use super::builder::{KeyedBuilder, Seeded};
+use super::decide::{Mode, decide_in, decide_n_in};
+use super::quota::{Policy, Quota};
+use crate::Error;
+use crate::clock::{Clock, MonotonicClock, Timestamp};
+use crate::decision::Decision;
+use crate::window::{Geometry, Window};
 
 pub(super) struct Shard<K> {
     pub(super) table: HashTable<(K, Window)>,
@@ -589,6 +606,6 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        retry_until_allowed(|| self.run(key, None, Mode::OnlyIfAllowed, 1)).await
+        super::decide::retry_until_allowed(|| self.run(key, None, Mode::OnlyIfAllowed, 1)).await
     }
 }

@@ -1,7 +1,9 @@
 //! A limit's terms: [`Quota`] (so many attempts per trailing window) and
 //! the [`Policy`] that says whether denied attempts count.
 
-use super::*;
+use std::hash::Hash;
+use std::num::NonZeroU32;
+use std::time::Duration;
 
 /// N attempts per trailing window W.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -29,7 +31,7 @@ impl Quota {
     pub const MAX_WINDOW: Duration = Duration::from_secs((1 << 31) - 1);
 
     /// `limit` attempts per trailing `window`. A zero window is taken as the
-    /// smallest the limiter can represent (1 ns for [`Limiter`], one 1 µs
+    /// smallest the limiter can represent (1 ns for [`Limiter`](crate::Limiter), one 1 µs
     /// tick for keyed limiters).
     ///
     /// # Errors

@@ -1,6 +1,22 @@
 //! [`LimitSet`]: several named limits checked as one ([`LimitId`]).
 
-use super::*;
+use std::borrow::Borrow;
+use std::fmt;
+use std::hash::{BuildHasher, Hash};
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use hashbrown::DefaultHashBuilder;
+use parking_lot::MutexGuard;
+use smallvec::SmallVec;
+
+use super::builder::KeyedBuilder;
+use super::decide::Mode;
+use super::keyed::{KeyedLimiter, Shard, Slot};
+use super::quota::{Policy, Quota};
+use crate::Error;
+use crate::clock::{Clock, MonotonicClock, Timestamp};
+use crate::decision::{Combined, Decision};
 
 /// Several named keyed limits over the same key type, checked together.
 ///

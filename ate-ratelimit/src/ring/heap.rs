@@ -1,7 +1,10 @@
 //! [`HeapRing`]: the ring's storage once a key outgrows [`Inline`]: one
 //! `ThinVec` of a header and the slots.
 
-use super::*;
+use thin_vec::ThinVec;
+
+use super::Cursor;
+use super::inline::MAX_OFFSET;
 
 /// Header words of a [`HeapRing`] before its slots.
 const BASE_LO: usize = 0;

@@ -1,7 +1,9 @@
 //! [`Inline`]: a window of up to two attempts, held in the ring's own
 //! sixteen bytes (most keys never need more).
 
-use super::*;
+use std::num::NonZeroU64;
+
+use super::{INLINE, Record, Step};
 
 /// An unused inline slot. Offsets stay below it ([`MAX_OFFSET`]), so it
 /// sorts after every offset held.

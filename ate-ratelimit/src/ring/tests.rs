@@ -1,5 +1,7 @@
-use super::*;
 use std::collections::VecDeque;
+
+use super::timeline::{NOT_LOW, Timeline, counter_slot};
+use super::{INLINE, Record, Ring};
 
 /// A small deterministic pseudo-random sequence for the deque tests.
 fn xorshift(x: &mut u32) -> u32 {

@@ -1,7 +1,7 @@
 //! [`Timeline`]: a window's attempts as a ring of per-tick counts, with
 //! the running total and the low-water mark that make a check O(1).
 
-use super::*;
+use super::{MAX_HELD, Record, Step};
 
 /// The single window's ring: the times at which its attempts leave the
 /// window (attempt time + window, saturating; whole nanoseconds), oldest
