@@ -3,25 +3,23 @@
 
 use std::borrow::Cow;
 use std::cell::OnceCell;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-
-use serde::{Deserialize, Serialize};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use crate::InputError;
 use crate::model::{
     Code, ConfigKind, ConfigObject, Finding, Hook, HookPhase, Inventory, Manifests, ObjectId,
-    PULL_SECRET_KEYS, PULL_SECRET_TYPES, Reference, RetiredKey, ServiceAccount, Severity, Side,
-    Workload, WorkloadId,
+    Reference, RetiredKey, ServiceAccount, Severity, Side, Workload, WorkloadId,
 };
 
 mod ids;
 mod inventory;
 mod report;
 mod sites;
-pub use ids::*;
-pub use inventory::*;
-pub use report::*;
-use sites::*;
+pub use ids::{parse_object_id, parse_retired_key};
+pub use inventory::inventory;
+use inventory::inventory_index;
+pub use report::{Report, Verdict};
+use sites::{check_arrives_later, check_hook, check_reference, outside_note};
 
 /// Which current objects the proposed state deletes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -9,12 +9,6 @@
 //! are then decoded into k8s-openapi types with every ignored field
 //! reported (k8s-openapi silently drops fields it does not know).
 
-use std::collections::BTreeSet;
-use std::fmt;
-
-use serde::Deserialize;
-use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
-
 use crate::InputError;
 
 /// The `visit_*` methods of a [`Visitor`] for every scalar (a bool, a
@@ -40,11 +34,12 @@ macro_rules! scalars_answer {
 }
 
 mod data;
-pub(crate) use data::*;
+pub(crate) use data::{NOT_A_STRING, VALUE_BYTES, VALUE_DIGESTS, value_digest};
 mod node;
-pub(crate) use node::*;
+pub(crate) use node::Node;
+use node::{Full, Redacted, Wrapped};
 mod redact;
-pub(crate) use redact::*;
+pub(crate) use redact::redact;
 
 /// Fields whose values are configuration values (never kept). The names of
 /// `annotations` are kept but not their values: `kubectl apply` copies a

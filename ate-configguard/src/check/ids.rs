@@ -1,6 +1,7 @@
 //! The objects and keys a command line names: `kind/namespace/name`, `...:key`.
 
-use super::*;
+use crate::InputError;
+use crate::model::{ConfigKind, ObjectId, RetiredKey};
 
 /// Parses `KIND/NAMESPACE/NAME` for a deletion.
 ///

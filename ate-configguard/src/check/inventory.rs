@@ -1,6 +1,10 @@
 //! The inventory: every ConfigMap/Secret and its key names, for `--inventory`.
 
-use super::*;
+use std::collections::{BTreeSet, HashMap};
+
+use super::unique;
+use crate::InputError;
+use crate::model::{Inventory, Manifests, ObjectId};
 
 /// A names-only inventory of `manifests`' config objects.
 pub fn inventory(manifests: &Manifests) -> Inventory {

@@ -1,6 +1,11 @@
 //! What a check answers: the verdict and the report, as text for people.
 
-use super::*;
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::sites::OPTIONAL_NOTE;
+use crate::model::{Finding, Severity};
 
 /// Whether a transition is safe: serialized as `"safe"` / `"unsafe"` (the
 /// report's `result`), the same as [`Report::is_safe`].

@@ -1,7 +1,13 @@
 //! One reference at one workload: which rule it breaks, if any, and the
 //! finding that says so (one method per question a reference raises).
 
-use super::*;
+use std::collections::BTreeSet;
+
+use super::{CONTROL_PLANE_OBJECTS, Ctx, kept_by_control_plane};
+use crate::model::{
+    Code, ConfigObject, Finding, Hook, HookPhase, ObjectId, PULL_SECRET_KEYS, PULL_SECRET_TYPES,
+    Reference, Severity, Side, Workload,
+};
 
 /// How a warning about an optional reference ends.
 pub(super) const OPTIONAL_NOTE: &str = " (optional reference: not a failure)";

@@ -2,7 +2,26 @@
 //! one function per kind (or family of kinds), called by `load_doc` once
 //! it knows what the document is.
 
-use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::PodSpec;
+
+use super::makers::{
+    PROXY_SECRETS, certificate_refs, external_secret, made_secret, outside_pod_spec,
+};
+use super::names::{
+    MAX_VALUE_BYTES, key_names, meta_names, object_name_ok, value_lengths, workload_names,
+};
+use super::{
+    LoadOptions, add_control_plane_keys, bad, data_list_names, dormant, env_reference,
+    find_containers, find_templates_at, push_workload, token_names_account, typed, workload_ref,
+};
+use crate::InputError;
+use crate::model::{
+    ConfigKind, ConfigObject, Manifests, ObjectId, ServiceAccount, Workload, WorkloadId,
+};
+use crate::operator;
+use crate::parse::{Node, VALUE_DIGESTS};
 
 /// What `load_doc` knows of a document before reading it by kind.
 #[derive(Clone, Copy)]

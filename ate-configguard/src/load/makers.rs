@@ -1,7 +1,14 @@
 //! Secrets controllers make (SealedSecret, ExternalSecret, cert-manager),
 //! and references outside pod specs (Gateway API, Traefik, Contour).
 
-use super::*;
+use std::collections::BTreeSet;
+
+use super::data_list_names;
+use super::names::key_names;
+use crate::InputError;
+use crate::model::Code;
+use crate::model::{ConfigKind, ConfigObject, Finding, Manifests, ObjectId, Severity, WorkloadId};
+use crate::parse::Node;
 
 /// The Secret a controller makes from `kind` `namespace/name` (a
 /// SealedSecret, an ExternalSecret, a cert-manager Certificate), named

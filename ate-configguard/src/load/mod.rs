@@ -1,26 +1,15 @@
 //! From documents to the names-only model: config objects, workloads and
 //! every reference site of their pod templates.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::{
-    ConfigMap, Container, EnvFromSource, EnvVar, EphemeralContainer, KeyToPath, PodSpec, Secret,
-    Volume, VolumeMount,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::api::core::v1::PodSpec;
 use serde::de::DeserializeOwned;
 
 use crate::InputError;
-use crate::model::{Code, Place};
-use crate::model::{
-    ConfigKind, ConfigObject, Finding, Hook, HookPhase, Manifests, ObjectId, PULL_SECRET_TYPES,
-    Reference, ServiceAccount, Severity, Workload, WorkloadId,
-};
+use crate::model::{ConfigObject, Manifests, PULL_SECRET_TYPES, Workload, WorkloadId};
 use crate::operator;
-use crate::parse::{
-    DATA_LIST, NOT_A_STRING, Node, VALUE_BYTES, VALUE_DIGESTS, documents, without_bom,
-};
+use crate::parse::{DATA_LIST, Node};
 
 mod consistency;
 mod kinds;
@@ -32,16 +21,16 @@ mod prune;
 mod text;
 mod typed;
 
-use makers::*;
+use makers::{GATEWAY_API, PROXY_GROUPS};
 pub(crate) use names::meta_names;
-use names::*;
 pub(crate) use names::{
     NOT_A_NAMESPACE, is_key, is_namespace_name, namespace_left_out, object_name_ok,
 };
-use order::*;
+use names::{generate_name, valid_key};
+use order::order;
 pub use pods::pod_references;
+use prune::not_pruned;
 pub use prune::parse_selector;
-use prune::*;
 pub(crate) use text::{EMPTY_STATE, document_lines, manifest_files};
 pub use text::{decode_text, load_paths, load_str, read_text};
 

@@ -1,6 +1,11 @@
 //! Names: namespaces, object names, key names and value checks.
 
-use super::*;
+use std::collections::BTreeSet;
+
+use super::{LoadOptions, bad};
+use crate::InputError;
+use crate::model::ConfigKind;
+use crate::parse::{NOT_A_STRING, Node, VALUE_BYTES, VALUE_DIGESTS};
 
 pub(crate) fn meta_names(
     doc: &Node,

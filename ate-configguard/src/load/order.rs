@@ -1,7 +1,10 @@
 //! When an object is applied: Helm and Argo CD hooks, sync waves, and
 //! what a prune keeps.
 
-use super::*;
+use super::bad;
+use crate::InputError;
+use crate::model::{Hook, HookPhase};
+use crate::parse::Node;
 
 /// When `doc` is applied (see [`order_from`]).
 pub(super) fn order(doc: &Node, at: &str) -> Result<Order, InputError> {

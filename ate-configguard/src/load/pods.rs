@@ -1,6 +1,10 @@
 //! Every reference site of a pod spec, per container and volume.
 
-use super::*;
+use k8s_openapi::api::core::v1::{
+    Container, EnvFromSource, EnvVar, EphemeralContainer, KeyToPath, PodSpec, Volume, VolumeMount,
+};
+
+use crate::model::{ConfigKind, Reference};
 
 pub(super) fn nonempty<'a>(what: &str, s: &'a str) -> Result<&'a str, String> {
     if s.is_empty() {

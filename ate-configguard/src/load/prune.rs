@@ -1,7 +1,9 @@
 //! What a prune deletes: the label selector, and which live objects the
 //! applier owns.
 
-use super::*;
+use super::{LoadOptions, bad};
+use crate::InputError;
+use crate::parse::Node;
 
 /// Reads a label selector of equality and existence terms, as
 /// `kubectl -l` takes them: `app=web,tier` (`==` too).

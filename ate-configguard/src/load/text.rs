@@ -1,7 +1,15 @@
 //! Reading text: files and directories, encodings, Helm output, and
 //! splitting streams into documents placed by file and line.
 
-use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use super::makers::settle;
+use super::{LoadOptions, bad, load_doc};
+use crate::InputError;
+use crate::model::Manifests;
+use crate::model::Place;
+use crate::parse::{Node, documents, without_bom};
 
 /// Reads files and directories (`.yaml`, `.yml`, `.json`, recursively,
 /// in name order) into one [`Manifests`].

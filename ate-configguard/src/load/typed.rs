@@ -1,8 +1,17 @@
 //! Typed k8s-openapi objects read into the same names-only model.
 
-use super::*;
-use crate::parse::value_digest;
+use std::collections::{BTreeMap, BTreeSet};
+
 use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{ConfigMap, PodSpec, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use super::names::{NOT_A_NAMESPACE, is_namespace_name, object_name_ok};
+use super::order::{Order, order_from};
+use super::{add_control_plane_keys, bad, workload};
+use crate::InputError;
+use crate::model::{ConfigKind, ConfigObject, ObjectId, ServiceAccount, Workload};
+use crate::parse::value_digest;
 
 /// Typed objects, for a service that holds them already (read with
 /// `kube`, say) instead of manifests: only their names are taken.

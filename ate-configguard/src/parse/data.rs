@@ -1,7 +1,13 @@
 //! The value fields (`data`, `stringData`, `binaryData`, kept annotations):
 //! read as key names and value shapes, never values.
 
-use super::*;
+use std::collections::BTreeSet;
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+use super::node::{Key, Node, NodeSeed, duplicate};
 
 /// A `data`-like field with its values skipped unread: the key names of a
 /// map; for a list (an ExternalSecret's `spec.data`, a SecretProviderClass's

@@ -1,7 +1,13 @@
 //! The names-only document tree: [`Node`], read with duplicate keys
 //! refused and every value field redacted by the deserializer itself.
 
-use super::*;
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+
+use super::data::{DataField, KeptAnnotations, NOT_A_STRING, VALUE_BYTES, VALUE_DIGESTS};
+use super::{DATA_LIST, VALUE_FIELDS};
 
 /// A document tree without values of `data`-like fields, with duplicate keys
 /// refused at every level.

@@ -1,4 +1,7 @@
-use super::*;
+use super::data::{VALUE_BYTES, VALUE_DIGESTS};
+use super::node::{Node, go_float_key};
+use super::redact::redact;
+use super::{DATA_LIST, documents, split_stream};
 
 #[test]
 fn float_keys_are_written_as_kubectl_writes_them() {
