@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use parking_lot::{Condvar, Mutex};
 
-use crate::clock::{Clock, SystemClock};
+use crate::clock::Clock;
 use crate::{CLOSE_GOING_AWAY, Error};
 
 mod answers;
@@ -24,11 +24,11 @@ mod builder;
 mod guard;
 #[cfg(feature = "tokio")]
 mod signal;
-pub use answers::*;
-pub use builder::*;
-pub use guard::*;
+pub use answers::{AdmissionPolicy, BeginDrain, SessionAdmission, Snapshot, State, WaitOutcome};
+pub use builder::GateBuilder;
+pub use guard::{Admitted, Guard, OwnedGuard};
 #[cfg(feature = "tokio")]
-pub use signal::*;
+pub use signal::{drain_on_signal, next_signal};
 
 const DRAINING: u64 = 1 << 63;
 

@@ -1,7 +1,9 @@
 //! What a gate answers: its [`State`], admission policy, the outcome of a
 //! drain and of a wait, its [`Snapshot`], and a session's admission.
 
-use super::*;
+use chrono::{DateTime, Utc};
+
+use super::guard::OwnedGuard;
 
 /// The states of a gate, in the only order they come in: Starting ->
 /// Serving -> Draining (a drain while starting goes straight to Draining).
@@ -10,8 +12,8 @@ use super::*;
 #[non_exhaustive]
 pub enum State {
     /// Not ready yet: the service is still getting its stores reachable
-    /// and its caches warm ([`GateBuilder::starting`]); `/ready` answers
-    /// 503 until [`Gate::mark_ready`]. Work that arrives is served.
+    /// and its caches warm ([`GateBuilder::starting`](crate::GateBuilder::starting)); `/ready` answers
+    /// 503 until [`Gate::mark_ready`](crate::Gate::mark_ready). Work that arrives is served.
     Starting,
     /// Ready for new work.
     Serving,
@@ -26,7 +28,7 @@ pub enum AdmissionPolicy {
     /// (load balancers keep routing for seconds after readiness fails).
     #[default]
     LameDuck,
-    /// Refuse it with [`Error::Draining`] (answer 503 with `Retry-After`).
+    /// Refuse it with [`Error::Draining`](crate::Error::Draining) (answer 503 with `Retry-After`).
     Strict {
         /// The `Retry-After` to suggest, in whole seconds.
         retry_after_secs: u64,
@@ -58,7 +60,7 @@ impl WaitOutcome {
     }
 }
 
-/// The answer of [`Gate::begin_drain`].
+/// The answer of [`Gate::begin_drain`](crate::Gate::begin_drain).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]
 pub enum BeginDrain {
@@ -124,7 +126,7 @@ impl Snapshot {
     }
 }
 
-/// The answer of [`Gate::admit_session`] for long-lived sessions.
+/// The answer of [`Gate::admit_session`](crate::Gate::admit_session) for long-lived sessions.
 #[derive(Debug)]
 #[must_use]
 pub enum SessionAdmission {

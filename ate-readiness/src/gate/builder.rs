@@ -1,7 +1,14 @@
 //! [`GateBuilder`]: a gate's policy, clock, start state and ready grace.
 
-use super::*;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use parking_lot::{Condvar, Mutex};
+
+use super::answers::AdmissionPolicy;
+use super::{DrainInfo, Gate, Inner, STARTING};
 use crate::DrainToken;
+use crate::clock::{Clock, SystemClock};
 
 /// Builds a [`Gate`] with a policy and a clock.
 #[derive(Debug, Default)]
@@ -28,7 +35,7 @@ impl GateBuilder {
         self
     }
 
-    /// Starts the gate in [`State::Starting`]: not ready until
+    /// Starts the gate in [`State::Starting`](crate::State::Starting): not ready until
     /// [`Gate::mark_ready`], so a pod joins the load balancer only once
     /// its stores answer (default: serving at once).
     pub fn starting(mut self) -> Self {

@@ -1,7 +1,10 @@
 //! The admissions a gate hands out: [`Guard`], [`OwnedGuard`] and the
 //! request's [`Admitted`], each counted in flight until dropped.
 
-use super::*;
+use std::fmt;
+use std::sync::atomic::Ordering;
+
+use super::Gate;
 
 /// Work in flight, borrowing the gate. Dropping it ends the work.
 #[must_use = "work is counted in flight only while the guard lives"]

@@ -1,6 +1,7 @@
 //! SIGTERM (and Ctrl-C) as the start of a drain (feature `tokio`).
 
-use super::*;
+use super::Gate;
+use super::answers::BeginDrain;
 
 /// Waits for SIGTERM (Unix) or Ctrl-C, then begins the drain.
 ///
