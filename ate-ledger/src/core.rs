@@ -22,7 +22,7 @@ const CAS_RETRIES: usize = 8;
 
 /// Runs a future whose every await is ready at once (the state machine
 /// over a [`Store`]): it finishes on its first poll.
-pub(crate) fn finish<F: Future>(fut: F) -> F::Output {
+pub(crate) fn run_ready<F: Future>(fut: F) -> F::Output {
     let mut fut = std::pin::pin!(fut);
     let mut cx = Context::from_waker(std::task::Waker::noop());
     loop {

@@ -78,7 +78,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     /// [`Error::Storage`] if the store cannot be reached, [`Error::Corrupt`]
     /// if it holds a record it cannot read.
     pub fn get(&self, key: &Key) -> Result<Option<Record>, Error> {
-        core::finish(self.core().get(key))
+        core::run_ready(self.core().get(key))
     }
 
     /// Begins a logical attempt for `key`.
@@ -102,7 +102,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     /// - [`Error::Storage`] if the store cannot be reached, [`Error::Corrupt`]
     ///   if it holds a record it cannot read.
     pub fn begin(&self, key: &Key, fingerprint: &Fingerprint, owner: &str) -> Result<Begin, Error> {
-        core::finish(self.core().begin(key, fingerprint, owner))
+        core::run_ready(self.core().begin(key, fingerprint, owner))
     }
 
     /// Durably marks the lease's try dispatched. Call it BEFORE sending
@@ -119,7 +119,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     /// - [`Error::Contended`], and the store's errors as for
     ///   [`get`](Self::get); nothing was written, so nothing may be sent.
     pub fn mark_dispatched(&self, lease: &Lease) -> Result<(), Error> {
-        core::finish(self.core().mark_dispatched(lease))
+        core::run_ready(self.core().mark_dispatched(lease))
     }
 
     /// Extends the lease (long provider calls): it now expires the lease
@@ -133,7 +133,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     /// [`Error::StaleLease`] means another worker has taken the attempt
     /// over.
     pub fn renew(&self, lease: &Lease) -> Result<Lease, Error> {
-        core::finish(self.core().renew(lease))
+        core::run_ready(self.core().renew(lease))
     }
 
     /// Closes the lease's try AND the logical attempt, in one store write.
@@ -156,7 +156,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     /// - [`Error::NotFound`], [`Error::Contended`], and the store's errors
     ///   as for [`get`](Self::get).
     pub fn close(&self, lease: &Lease, close: Close) -> Result<Record, Error> {
-        core::finish(self.core().close(lease, close))
+        core::run_ready(self.core().close(lease, close))
     }
 
     /// Opens a new try under the same logical attempt and key, iff it
@@ -180,7 +180,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
         fingerprint: &Fingerprint,
         owner: &str,
     ) -> Result<Lease, Error> {
-        core::finish(self.core().revive(key, fingerprint, owner))
+        core::run_ready(self.core().revive(key, fingerprint, owner))
     }
 
     /// Takes over the open try of `key` that `owner` began and lost track
@@ -227,7 +227,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
         fingerprint: &Fingerprint,
         owner: &str,
     ) -> Result<Option<Lease>, Error> {
-        core::finish(self.core().adopt(key, fingerprint, owner))
+        core::run_ready(self.core().adopt(key, fingerprint, owner))
     }
 
     /// Resolves every in-flight attempt whose lease has expired (a crashed
@@ -240,7 +240,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     /// The store's errors as for [`get`](Self::get); the attempts resolved
     /// before the error stay resolved.
     pub fn recover(&self) -> Result<Vec<Record>, Error> {
-        core::finish(self.core().recover_where(|_| false))
+        core::run_ready(self.core().recover_where(|_| false))
     }
 
     /// Resolves, by the same rule as [`recover`](Self::recover), every
@@ -261,7 +261,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     ///
     /// As for [`recover`](Self::recover).
     pub fn recover_owner(&self, owner: &str) -> Result<Vec<Record>, Error> {
-        core::finish(self.core().recover_where(|lease| lease.owner == owner))
+        core::run_ready(self.core().recover_where(|lease| lease.owner == owner))
     }
 
     /// Resolves every in-flight attempt by the same rule as
@@ -281,7 +281,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     ///
     /// As for [`recover`](Self::recover).
     pub fn recover_all(&self) -> Result<Vec<Record>, Error> {
-        core::finish(self.core().recover_where(|_| true))
+        core::run_ready(self.core().recover_where(|_| true))
     }
 
     /// Deletes ended records older than the retention; never open ones.
@@ -290,6 +290,6 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     ///
     /// [`Error::Storage`] if the store cannot be reached.
     pub fn purge(&self) -> Result<usize, Error> {
-        core::finish(self.core().purge())
+        core::run_ready(self.core().purge())
     }
 }

@@ -59,7 +59,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
 
-use crate::core::{Now, finish};
+use crate::core::{Now, run_ready};
 use crate::store::{AsyncStore, Cutoff, Store};
 use crate::{Error, Fingerprint, Key, Lease, Record, State, Try, TryOutcome};
 
@@ -86,7 +86,7 @@ fn broken(rule: &'static str, detail: impl Into<String>) -> Broken {
 ///
 /// The first rule the store broke.
 pub fn check<S: Store>(store: S) -> Result<(), Broken> {
-    finish(check_async(Now(&store)))
+    run_ready(check_async(Now(&store)))
 }
 
 /// Runs every rule on an [`AsyncStore`].
