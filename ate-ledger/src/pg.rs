@@ -13,28 +13,10 @@ use postgres::{Client, Config, NoTls, Socket, Statement};
 
 use crate::pg_sql::{
     OPEN_AT, PURGE_BATCH, Purge, READ_AT, SCHEMA_CHECK, SCHEMA_VERSION, SETUP, SETUP_LOCK,
-    VERSION_OF, Write, decode, open_rows, read_row,
+    VERSION_OF, Write, decode, open_rows, read_row, storage, with_causes,
 };
 use crate::store::{Cutoff, Read, Store};
 use crate::{Error, Key, Record};
-
-/// The error with its causes: `postgres::Error` displays only its kind
-/// ("db error", "error connecting to server") and keeps what went wrong
-/// (the server's message, "Connection refused") in its source.
-fn storage(e: postgres::Error) -> Error {
-    Error::Storage(format!("postgres: {}", with_causes(&e)))
-}
-
-fn with_causes(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        text.push_str(": ");
-        text.push_str(&c.to_string());
-        cause = c.source();
-    }
-    text
-}
 
 /// A durable store on PostgreSQL, for a ledger that several replicas (or
 /// several workers) share: every replica connects its own `PgStore` to the

@@ -10,21 +10,10 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 
 use crate::pg_sql::{
     OPEN_AT, PURGE_BATCH, Purge, READ_AT, SCHEMA_CHECK, SCHEMA_VERSION, SETUP, SETUP_LOCK,
-    VERSION_OF, Write, open_rows, read_row,
+    VERSION_OF, Write, open_rows, read_row, storage,
 };
 use crate::store::{AsyncStore, Cutoff, Read, StoreFuture};
 use crate::{Error, Key, Record};
-
-fn storage(e: impl std::error::Error) -> Error {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        text.push_str(": ");
-        text.push_str(&c.to_string());
-        cause = c.source();
-    }
-    Error::Storage(format!("postgres: {text}"))
-}
 
 /// A durable store on PostgreSQL for a ledger several replicas share, on
 /// a `deadpool-postgres` pool: every call awaits a pooled `tokio-postgres`

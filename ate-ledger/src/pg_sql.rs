@@ -9,6 +9,27 @@ use tokio_postgres::types::ToSql;
 use crate::store::{Cutoff, Read, decode_stored};
 use crate::{Error, Key, Record};
 
+/// An error with its causes, `: `-joined: a PostgreSQL driver error
+/// displays only its kind ("db error", "error connecting to server") and
+/// keeps what went wrong (the server's message, "Connection refused") in
+/// its source.
+pub(crate) fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
+}
+
+/// A driver error as the stores report it: [`Error::Storage`] with its
+/// causes.
+pub(crate) fn storage(e: impl std::error::Error) -> Error {
+    Error::Storage(format!("postgres: {}", with_causes(&e)))
+}
+
 /// The schema version this crate writes and reads.
 pub(crate) const SCHEMA_VERSION: u64 = 1;
 
