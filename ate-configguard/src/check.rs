@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::cell::OnceCell;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use crate::InputError;
+use crate::error::InputError;
 use crate::model::{
     Code, ConfigKind, ConfigObject, Finding, Hook, HookPhase, Inventory, Manifests, ObjectId,
     Reference, RetiredKey, ServiceAccount, Severity, Side, Workload, WorkloadId,

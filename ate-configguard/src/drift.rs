@@ -6,8 +6,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::InputError;
 use crate::check::Report;
+use crate::error::InputError;
 use crate::model::{Code, ConfigKind, Finding, ObjectId, Severity};
 use crate::parse::{Node, documents, documents_with_values};
 

@@ -9,7 +9,7 @@
 //! are then decoded into k8s-openapi types with every ignored field
 //! reported (k8s-openapi silently drops fields it does not know).
 
-use crate::InputError;
+use crate::error::InputError;
 
 /// The `visit_*` methods of a [`Visitor`] for every scalar (a bool, a
 /// number, a string), each skipping the value and answering `$answer`.

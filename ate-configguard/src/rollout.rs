@@ -66,8 +66,8 @@ use std::collections::HashMap;
 use k8s_openapi::Metadata;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::InputError;
 use crate::check::{Report, Verdict};
+use crate::error::InputError;
 use crate::model::Finding;
 
 mod balancer;

@@ -47,7 +47,7 @@ use k8s_openapi::api::core::v1::{Pod, ReplicationController};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 
-use crate::Error;
+use crate::error::Error;
 
 /// A workload whose controller reports `status.observedGeneration`.
 pub trait ObservedWorkload {

@@ -3,7 +3,7 @@
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::Error;
+use crate::error::Error;
 
 /// Numbers latches, so a ticket knows which latch issued it.
 static NEXT_LATCH: AtomicU64 = AtomicU64::new(1);

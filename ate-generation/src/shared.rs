@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::{Advance, ApplyTicket, Decision, Error, Latch, Observe, Writer};
+use crate::error::Error;
+use crate::{Advance, ApplyTicket, Decision, Latch, Observe, Writer};
 
 /// A [`Latch`] behind one lock. Clones share the same latch.
 #[derive(Debug, Clone, Default)]

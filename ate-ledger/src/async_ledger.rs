@@ -13,10 +13,11 @@ use tokio::sync::oneshot;
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Begin, Close, Config, check_config};
 use crate::core::Core;
+use crate::error::Error;
 use crate::outcome::{Call, Executed, Response, Step};
 use crate::store::{AsyncStore, Cutoff, Read, Store, StoreFuture};
 use crate::written::Written;
-use crate::{Error, Fence, Fingerprint, Key, Lease, Record, State};
+use crate::{Fence, Fingerprint, Key, Lease, Record, State};
 
 /// The attempt ledger, async: every call awaits the store, none blocks a
 /// runtime worker. The rules are [`Ledger`](crate::Ledger)'s, from the

@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use crate::{Error, Lease, Record, State, TryOutcome};
+use crate::error::Error;
+use crate::{Lease, Record, State, TryOutcome};
 
 /// Ledger settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

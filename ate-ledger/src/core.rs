@@ -12,10 +12,11 @@ use chrono::{DateTime, TimeDelta, Utc};
 use crate::clock::Clock;
 use crate::clock::delta;
 use crate::config::{Begin, Close, Config};
+use crate::error::Error;
 use crate::model::owns;
 use crate::store::{AsyncStore, Cutoff, Read, Store, StoreFuture};
 use crate::written::Written;
-use crate::{Error, Fingerprint, Key, Lease, Record, State, Try, TryOutcome};
+use crate::{Fingerprint, Key, Lease, Record, State, Try, TryOutcome};
 
 /// How many times a transition re-reads after losing a version race.
 const CAS_RETRIES: usize = 8;

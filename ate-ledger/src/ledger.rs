@@ -3,8 +3,9 @@
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Begin, Close, Config, check_config};
 use crate::core::{self, Core, Now};
+use crate::error::Error;
 use crate::written::Written;
-use crate::{Error, Fingerprint, Key, Lease, Record, store::Store};
+use crate::{Fingerprint, Key, Lease, Record, store::Store};
 
 /// The attempt ledger.
 #[derive(Debug)]

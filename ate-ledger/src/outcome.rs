@@ -6,7 +6,8 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::{Error, Fingerprint, Key};
+use crate::error::Error;
+use crate::{Fingerprint, Key};
 
 /// A response to record and replay: status, the headers worth replaying
 /// (say `Content-Type` and a receipt id; not `Date`), body bytes.

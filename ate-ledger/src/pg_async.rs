@@ -8,12 +8,13 @@ use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 
+use crate::error::Error;
 use crate::pg_sql::{
     OPEN_AT, PURGE_BATCH, Purge, READ_AT, SCHEMA_CHECK, SCHEMA_VERSION, SETUP, SETUP_LOCK,
     VERSION_OF, Write, open_rows, read_row, storage,
 };
 use crate::store::{AsyncStore, Cutoff, Read, StoreFuture};
-use crate::{Error, Key, Record};
+use crate::{Key, Record};
 
 /// A durable store on PostgreSQL for a ledger several replicas share, on
 /// a `deadpool-postgres` pool: every call awaits a pooled `tokio-postgres`

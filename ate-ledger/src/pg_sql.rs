@@ -6,8 +6,9 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
+use crate::error::Error;
 use crate::store::{Cutoff, Read, decode_stored};
-use crate::{Error, Key, Record};
+use crate::{Key, Record};
 
 /// An error with its causes, `: `-joined: a PostgreSQL driver error
 /// displays only its kind ("db error", "error connecting to server") and

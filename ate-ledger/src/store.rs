@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use parking_lot::Mutex;
 
-use crate::{Error, Key, Record};
+use crate::error::Error;
+use crate::{Key, Record};
 
 /// A record store.
 ///

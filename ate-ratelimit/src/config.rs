@@ -5,7 +5,8 @@ use std::ffi::OsString;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-use crate::{Error, LimitSet, Policy, Quota, clock::Clock};
+use crate::error::Error;
+use crate::{LimitSet, Policy, Quota, clock::Clock};
 
 /// One named limit: its default, the variable that may override it, and its
 /// window.

@@ -4,10 +4,11 @@
 use std::fmt;
 use std::num::NonZeroU32;
 
+use crate::Policy;
 use crate::clock::{Clock, MonotonicClock, Timestamp};
 use crate::decision::{Combined, Scope};
+use crate::error::Error;
 use crate::limiter::{LimitId, LimitSet};
-use crate::{Error, Policy};
 
 /// Named limits a service checks per call, wherever they are kept: a
 /// [`LimitSet`] in this process ([`Limits::local`]), or, with the `redis`

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-use crate::Error;
+use crate::error::Error;
 
 /// What a check does while the store cannot answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

@@ -37,8 +37,9 @@ use pin_project_lite::pin_project;
 mod capability;
 
 pub use crate::Admitted;
+use crate::error::Error;
 use crate::probe::Answer;
-use crate::{Error, Gate, OwnedGuard};
+use crate::{Gate, OwnedGuard};
 pub use capability::{RequireCapability, RequireCapabilityMiddleware, RequireFuture};
 
 /// The usual paths of the gate's endpoints, to exempt from admission:

@@ -16,8 +16,9 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use parking_lot::{Condvar, Mutex};
 
+use crate::CLOSE_GOING_AWAY;
 use crate::clock::Clock;
-use crate::{CLOSE_GOING_AWAY, Error};
+use crate::error::Error;
 
 mod answers;
 mod builder;

@@ -135,17 +135,8 @@ pub use token::{DrainToken, PublishedToken, TokenError};
 /// opened while draining.
 pub const CLOSE_GOING_AWAY: u16 = 1001;
 
-/// Errors of this crate.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum Error {
-    /// The gate is draining and its policy is [`AdmissionPolicy::Strict`].
-    #[error("refused: the gate is draining (retry after {retry_after_secs} s)")]
-    Draining {
-        /// Suggested `Retry-After`, in whole seconds.
-        retry_after_secs: u64,
-    },
-}
+mod error;
+pub use error::Error;
 
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]

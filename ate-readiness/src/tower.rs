@@ -40,8 +40,9 @@ use tower_service::Service;
 mod capability;
 
 pub use crate::Admitted;
+use crate::error::Error;
 use crate::probe::Answer;
-use crate::{Error, Gate, OwnedGuard};
+use crate::{Gate, OwnedGuard};
 pub use capability::{CapabilityFuture, CapabilityLayer, RequireCapability};
 
 /// Admits every request through the gate. A request admitted while

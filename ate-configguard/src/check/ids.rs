@@ -1,6 +1,6 @@
 //! The objects and keys a command line names: `kind/namespace/name`, `...:key`.
 
-use crate::InputError;
+use crate::error::InputError;
 use crate::model::{ConfigKind, ObjectId, RetiredKey};
 
 /// Parses `KIND/NAMESPACE/NAME` for a deletion.

@@ -3,7 +3,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use super::unique;
-use crate::InputError;
+use crate::error::InputError;
 use crate::model::{Inventory, Manifests, ObjectId};
 
 /// A names-only inventory of `manifests`' config objects.

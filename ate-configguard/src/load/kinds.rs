@@ -16,7 +16,7 @@ use super::{
     LoadOptions, add_control_plane_keys, bad, data_list_names, dormant, env_reference,
     find_containers, find_templates_at, push_workload, token_names_account, typed, workload_ref,
 };
-use crate::InputError;
+use crate::error::InputError;
 use crate::model::{
     ConfigKind, ConfigObject, Manifests, ObjectId, ServiceAccount, Workload, WorkloadId,
 };

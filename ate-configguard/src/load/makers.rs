@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use super::data_list_names;
 use super::names::key_names;
-use crate::InputError;
+use crate::error::InputError;
 use crate::model::Code;
 use crate::model::{ConfigKind, ConfigObject, Finding, Manifests, ObjectId, Severity, WorkloadId};
 use crate::parse::Node;

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::core::v1::PodSpec;
 use serde::de::DeserializeOwned;
 
-use crate::InputError;
+use crate::error::InputError;
 use crate::model::{ConfigObject, Manifests, PULL_SECRET_TYPES, Workload, WorkloadId};
 use crate::operator;
 use crate::parse::{DATA_LIST, Node};

@@ -2,7 +2,7 @@
 //! what a prune keeps.
 
 use super::bad;
-use crate::InputError;
+use crate::error::InputError;
 use crate::model::{Hook, HookPhase};
 use crate::parse::Node;
 

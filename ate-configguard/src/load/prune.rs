@@ -2,7 +2,7 @@
 //! applier owns.
 
 use super::{LoadOptions, bad};
-use crate::InputError;
+use crate::error::InputError;
 use crate::parse::Node;
 
 /// Reads a label selector of equality and existence terms, as

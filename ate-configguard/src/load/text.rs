@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::makers::settle;
 use super::{LoadOptions, bad, load_doc};
-use crate::InputError;
+use crate::error::InputError;
 use crate::model::Manifests;
 use crate::model::Place;
 use crate::parse::{Node, documents, without_bom};

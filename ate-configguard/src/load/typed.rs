@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use super::names::{NOT_A_NAMESPACE, is_namespace_name, object_name_ok};
 use super::order::{Order, order_from};
 use super::{add_control_plane_keys, bad, workload};
-use crate::InputError;
+use crate::error::InputError;
 use crate::model::{ConfigKind, ConfigObject, ObjectId, ServiceAccount, Workload};
 use crate::parse::value_digest;
 

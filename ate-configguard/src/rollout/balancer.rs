@@ -10,7 +10,7 @@ use k8s_openapi::api::networking::v1::Ingress;
 use super::endpoint::normal_path;
 use super::fleet::BackendConfig;
 use super::units::Unit;
-use crate::InputError;
+use crate::error::InputError;
 use crate::model::{Code, Finding, Severity};
 
 const GKE_BACKEND_CONFIG: [&str; 2] = [

@@ -7,7 +7,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::units::{Shape, Unit, selector_matches};
-use crate::InputError;
+use crate::error::InputError;
 use crate::model::{Code, Finding, Severity};
 
 /// The annotation that marks a workload as one that must never run two

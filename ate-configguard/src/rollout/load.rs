@@ -13,7 +13,7 @@ use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 
 use super::fleet::{BackendConfig, Fleet, RolloutObject};
-use crate::InputError;
+use crate::error::InputError;
 use crate::load::{
     EMPTY_STATE, LoadOptions, bad, document_lines, manifest_files, meta_names, read_text, typed,
 };

@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{Container, LifecycleHandler};
 use super::RolloutOptions;
 use super::endpoint::normal_path;
 use super::units::Unit;
-use crate::InputError;
+use crate::error::InputError;
 use crate::model::{Code, Finding, Severity};
 
 /// The annotation that states a drain wait the manifest does not show.

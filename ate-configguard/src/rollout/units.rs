@@ -10,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::fleet::{Fleet, RolloutObject};
-use crate::InputError;
+use crate::error::InputError;
 use crate::model::{Code, Finding, Place, Severity, WorkloadId};
 
 /// How a workload's controller replaces its pods.

@@ -3,7 +3,7 @@
 //! they set aside stays in the report.
 
 use super::units::Unit;
-use crate::InputError;
+use crate::error::InputError;
 use crate::model::{Code, Finding, Severity, WorkloadId};
 
 /// The annotation that waives rules for the workload it is on.

@@ -16,7 +16,8 @@ use redb::{
 use super::{Cutoff, Store, check_write, decode_stored};
 #[cfg(feature = "tokio")]
 use super::{Read, StoreFuture};
-use crate::{Error, Key, Record};
+use crate::error::Error;
+use crate::{Key, Record};
 
 const RECORDS: TableDefinition<&str, &[u8]> = TableDefinition::new("records");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");

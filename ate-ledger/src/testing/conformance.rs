@@ -60,8 +60,9 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, Utc};
 
 use crate::core::{Now, run_ready};
+use crate::error::Error;
 use crate::store::{AsyncStore, Cutoff, Store};
-use crate::{Error, Fingerprint, Key, Lease, Record, State, Try, TryOutcome};
+use crate::{Fingerprint, Key, Lease, Record, State, Try, TryOutcome};
 
 /// A rule a store broke: which, and what was seen.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

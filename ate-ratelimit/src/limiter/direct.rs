@@ -5,9 +5,9 @@ use std::num::NonZeroU32;
 
 use super::decide::{Mode, decision, decision_n};
 use super::quota::{Policy, Quota};
-use crate::Error;
 use crate::clock::{Clock, MonotonicClock, Timestamp};
 use crate::decision::Decision;
+use crate::error::Error;
 use crate::lock::Lock;
 use crate::ring::{MAX_HELD, Timeline};
 

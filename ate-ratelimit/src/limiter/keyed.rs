@@ -15,9 +15,9 @@ use parking_lot::{Mutex, MutexGuard};
 use super::builder::{KeyedBuilder, Seeded};
 use super::decide::{Mode, decide_in, decide_n_in};
 use super::quota::{Policy, Quota};
-use crate::Error;
 use crate::clock::{Clock, MonotonicClock, Timestamp};
 use crate::decision::Decision;
+use crate::error::Error;
 use crate::window::{Geometry, Window};
 
 pub(super) struct Shard<K> {

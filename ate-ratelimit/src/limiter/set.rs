@@ -14,9 +14,9 @@ use super::builder::KeyedBuilder;
 use super::decide::Mode;
 use super::keyed::{KeyedLimiter, Shard, Slot};
 use super::quota::{Policy, Quota};
-use crate::Error;
 use crate::clock::{Clock, MonotonicClock, Timestamp};
 use crate::decision::{Combined, Decision};
+use crate::error::Error;
 
 /// Several named keyed limits over the same key type, checked together.
 ///
