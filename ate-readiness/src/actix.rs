@@ -62,6 +62,7 @@ pub const PATHS: [&str; 3] = [
 pub struct Readiness {
     gate: Gate,
     exempt: Arc<[Box<str>]>,
+    admitted: bool,
 }
 
 impl Readiness {
@@ -70,7 +71,21 @@ impl Readiness {
         Self {
             gate,
             exempt: Arc::from(Vec::new()),
+            admitted: true,
         }
+    }
+
+    /// Admits without putting [`Admitted`] in the request's extensions
+    /// (one allocation less per request), for a service none of whose
+    /// handlers hands work to a task of its own or holds a session. The
+    /// request still counts in flight until its body is done. A handler
+    /// that asks for `web::ReqData<Admitted>` then gets none (a 500 for
+    /// the extractor, `None` for an `Option` of it), so opt out only where
+    /// no handler reads it.
+    #[must_use]
+    pub fn without_admitted(mut self) -> Self {
+        self.admitted = false;
+        self
     }
 
     /// Paths (exact matches of the request path) that pass through
@@ -146,7 +161,9 @@ where
                 return Box::pin(ready(Ok(req.into_response(refused).map_into_right_body())));
             }
         };
-        req.extensions_mut().insert(Admitted::of(&guard));
+        if self.layer.admitted {
+            req.extensions_mut().insert(Admitted::of(&guard));
+        }
         let call = self.service.call(req);
         Box::pin(async move {
             let mut response = call.await?;

@@ -341,3 +341,26 @@ async fn a_websocket_opened_while_draining_keeps_its_upgrade_and_its_admission()
     assert!(idle.is_completed(), "{idle:?}");
     handle.stop(true).await;
 }
+
+/// `without_admitted`: no `Admitted` in the request, and the request
+/// still counts in flight while served.
+#[actix_web::test]
+async fn without_admitted_leaves_the_extension_out_and_still_counts() {
+    let gate = Gate::new();
+    let counted = gate.clone();
+    let app = test::init_service(
+        App::new()
+            .wrap(Readiness::new(gate.clone()).without_admitted())
+            .route(
+                "/work",
+                web::get().to(move |admitted: Option<web::ReqData<Admitted>>| {
+                    let body = format!("{} {}", admitted.is_some(), counted.in_flight());
+                    async move { body }
+                }),
+            ),
+    )
+    .await;
+    let res = test::call_service(&app, test::TestRequest::get().uri("/work").to_request()).await;
+    assert_eq!(test::read_body(res).await, "false 1");
+    assert_eq!(gate.in_flight(), 0);
+}

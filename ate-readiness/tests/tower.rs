@@ -350,3 +350,35 @@ async fn a_websocket_opened_while_draining_keeps_its_upgrade_and_its_admission()
     assert!(idle.is_completed(), "{idle:?}");
     assert_eq!(gate.in_flight(), 0);
 }
+
+/// `without_admitted`: no `Admitted` in the request (a handler asking for
+/// it as an `Option` gets `None`), and the request still counts in
+/// flight while served.
+#[tokio::test]
+async fn without_admitted_leaves_the_extension_out_and_still_counts() {
+    use ate_readiness::tower::Admitted;
+    let gate = Gate::new();
+    let counted = gate.clone();
+    let app = Router::new()
+        .route(
+            "/work",
+            get(
+                move |admitted: Option<axum::Extension<Admitted>>| async move {
+                    format!("{} {}", admitted.is_some(), counted.in_flight())
+                },
+            ),
+        )
+        .layer(ReadinessLayer::new(gate.clone()).without_admitted());
+    let (status, _, body) = get_path(&app, "/work").await;
+    assert_eq!((status, body.as_str()), (StatusCode::OK, "false 1"));
+    assert_eq!(gate.in_flight(), 0);
+    let with = Router::new()
+        .route(
+            "/work",
+            get(|admitted: Option<axum::Extension<Admitted>>| async move {
+                admitted.is_some().to_string()
+            }),
+        )
+        .layer(ReadinessLayer::new(gate.clone()));
+    assert_eq!(get_path(&with, "/work").await.2, "true");
+}

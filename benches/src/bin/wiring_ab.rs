@@ -2,7 +2,8 @@
 //! process (no sockets), interleaved in short slices so a neighbour's
 //! burst lands on every variant: bare; tower_governor without and with
 //! its headers; ate's rate-limit layer alone (with its IETF fields); the
-//! readiness layer alone; a route bound to a ready capability; both. Prints ns and allocations per request
+//! readiness layer alone, and without `Admitted` in the request; a route
+//! bound to a ready capability; both. Prints ns and allocations per request
 //! (a counting allocator), medians over the rounds, and the ratios the
 //! goals are stated in.
 //!
@@ -92,6 +93,11 @@ fn readiness_only(w: &Wiring) -> Router {
     bare().layer(ate_readiness::tower::ReadinessLayer::new(w.gate.clone()))
 }
 
+/// The readiness layer without `Admitted` in the request's extensions.
+fn readiness_without_admitted(w: &Wiring) -> Router {
+    bare().layer(ate_readiness::tower::ReadinessLayer::new(w.gate.clone()).without_admitted())
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -111,6 +117,10 @@ fn main() {
         ("tower_governor_headers", governor(true)),
         ("ate_ratelimit", ratelimit_only(&w)),
         ("ate_readiness", readiness_only(&w)),
+        (
+            "ate_readiness_without_admitted",
+            readiness_without_admitted(&w),
+        ),
         ("route_layer_noop", route_layer_noop()),
         ("ate_capability", capability_only()),
         ("ate_both", w.axum(bare())),
