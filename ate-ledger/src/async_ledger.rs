@@ -15,7 +15,7 @@ use crate::config::{Begin, Close, Config, check_config};
 use crate::core::Core;
 use crate::error::Error;
 use crate::outcome::{Call, Executed, Response, Step};
-use crate::store::{AsyncStore, Cutoff, Read, Store, StoreFuture};
+use crate::store::AsyncStore;
 use crate::written::Written;
 use crate::{Fence, Fingerprint, Key, Lease, Record, State};
 
@@ -797,47 +797,5 @@ where
             }
             answer => return answer,
         }
-    }
-}
-
-/// A blocking [`Store`] (a `RedbStore`, which fsyncs) as an
-/// [`AsyncStore`]: each call runs on tokio's blocking pool, so it never
-/// holds a runtime worker.
-#[derive(Debug)]
-pub struct Blocking<S: ?Sized>(pub Arc<S>);
-
-impl<S: ?Sized> Clone for Blocking<S> {
-    fn clone(&self) -> Self {
-        Self(self.0.clone())
-    }
-}
-
-fn joined<T>(r: Result<Result<T, Error>, tokio::task::JoinError>) -> Result<T, Error> {
-    r.map_err(|e| Error::Storage(format!("a blocking store call failed: {e}")))?
-}
-
-impl<S: Store + ?Sized + 'static> AsyncStore for Blocking<S> {
-    fn get<'a>(&'a self, key: &'a Key) -> StoreFuture<'a, Read> {
-        let (store, key) = (self.0.clone(), key.clone());
-        Box::pin(async move { joined(tokio::task::spawn_blocking(move || store.read(&key)).await) })
-    }
-
-    fn put<'a>(&'a self, record: &'a Record, expected: Option<u64>) -> StoreFuture<'a, ()> {
-        let (store, record) = (self.0.clone(), record.clone());
-        Box::pin(async move {
-            joined(tokio::task::spawn_blocking(move || store.put(&record, expected)).await)
-        })
-    }
-
-    fn open(&self) -> StoreFuture<'_, (Vec<Record>, Option<chrono::DateTime<chrono::Utc>>)> {
-        let store = self.0.clone();
-        Box::pin(async move { joined(tokio::task::spawn_blocking(move || store.open_at()).await) })
-    }
-
-    fn purge(&self, cutoff: Cutoff) -> StoreFuture<'_, usize> {
-        let store = self.0.clone();
-        Box::pin(
-            async move { joined(tokio::task::spawn_blocking(move || store.purge(cutoff)).await) },
-        )
     }
 }

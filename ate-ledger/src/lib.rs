@@ -98,29 +98,25 @@ mod ledger;
 mod model;
 #[cfg(feature = "tokio")]
 mod outcome;
-#[cfg(feature = "postgres")]
-mod pg;
-#[cfg(feature = "postgres-async")]
-mod pg_async;
-#[cfg(any(feature = "postgres", feature = "postgres-async"))]
-mod pg_sql;
 pub mod store;
 #[cfg(feature = "test-util")]
 pub mod testing;
 mod written;
 
 #[cfg(feature = "tokio")]
-pub use async_ledger::{AsyncLedger, Blocking, Dispatch};
+pub use async_ledger::{AsyncLedger, Dispatch};
 pub use config::{Begin, Close, Config};
 pub use ledger::Ledger;
 pub use model::{Fence, Fingerprint, Key, Lease, Record, State, Try, TryOutcome};
 #[cfg(feature = "tokio")]
 pub use outcome::{Call, Executed, Response, Step};
-#[cfg(feature = "postgres")]
-pub use pg::PgStore;
 #[cfg(feature = "postgres-async")]
-pub use pg_async::AsyncPgStore;
+pub use store::AsyncPgStore;
+#[cfg(feature = "tokio")]
+pub use store::Blocking;
 pub use store::MemoryStore;
+#[cfg(feature = "postgres")]
+pub use store::PgStore;
 #[cfg(feature = "redb")]
 pub use store::RedbStore;
 

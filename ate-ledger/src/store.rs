@@ -316,7 +316,21 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     }
 }
 
+#[cfg(feature = "tokio")]
+mod blocking;
 #[cfg(feature = "redb")]
 mod durable;
+#[cfg(feature = "postgres")]
+mod pg;
+#[cfg(feature = "postgres-async")]
+mod pg_async;
+#[cfg(any(feature = "postgres", feature = "postgres-async"))]
+mod pg_sql;
+#[cfg(feature = "tokio")]
+pub use blocking::Blocking;
 #[cfg(feature = "redb")]
 pub use durable::RedbStore;
+#[cfg(feature = "postgres")]
+pub use pg::PgStore;
+#[cfg(feature = "postgres-async")]
+pub use pg_async::AsyncPgStore;

@@ -31,10 +31,9 @@ use std::time::Duration;
 
 pub mod conformance;
 #[cfg(feature = "postgres")]
-#[path = "testing_pg.rs"]
-mod pg;
+mod postgres;
 #[cfg(feature = "postgres")]
-pub use pg::{TestDatabase, TestPostgres, fresh_database};
+pub use postgres::{TestDatabase, TestPostgres, fresh_database};
 
 use proptest::prelude::*;
 

@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 
-use crate::error::Error;
-use crate::pg_sql::{
+use super::pg_sql::{
     OPEN_AT, PURGE_BATCH, Purge, READ_AT, SCHEMA_CHECK, SCHEMA_VERSION, SETUP, SETUP_LOCK,
     VERSION_OF, Write, open_rows, read_row, storage,
 };
+use crate::error::Error;
 use crate::store::{AsyncStore, Cutoff, Read, StoreFuture};
 use crate::{Key, Record};
 

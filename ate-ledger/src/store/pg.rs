@@ -11,11 +11,11 @@ use parking_lot::Mutex;
 use postgres::tls::{MakeTlsConnect, TlsConnect};
 use postgres::{Client, Config, NoTls, Socket, Statement};
 
-use crate::error::Error;
-use crate::pg_sql::{
+use super::pg_sql::{
     OPEN_AT, PURGE_BATCH, Purge, READ_AT, SCHEMA_CHECK, SCHEMA_VERSION, SETUP, SETUP_LOCK,
     VERSION_OF, Write, decode, open_rows, read_row, storage, with_causes,
 };
+use crate::error::Error;
 use crate::store::{Cutoff, Read, Store};
 use crate::{Key, Record};
 
