@@ -4,7 +4,6 @@
 //! `AsyncLedger` (feature `tokio`) awaits it. The two fronts cannot drift.
 
 use std::future::Future;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
@@ -14,49 +13,12 @@ use crate::clock::delta;
 use crate::config::{Begin, Close, Config};
 use crate::error::Error;
 use crate::model::owns;
-use crate::store::{AsyncStore, Cutoff, Read, Store, StoreFuture};
+use crate::store::{AsyncStore, Cutoff};
 use crate::written::Written;
 use crate::{Fingerprint, Key, Lease, Record, State, Try, TryOutcome};
 
 /// How many times a transition re-reads after losing a version race.
 const CAS_RETRIES: usize = 8;
-
-/// Runs a future whose every await is ready at once (the state machine
-/// over a [`Store`]): it finishes on its first poll.
-pub(crate) fn run_ready<F: Future>(fut: F) -> F::Output {
-    let mut fut = std::pin::pin!(fut);
-    let mut cx = Context::from_waker(std::task::Waker::noop());
-    loop {
-        if let Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
-            return out;
-        }
-        // Not reached over a `Store`; a store that does pend is polled
-        // again rather than lost.
-        std::thread::yield_now();
-    }
-}
-
-/// A [`Store`] seen as an [`AsyncStore`] whose futures are ready at once.
-#[derive(Debug)]
-pub(crate) struct Now<'a, S: ?Sized>(pub(crate) &'a S);
-
-impl<S: Store + ?Sized> AsyncStore for Now<'_, S> {
-    fn get<'a>(&'a self, key: &'a Key) -> StoreFuture<'a, Read> {
-        Box::pin(std::future::ready(self.0.read(key)))
-    }
-
-    fn put<'a>(&'a self, record: &'a Record, expected: Option<u64>) -> StoreFuture<'a, ()> {
-        Box::pin(std::future::ready(self.0.put(record, expected)))
-    }
-
-    fn open(&self) -> StoreFuture<'_, (Vec<Record>, Option<DateTime<Utc>>)> {
-        Box::pin(std::future::ready(self.0.open_at()))
-    }
-
-    fn purge(&self, cutoff: Cutoff) -> StoreFuture<'_, usize> {
-        Box::pin(std::future::ready(self.0.purge(cutoff)))
-    }
-}
 
 /// The error for the record of `key` that is in flight and lacks what
 /// every in-flight record has (`detail`).

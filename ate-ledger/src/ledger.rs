@@ -2,8 +2,9 @@
 
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Begin, Close, Config, check_config};
-use crate::core::{self, Core, Now};
+use crate::core::{self, Core};
 use crate::error::Error;
+use crate::store::{Now, run_ready};
 use crate::written::Written;
 use crate::{Fingerprint, Key, Lease, Record, store::Store};
 
@@ -79,7 +80,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     /// [`Error::Storage`] if the store cannot be reached, [`Error::Corrupt`]
     /// if it holds a record it cannot read.
     pub fn get(&self, key: &Key) -> Result<Option<Record>, Error> {
-        core::run_ready(self.core().get(key))
+        run_ready(self.core().get(key))
     }
 
     /// Begins a logical attempt for `key`.
@@ -103,7 +104,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     /// - [`Error::Storage`] if the store cannot be reached, [`Error::Corrupt`]
     ///   if it holds a record it cannot read.
     pub fn begin(&self, key: &Key, fingerprint: &Fingerprint, owner: &str) -> Result<Begin, Error> {
-        core::run_ready(self.core().begin(key, fingerprint, owner))
+        run_ready(self.core().begin(key, fingerprint, owner))
     }
 
     /// Durably marks the lease's try dispatched. Call it BEFORE sending
@@ -120,7 +121,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     /// - [`Error::Contended`], and the store's errors as for
     ///   [`get`](Self::get); nothing was written, so nothing may be sent.
     pub fn mark_dispatched(&self, lease: &Lease) -> Result<(), Error> {
-        core::run_ready(self.core().mark_dispatched(lease))
+        run_ready(self.core().mark_dispatched(lease))
     }
 
     /// Extends the lease (long provider calls): it now expires the lease
@@ -134,7 +135,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     /// [`Error::StaleLease`] means another worker has taken the attempt
     /// over.
     pub fn renew(&self, lease: &Lease) -> Result<Lease, Error> {
-        core::run_ready(self.core().renew(lease))
+        run_ready(self.core().renew(lease))
     }
 
     /// Closes the lease's try AND the logical attempt, in one store write.
@@ -157,7 +158,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     /// - [`Error::NotFound`], [`Error::Contended`], and the store's errors
     ///   as for [`get`](Self::get).
     pub fn close(&self, lease: &Lease, close: Close) -> Result<Record, Error> {
-        core::run_ready(self.core().close(lease, close))
+        run_ready(self.core().close(lease, close))
     }
 
     /// Opens a new try under the same logical attempt and key, iff it
@@ -181,7 +182,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
         fingerprint: &Fingerprint,
         owner: &str,
     ) -> Result<Lease, Error> {
-        core::run_ready(self.core().revive(key, fingerprint, owner))
+        run_ready(self.core().revive(key, fingerprint, owner))
     }
 
     /// Takes over the open try of `key` that `owner` began and lost track
@@ -228,7 +229,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
         fingerprint: &Fingerprint,
         owner: &str,
     ) -> Result<Option<Lease>, Error> {
-        core::run_ready(self.core().adopt(key, fingerprint, owner))
+        run_ready(self.core().adopt(key, fingerprint, owner))
     }
 
     /// Resolves every in-flight attempt whose lease has expired (a crashed
@@ -241,7 +242,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     /// The store's errors as for [`get`](Self::get); the attempts resolved
     /// before the error stay resolved.
     pub fn recover(&self) -> Result<Vec<Record>, Error> {
-        core::run_ready(self.core().recover_where(|_| false))
+        run_ready(self.core().recover_where(|_| false))
     }
 
     /// Resolves, by the same rule as [`recover`](Self::recover), every
@@ -262,7 +263,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     ///
     /// As for [`recover`](Self::recover).
     pub fn recover_owner(&self, owner: &str) -> Result<Vec<Record>, Error> {
-        core::run_ready(self.core().recover_where(|lease| lease.owner == owner))
+        run_ready(self.core().recover_where(|lease| lease.owner == owner))
     }
 
     /// Resolves every in-flight attempt by the same rule as
@@ -282,7 +283,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     ///
     /// As for [`recover`](Self::recover).
     pub fn recover_all(&self) -> Result<Vec<Record>, Error> {
-        core::run_ready(self.core().recover_where(|_| true))
+        run_ready(self.core().recover_where(|_| true))
     }
 
     /// Deletes ended records older than the retention; never open ones.
@@ -291,6 +292,6 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     ///
     /// [`Error::Storage`] if the store cannot be reached.
     pub fn purge(&self) -> Result<usize, Error> {
-        core::run_ready(self.core().purge())
+        run_ready(self.core().purge())
     }
 }

@@ -318,6 +318,8 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
 
 #[cfg(feature = "tokio")]
 mod blocking;
+mod now;
+pub(crate) use now::{Now, run_ready};
 #[cfg(feature = "redb")]
 mod durable;
 #[cfg(feature = "postgres")]

@@ -59,9 +59,9 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
 
-use crate::core::{Now, run_ready};
 use crate::error::Error;
 use crate::store::{AsyncStore, Cutoff, Store};
+use crate::store::{Now, run_ready};
 use crate::{Fingerprint, Key, Lease, Record, State, Try, TryOutcome};
 
 /// A rule a store broke: which, and what was seen.
