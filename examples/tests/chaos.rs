@@ -253,15 +253,8 @@ async fn the_system_keeps_its_promises_while_every_dependency_breaks() {
     }
     let front = Haproxy::start(&replicas.iter().map(|r| r.port).collect::<Vec<_>>());
     // Both replicas in rotation before the load starts.
+    front.wait_in_rotation().await;
     let c = client();
-    eventually(Duration::from_secs(10), || async {
-        c.get(front.url("/ready"))
-            .send()
-            .await
-            .is_ok_and(|r| r.status() == 200)
-    })
-    .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
 
     let phase = Arc::new(AtomicUsize::new(0));
     let stop = Arc::new(AtomicBool::new(false));

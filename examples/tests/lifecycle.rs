@@ -497,7 +497,7 @@ async fn under_kube_proxy_alone_ready_stays_up_for_the_grace_while_clients_move_
     for bin in SERVICES {
         let s = Service::start(bin, &[("ATE_READY_WHILE_DRAINING_SECS", "600")]);
         let c = client();
-        wait_ready(&c, &s).await;
+        s.wait_ready().await;
         let drained = s.drain(&c).send().await.unwrap();
         assert_eq!(drained.status(), 200, "{bin}");
         // Still serving as kube-proxy's fallback for terminating endpoints...
@@ -510,15 +510,4 @@ async fn under_kube_proxy_alone_ready_stays_up_for_the_grace_while_clients_move_
         assert_eq!(work.status(), 200, "{bin}");
         assert_eq!(work.headers()["connection"], "close", "{bin}");
     }
-}
-
-/// Waits until `/ready` answers 200 (the startup checks done).
-async fn wait_ready(c: &reqwest::Client, s: &Service) {
-    eventually(Duration::from_secs(10), || async {
-        c.get(s.url("/ready"))
-            .send()
-            .await
-            .is_ok_and(|r| r.status() == 200)
-    })
-    .await;
 }

@@ -122,16 +122,6 @@ fn start(bin: &str, env: &[(String, String)], dir: &Path) -> Service {
     Service::start_in(bin, &env, dir.to_path_buf())
 }
 
-async fn wait_ready(c: &reqwest::Client, s: &Service) {
-    eventually(Duration::from_secs(15), || async {
-        c.get(s.url("/ready"))
-            .send()
-            .await
-            .is_ok_and(|r| r.status() == 200)
-    })
-    .await;
-}
-
 /// The provider's answer for a body: 200, `delay_ms` late.
 fn body(delay_ms: u64) -> String {
     format!("{{\"status\":200,\"delay_ms\":{delay_ms}}}")
@@ -245,21 +235,13 @@ async fn mixed(old: &Build, new: &Build, table: &mut Table) {
                 &env(&redis, &provider, Some(&pg.url()), &worker),
                 dir.path(),
             );
-            wait_ready(&c, &s).await;
+            s.wait_ready().await;
             replicas.push(s);
             dirs.push(dir);
         }
     }
     let front = Haproxy::start(&replicas.iter().map(|r| r.port).collect::<Vec<_>>());
-    eventually(Duration::from_secs(10), || async {
-        c.get(front.url("/ready"))
-            .send()
-            .await
-            .is_ok_and(|r| r.status() == 200)
-    })
-    .await;
-    // Every server in rotation (health checks every 100 ms, rise 2).
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    front.wait_in_rotation().await;
 
     // The load: /invoke with fresh keys, and one caller's /notify from
     // two tasks at once, all through the front.
@@ -400,8 +382,8 @@ async fn roll(old: &Build, new: &Build, table: &mut Table) {
                 redb_dir.path(),
             ),
         };
-        wait_ready(&c, &phase.pg).await;
-        wait_ready(&c, &phase.redb).await;
+        phase.pg.wait_ready().await;
+        phase.redb.wait_ready().await;
         if let Some(prev) = prev {
             // Everything the earlier builds answered replays here.
             let (wrong_pg, calls_pg) = replay(&c, &provider, &[&phase.pg], &on_pg).await;

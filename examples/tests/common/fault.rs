@@ -89,6 +89,20 @@ impl Haproxy {
     pub fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
+
+    /// Waits until the front answers `/ready` 200, then until every ready
+    /// server is in rotation (health checks every 100 ms, rise 2).
+    pub async fn wait_in_rotation(&self) {
+        let c = super::client();
+        super::eventually(Duration::from_secs(10), || async {
+            c.get(self.url("/ready"))
+                .send()
+                .await
+                .is_ok_and(|r| r.status() == 200)
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 impl Drop for Haproxy {

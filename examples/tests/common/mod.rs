@@ -148,6 +148,19 @@ impl Service {
         format!("{}{}", self.base, path)
     }
 
+    /// Waits (at most 15 s) until `/ready` answers 200: the startup
+    /// checks done.
+    pub async fn wait_ready(&self) {
+        let c = client();
+        eventually(Duration::from_secs(15), || async {
+            c.get(self.url("/ready"))
+                .send()
+                .await
+                .is_ok_and(|r| r.status() == 200)
+        })
+        .await;
+    }
+
     /// The `/metrics` text.
     pub async fn metrics(&self) -> String {
         client()
