@@ -12,10 +12,11 @@ use super::makers::{
 use super::names::{
     MAX_VALUE_BYTES, key_names, meta_names, object_name_ok, value_lengths, workload_names,
 };
-use super::{
-    LoadOptions, add_control_plane_keys, bad, data_list_names, dormant, env_reference,
-    find_containers, find_templates_at, push_workload, token_names_account, typed, workload_ref,
+use super::nodes::{
+    add_control_plane_keys, data_list_names, dormant, env_reference, find_containers,
+    find_templates_at, push_workload, token_names_account, typed, workload_ref,
 };
+use super::options::{LoadOptions, bad};
 use crate::error::InputError;
 use crate::model::{
     ConfigKind, ConfigObject, Manifests, ObjectId, ServiceAccount, Workload, WorkloadId,

@@ -3,8 +3,8 @@
 
 use std::collections::BTreeSet;
 
-use super::data_list_names;
 use super::names::key_names;
+use super::nodes::data_list_names;
 use crate::error::InputError;
 use crate::model::Code;
 use crate::model::{ConfigKind, ConfigObject, Finding, Manifests, ObjectId, Severity, WorkloadId};

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use super::{LoadOptions, bad};
+use super::options::{LoadOptions, bad};
 use crate::error::InputError;
 use crate::model::ConfigKind;
 use crate::parse::{NOT_A_STRING, Node, VALUE_BYTES, VALUE_DIGESTS};

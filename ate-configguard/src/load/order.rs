@@ -1,7 +1,7 @@
 //! When an object is applied: Helm and Argo CD hooks, sync waves, and
 //! what a prune keeps.
 
-use super::bad;
+use super::options::bad;
 use crate::error::InputError;
 use crate::model::{Hook, HookPhase};
 use crate::parse::Node;

@@ -1,7 +1,7 @@
 //! What a prune deletes: the label selector, and which live objects the
 //! applier owns.
 
-use super::{LoadOptions, bad};
+use super::options::{LoadOptions, bad};
 use crate::error::InputError;
 use crate::parse::Node;
 

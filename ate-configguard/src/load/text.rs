@@ -4,8 +4,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use super::load_doc;
 use super::makers::settle;
-use super::{LoadOptions, bad, load_doc};
+use super::options::{LoadOptions, bad};
 use crate::error::InputError;
 use crate::model::Manifests;
 use crate::model::Place;

@@ -7,8 +7,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, PodSpec, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::names::{NOT_A_NAMESPACE, is_namespace_name, object_name_ok};
+use super::nodes::{add_control_plane_keys, workload};
+use super::options::bad;
 use super::order::{Order, order_from};
-use super::{add_control_plane_keys, bad, workload};
 use crate::error::InputError;
 use crate::model::{ConfigKind, ConfigObject, ObjectId, ServiceAccount, Workload};
 use crate::parse::value_digest;
