@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use super::unique;
+use super::ctx::unique;
 use crate::error::InputError;
 use crate::model::{Inventory, Manifests, ObjectId};
 

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use super::{CONTROL_PLANE_OBJECTS, Ctx, kept_by_control_plane};
+use super::ctx::{CONTROL_PLANE_OBJECTS, Ctx, kept_by_control_plane};
 use crate::model::{
     Code, ConfigObject, Finding, Hook, HookPhase, ObjectId, PULL_SECRET_KEYS, PULL_SECRET_TYPES,
     Reference, Severity, Side, Workload,
