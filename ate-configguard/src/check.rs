@@ -17,7 +17,7 @@ mod inventory;
 mod report;
 mod sites;
 pub use ctx::CONTROL_PLANE_OBJECTS;
-use ctx::{Ctx, accounts, index, is_control_plane_object, unique};
+use ctx::{Ctx, Index, accounts, index, is_control_plane_object, unique};
 pub use ids::{parse_object_id, parse_retired_key};
 pub use inventory::inventory;
 use inventory::inventory_index;
@@ -177,23 +177,14 @@ fn applied_first(a: &ServiceAccount, w: &Workload) -> bool {
     }
 }
 
-/// Runs the check.
-///
-/// An unsafe transition is a [`Report`] whose failures say why, not an
-/// error.
-///
-/// # Errors
-///
-/// [`InputError::Invalid`] for states it cannot judge: one object or
-/// ServiceAccount twice in a state, an object both deleted (`delete`)
-/// and in the proposed manifests, or a previous inventory of another
-/// format version than [`Inventory::VERSION`] or listing an object twice.
-pub fn check(input: &CheckInput) -> Result<Report, InputError> {
-    let current = index(&input.current.objects, "current state")?;
-    let proposed_in = index(&input.proposed.objects, "proposed state")?;
-    // An object the command line names must be there: a typo or a wrong
-    // namespace would otherwise delete (or retire) nothing and check
-    // nothing, and the answer would be SAFE.
+/// An object the command line names (`--delete`, `--retire-key`) must be
+/// in a state: a typo or a wrong namespace would otherwise delete (or
+/// retire) nothing and check nothing, and the answer would be SAFE.
+fn names_are_there(
+    input: &CheckInput,
+    current: &Index<'_>,
+    proposed_in: &Index<'_>,
+) -> Result<(), InputError> {
     let named = input
         .delete
         .iter()
@@ -210,6 +201,18 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
             });
         }
     }
+    Ok(())
+}
+
+/// The objects after the change (the current ones, pruned as
+/// `--prune` prunes, less `--delete`, plus the proposed input, less its
+/// hooks that do not outlive the change), and the current workloads
+/// `--prune` deletes.
+fn state_after<'a>(
+    input: &'a CheckInput,
+    current: &Index<'a>,
+    proposed_in: &Index<'a>,
+) -> Result<(Index<'a>, HashSet<&'a WorkloadId>), InputError> {
     let mut proposed = current.clone();
     let mut pruned = HashSet::new();
     if input.deletion == Deletion::Prune {
@@ -267,7 +270,7 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
         }
         proposed.remove(id);
     }
-    proposed.extend(&proposed_in);
+    proposed.extend(proposed_in);
     // A hook of the change that it does not create, or deletes again once
     // its hooks succeed, is not there after the change (whatever was there
     // before: an object that becomes such a hook is no longer one the
@@ -279,6 +282,102 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
             .and_then(|o| o.hook.as_ref())
             .is_none_or(Hook::kept_after)
     });
+    Ok((proposed, pruned))
+}
+
+/// A retirement that waived nothing (`retired-key-unused`): kept in a
+/// pipeline, it would waive the next, unintended removal of that key.
+fn unused_retirements(
+    input: &CheckInput,
+    ctx: &Ctx<'_>,
+    findings: &BTreeSet<Finding>,
+) -> Vec<Finding> {
+    let waived: HashSet<(&ObjectId, &str)> = findings
+        .iter()
+        .filter(|f| f.code == "bulk-key-removed")
+        .filter_map(|f| Some((f.object.as_ref()?, f.key.as_deref()?)))
+        .collect();
+    let mut unused = Vec::new();
+    for r in &input.retired {
+        if waived.contains(&(&r.object, r.key.as_str())) {
+            continue;
+        }
+        let kept = ctx
+            .proposed
+            .get(&r.object)
+            .is_some_and(|o| o.keys.contains(&r.key));
+        unused.push(Finding {
+            severity: Severity::Warning,
+            code: Code::RetiredKeyUnused,
+            workload: None,
+            side: None,
+            container: None,
+            site: None,
+            object: Some(r.object.clone()),
+            key: Some(r.key.clone()),
+            message: if kept {
+                "retired, but the proposed state keeps this key: nothing was waived (drop the \
+                 retirement, or remove the key)"
+            } else {
+                "retired, but no bulk load in this change loses this key: nothing was waived \
+                 (drop the retirement)"
+            }
+            .into(),
+            source: None,
+        });
+    }
+    unused
+}
+
+/// A state of CRDs and no workload beside one of workloads
+/// (`maybe-truncated`): perhaps a chart's CRDs rendered and its templates
+/// did not, or a dump cut short.
+fn maybe_truncated(input: &CheckInput) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for (side, state, other) in [
+        ("current", &input.current, &input.proposed),
+        ("proposed", &input.proposed, &input.current),
+    ] {
+        if state.crds > 0 && state.workloads.is_empty() && !other.workloads.is_empty() {
+            out.push(Finding {
+                severity: Severity::Warning,
+                code: Code::MaybeTruncated,
+                workload: None,
+                side: None,
+                container: None,
+                site: None,
+                object: None,
+                key: None,
+                message: format!(
+                    "the {side} state holds {} CustomResourceDefinition(s) and no workload, \
+                     while the other holds {}: it may be truncated (a chart whose CRDs rendered \
+                     and templates did not, a dump cut short); check that it is complete",
+                    state.crds,
+                    other.workloads.len()
+                ),
+                source: None,
+            });
+        }
+    }
+    out
+}
+
+/// Runs the check.
+///
+/// An unsafe transition is a [`Report`] whose failures say why, not an
+/// error.
+///
+/// # Errors
+///
+/// [`InputError::Invalid`] for states it cannot judge: one object or
+/// ServiceAccount twice in a state, an object both deleted (`delete`)
+/// and in the proposed manifests, or a previous inventory of another
+/// format version than [`Inventory::VERSION`] or listing an object twice.
+pub fn check(input: &CheckInput) -> Result<Report, InputError> {
+    let current = index(&input.current.objects, "current state")?;
+    let proposed_in = index(&input.proposed.objects, "proposed state")?;
+    names_are_there(input, &current, &proposed_in)?;
+    let (proposed, pruned) = state_after(input, &current, &proposed_in)?;
     let ctx = Ctx {
         current: &current,
         proposed: &proposed,
@@ -367,70 +466,9 @@ pub fn check(input: &CheckInput) -> Result<Report, InputError> {
             findings.insert(note);
         }
     }
-    // A retirement that waived nothing: kept in a pipeline, it would waive
-    // the next, unintended removal of that key.
-    let waived: HashSet<(&ObjectId, &str)> = findings
-        .iter()
-        .filter(|f| f.code == "bulk-key-removed")
-        .filter_map(|f| Some((f.object.as_ref()?, f.key.as_deref()?)))
-        .collect();
-    let mut unused: Vec<Finding> = Vec::new();
-    for r in &input.retired {
-        if waived.contains(&(&r.object, r.key.as_str())) {
-            continue;
-        }
-        let kept = ctx
-            .proposed
-            .get(&r.object)
-            .is_some_and(|o| o.keys.contains(&r.key));
-        unused.push(Finding {
-            severity: Severity::Warning,
-            code: Code::RetiredKeyUnused,
-            workload: None,
-            side: None,
-            container: None,
-            site: None,
-            object: Some(r.object.clone()),
-            key: Some(r.key.clone()),
-            message: if kept {
-                "retired, but the proposed state keeps this key: nothing was waived (drop the \
-                 retirement, or remove the key)"
-            } else {
-                "retired, but no bulk load in this change loses this key: nothing was waived \
-                 (drop the retirement)"
-            }
-            .into(),
-            source: None,
-        });
-    }
+    let unused = unused_retirements(input, &ctx, &findings);
     findings.extend(unused);
-    // A state of CRDs and no workload beside one of workloads: perhaps a
-    // chart's CRDs rendered and its templates did not, or a dump cut short.
-    for (side, state, other) in [
-        ("current", &input.current, &input.proposed),
-        ("proposed", &input.proposed, &input.current),
-    ] {
-        if state.crds > 0 && state.workloads.is_empty() && !other.workloads.is_empty() {
-            findings.insert(Finding {
-                severity: Severity::Warning,
-                code: Code::MaybeTruncated,
-                workload: None,
-                side: None,
-                container: None,
-                site: None,
-                object: None,
-                key: None,
-                message: format!(
-                    "the {side} state holds {} CustomResourceDefinition(s) and no workload, \
-                     while the other holds {}: it may be truncated (a chart whose CRDs rendered \
-                     and templates did not, a dump cut short); check that it is complete",
-                    state.crds,
-                    other.workloads.len()
-                ),
-                source: None,
-            });
-        }
-    }
+    findings.extend(maybe_truncated(input));
     let (failures, warnings): (Vec<Finding>, Vec<Finding>) = once_per_reference(findings)
         .into_iter()
         .partition(|f| f.severity == Severity::Failure);
