@@ -37,16 +37,10 @@ pub use prune::parse_selector;
 pub(crate) use text::{EMPTY_STATE, document_lines, manifest_files};
 pub use text::{decode_text, load_paths, load_str, read_text};
 
-fn load_doc(
-    mut doc: Node,
-    at: &str,
-    options: &LoadOptions,
-    out: &mut Manifests,
-) -> Result<(), InputError> {
-    if !matches!(doc, Node::Map(_)) {
-        return Err(bad(at, "a document must be an object"));
-    }
-    let kind = doc
+/// The document's `kind`, or the input error that says what the document
+/// is instead (a kustomization, a chart's Chart.yaml, other YAML).
+fn kind_of(doc: &Node, at: &str) -> Result<String, InputError> {
+    Ok(doc
         .get("kind")
         .and_then(Node::as_str)
         .filter(|k| !k.is_empty())
@@ -83,26 +77,87 @@ fn load_doc(
                 )
             }
         })?
-        .to_owned();
+        .to_owned())
+}
+
+/// `api` must be one of `wanted` for `kind`.
+fn expect_api(at: &str, kind: &str, api: &str, wanted: &[&str]) -> Result<(), InputError> {
+    if wanted.contains(&api) {
+        Ok(())
+    } else {
+        Err(bad(
+            at,
+            format!(
+                "{kind} with unsupported apiVersion {api} (expected {})",
+                wanted.join(" or ")
+            ),
+        ))
+    }
+}
+
+/// A `List`, or a typed list (`DeploymentList`, ...) as the API server
+/// answers a list request, whose items may leave out their kind and
+/// apiVersion: each item loaded as a document of its own.
+fn load_list(
+    mut doc: Node,
+    at: &str,
+    kind: &str,
+    api: &str,
+    typed_list: Option<&str>,
+    options: &LoadOptions,
+    out: &mut Manifests,
+) -> Result<(), InputError> {
+    // A `List` may hold objects of any group; it is `v1` itself.
+    expect_api(
+        at,
+        kind,
+        api,
+        typed_list.and_then(api_versions).unwrap_or(&["v1"]),
+    )?;
+    let Some(Node::Seq(items)) = doc.take_path(&["items"]) else {
+        return Err(bad(at, format!("{kind} without an items list")));
+    };
+    for (i, mut item) in items.into_iter().enumerate() {
+        let item_at = format!("{at} item {}", i + 1);
+        if let Some(element) = typed_list {
+            match item.get("kind") {
+                None | Some(Node::Null) => item.set("kind", Node::String(element.to_owned())),
+                Some(Node::String(k)) if k == element => {}
+                Some(other) => {
+                    return Err(bad(
+                        &item_at,
+                        format!(
+                            "a {kind} item must be a {element}, not {}",
+                            other.as_str().unwrap_or("a non-string kind")
+                        ),
+                    ));
+                }
+            }
+            if matches!(item.get("apiVersion"), None | Some(Node::Null)) {
+                item.set("apiVersion", Node::String(api.to_owned()));
+            }
+        }
+        load_doc(item, &item_at, options, out)?;
+    }
+    Ok(())
+}
+
+fn load_doc(
+    mut doc: Node,
+    at: &str,
+    options: &LoadOptions,
+    out: &mut Manifests,
+) -> Result<(), InputError> {
+    if !matches!(doc, Node::Map(_)) {
+        return Err(bad(at, "a document must be an object"));
+    }
+    let kind = kind_of(&doc, at)?;
     let api = doc
         .get("apiVersion")
         .and_then(Node::as_str)
         .filter(|k| !k.is_empty())
         .ok_or_else(|| bad(at, "missing apiVersion"))?
         .to_owned();
-    let expect_api = |wanted: &[&str]| -> Result<(), InputError> {
-        if wanted.contains(&api.as_str()) {
-            Ok(())
-        } else {
-            Err(bad(
-                at,
-                format!(
-                    "{kind} with unsupported apiVersion {api} (expected {})",
-                    wanted.join(" or ")
-                ),
-            ))
-        }
-    };
     // A kind of a name this guard reads but from a group that is not
     // Kubernetes' own (Volcano's `batch.volcano.sh` `Job`, say) is a custom
     // resource: read as any unknown kind, so `--allow-kind` can name it. An
@@ -118,41 +173,14 @@ fn load_doc(
         .strip_suffix("List")
         .filter(|element| api_versions(element).is_some() && !custom(element));
     if kind == "List" || typed_list.is_some() {
-        // A `List` may hold objects of any group; it is `v1` itself.
-        expect_api(typed_list.and_then(api_versions).unwrap_or(&["v1"]))?;
-        let Some(Node::Seq(items)) = doc.take_path(&["items"]) else {
-            return Err(bad(at, format!("{kind} without an items list")));
-        };
-        for (i, mut item) in items.into_iter().enumerate() {
-            let item_at = format!("{at} item {}", i + 1);
-            if let Some(element) = typed_list {
-                match item.get("kind") {
-                    None | Some(Node::Null) => item.set("kind", Node::String(element.to_owned())),
-                    Some(Node::String(k)) if k == element => {}
-                    Some(other) => {
-                        return Err(bad(
-                            &item_at,
-                            format!(
-                                "a {kind} item must be a {element}, not {}",
-                                other.as_str().unwrap_or("a non-string kind")
-                            ),
-                        ));
-                    }
-                }
-                if matches!(item.get("apiVersion"), None | Some(Node::Null)) {
-                    item.set("apiVersion", Node::String(api.clone()));
-                }
-            }
-            load_doc(item, &item_at, options, out)?;
-        }
-        return Ok(());
+        return load_list(doc, at, &kind, &api, typed_list, options, out);
     }
     if kind == "CustomResourceDefinition" && group == "apiextensions.k8s.io" {
         out.crds += 1;
     }
     let custom_kind = custom(&kind);
     if let Some(versions) = api_versions(&kind).filter(|_| !custom_kind) {
-        expect_api(versions)?;
+        expect_api(at, &kind, &api, versions)?;
     }
     // A custom resource matches none of the known kinds' arms.
     let known_kind = if custom_kind { "" } else { kind.as_str() };
