@@ -190,35 +190,31 @@ fn string_map_with_directives(
     Ok(map)
 }
 
-/// Runs the drift check. `defaults` is a map of key → string (JSON or
-/// YAML), `base` a ConfigMap manifest, each overlay a strategic-merge patch
-/// of it (an overlay that names another ConfigMap, by `metadata.name` or
-/// `metadata.namespace`, is an input error). Keys in `secret_keys` are
-/// checked for presence only.
-///
-/// # Errors
-///
-/// [`InputError::Parse`] or [`InputError::Invalid`] naming the source and
-/// the place for input it cannot read: defaults that are not a map of
-/// strings, a base that is not one ConfigMap, an overlay for another
-/// ConfigMap or with a directive it does not apply.
-pub fn drift(
-    defaults: Source<'_>,
-    base: Source<'_>,
-    overlays: &[Source<'_>],
-    secret_keys: &BTreeSet<String>,
-) -> Result<Report, InputError> {
+/// The compiled-in defaults: a map of strings, none null.
+fn read_defaults(defaults: Source<'_>) -> Result<BTreeMap<String, String>, InputError> {
     let defaults_node = single(defaults)?;
-    let defaults_map: BTreeMap<String, String> =
-        string_map(&defaults_node, defaults.name, "defaults")?
-            .into_iter()
-            .map(|(k, v)| {
-                v.map(|v| (k.clone(), v))
-                    .ok_or_else(|| bad(defaults.name, format!("defaults: {k} is null")))
-            })
-            .collect::<Result<_, _>>()?;
-    drop(defaults_node);
+    let map = string_map(&defaults_node, defaults.name, "defaults")?
+        .into_iter()
+        .map(|(k, v)| {
+            v.map(|v| (k.clone(), v))
+                .ok_or_else(|| bad(defaults.name, format!("defaults: {k} is null")))
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(map)
+}
 
+/// The base ConfigMap as read.
+struct Base {
+    /// Its identity (namespace `default` where it states none).
+    object: ObjectId,
+    /// The namespace it states, if any.
+    explicit_namespace: Option<String>,
+    /// Its data (strings, none null).
+    data: BTreeMap<String, String>,
+}
+
+/// The base ConfigMap (`binaryData` refused).
+fn read_base(base: Source<'_>) -> Result<Base, InputError> {
     require_configmap(base, false)?;
     let base_node = single(base)?;
     if base_node.get("binaryData").is_some() {
@@ -259,6 +255,37 @@ pub fn drift(
         namespace,
         name,
     };
+    Ok(Base {
+        object,
+        explicit_namespace,
+        data: base_data,
+    })
+}
+
+/// Runs the drift check. `defaults` is a map of key → string (JSON or
+/// YAML), `base` a ConfigMap manifest, each overlay a strategic-merge patch
+/// of it (an overlay that names another ConfigMap, by `metadata.name` or
+/// `metadata.namespace`, is an input error). Keys in `secret_keys` are
+/// checked for presence only.
+///
+/// # Errors
+///
+/// [`InputError::Parse`] or [`InputError::Invalid`] naming the source and
+/// the place for input it cannot read: defaults that are not a map of
+/// strings, a base that is not one ConfigMap, an overlay for another
+/// ConfigMap or with a directive it does not apply.
+pub fn drift(
+    defaults: Source<'_>,
+    base: Source<'_>,
+    overlays: &[Source<'_>],
+    secret_keys: &BTreeSet<String>,
+) -> Result<Report, InputError> {
+    let defaults_map = read_defaults(defaults)?;
+    let Base {
+        object,
+        explicit_namespace,
+        data: base_data,
+    } = read_base(base)?;
 
     let mut rendered = vec![(
         format!("base {}", base.name),
