@@ -13,7 +13,7 @@ use postgres::{Client, Config, NoTls, Socket, Statement};
 
 use super::pg_sql::{
     OPEN_AT, PURGE_BATCH, Purge, READ_AT, SCHEMA_CHECK, SCHEMA_VERSION, SETUP, SETUP_LOCK,
-    VERSION_OF, Write, decode, open_rows, read_row, storage, with_causes,
+    VERSION_OF, Write, decode, open_rows, read_row, storage, version_conflict, with_causes,
 };
 use crate::error::Error;
 use crate::store::{Cutoff, Read, Store};
@@ -460,11 +460,7 @@ impl Store for PgStore {
                 .query_opt(VERSION_OF, &[&key.scope, &key.id])
                 .map_err(storage)?
                 .map(|r| r.get(0));
-            Err(Error::VersionConflict {
-                key: key.to_string(),
-                expected,
-                found: found.map(|v| v as u64),
-            })
+            Err(version_conflict(&key, expected, found))
         })
     }
 

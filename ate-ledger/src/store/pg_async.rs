@@ -10,7 +10,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 
 use super::pg_sql::{
     OPEN_AT, PURGE_BATCH, Purge, READ_AT, SCHEMA_CHECK, SCHEMA_VERSION, SETUP, SETUP_LOCK,
-    VERSION_OF, Write, open_rows, read_row, storage,
+    VERSION_OF, Write, open_rows, read_row, storage, version_conflict,
 };
 use crate::error::Error;
 use crate::store::{AsyncStore, Cutoff, Read, StoreFuture};
@@ -207,11 +207,7 @@ impl AsyncStore for AsyncPgStore {
                 .await
                 .map_err(storage)?
                 .map(|r| r.get(0));
-            Err(Error::VersionConflict {
-                key: key.to_string(),
-                expected,
-                found: found.map(|v| v as u64),
-            })
+            Err(version_conflict(key, expected, found))
         }))
     }
 

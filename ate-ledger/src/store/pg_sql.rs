@@ -31,6 +31,16 @@ pub(crate) fn storage(e: impl std::error::Error) -> Error {
     Error::Storage(format!("postgres: {}", with_causes(&e)))
 }
 
+/// A conditional write that lost the race (or was made on a stale read):
+/// what is stored now, as [`Error::VersionConflict`].
+pub(crate) fn version_conflict(key: &Key, expected: Option<u64>, found: Option<i64>) -> Error {
+    Error::VersionConflict {
+        key: key.to_string(),
+        expected,
+        found: found.map(|v| v as u64),
+    }
+}
+
 /// The schema version this crate writes and reads.
 pub(crate) const SCHEMA_VERSION: u64 = 1;
 
