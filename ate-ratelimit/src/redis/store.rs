@@ -1,0 +1,332 @@
+//! The store handle: one script call per check, the down marks that keep
+//! a failing store from adding its timeout to every request.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use super::config::RedisConfig;
+use super::conn::{Client, Conn, unreachable};
+
+/// A handle on the shared store. Clones share one multiplexed connection.
+/// `Send + Sync`.
+///
+/// How it meets a failing store:
+///
+/// - A call that gets no answer within the timeout (a stalled server, or a
+///   flow that died without a word: a dropped NAT or load-balancer entry)
+///   takes the fallback, and the next call goes over a new connection.
+/// - A call that cannot reach the server (a connection a restart closed,
+///   a reset) is tried once more on a new connection within the same
+///   timeout, so the first check after a restart is shared. A check whose
+///   request went out and only its reply was lost may then be counted
+///   twice: stricter, never looser.
+/// - Only a failure to reach the server marks the store down for every
+///   caller (checks then take the fallback for `recheck_after`); an error
+///   the server answers about one call (a key of another type) answers
+///   that call from the fallback alone.
+#[derive(Clone)]
+pub struct RedisStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// The connection, replaced after a timeout or a failure to reach the
+    /// server: a flow that died without a word (a dropped NAT or load
+    /// balancer entry, a hung proxy) never errors, so the manager itself
+    /// would keep it.
+    conn: parking_lot::RwLock<Conn>,
+    client: Client,
+    script: redis::Script,
+    config: RedisConfig,
+    started: Instant,
+    /// Whether the last call reached the store.
+    up: AtomicBool,
+    /// Until this many ms after `started`, checks skip the store: one
+    /// entry for one Redis, one per slot for a cluster (a slot without a
+    /// master is skipped alone).
+    down_until_ms: Box<[AtomicU64]>,
+}
+
+impl fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("config", &self.inner.config)
+            .field("up", &self.is_up())
+            .finish_non_exhaustive()
+    }
+}
+
+/// One limit of a call, as the script needs it.
+pub(crate) struct Window<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) limit: u32,
+    /// The window in ticks, and the tick in microseconds: the in-process
+    /// geometry, so both backends round alike.
+    pub(crate) window_ticks: u64,
+    pub(crate) tick_us: u64,
+}
+
+/// One limit's answer from the script.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Answer {
+    pub(crate) allowed: bool,
+    /// Attempts in the window before this call.
+    pub(crate) count: u32,
+    /// Until the same cost would fit, given what was recorded.
+    pub(crate) wait: Duration,
+    /// Until the oldest attempt held leaves.
+    pub(crate) reset: Duration,
+}
+
+/// Times passed to the script: `None` reads the server's clock.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Times {
+    /// "Now" in nanoseconds; the script gets it in microseconds, rounded
+    /// down, and the attempt's time rounded up.
+    pub(crate) now_ns: u64,
+}
+
+impl RedisStore {
+    /// A handle over `conn`, made by `client`; `slots` down marks (1, or
+    /// one per cluster slot).
+    pub(super) fn open(config: RedisConfig, client: Client, conn: Conn, slots: usize) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                conn: parking_lot::RwLock::new(conn),
+                client,
+                script: redis::Script::new(SCRIPT),
+                started: Instant::now(),
+                up: AtomicBool::new(false),
+                down_until_ms: (0..slots).map(|_| AtomicU64::new(0)).collect(),
+                config,
+            }),
+        }
+    }
+
+    /// Whether the last call reached the store (false before the first).
+    pub fn is_up(&self) -> bool {
+        self.inner.up.load(Ordering::Acquire)
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &RedisConfig {
+        &self.inner.config
+    }
+
+    /// One `PING`, bounded by the timeout: for a startup log or a
+    /// readiness check of a service that refuses without the store. It
+    /// updates [`is_up`](Self::is_up).
+    ///
+    /// # Errors
+    ///
+    /// The reason the store did not answer.
+    pub async fn ping(&self) -> Result<(), String> {
+        let mut conn = self.connection();
+        let result = tokio::time::timeout(
+            self.inner.config.timeout,
+            redis::cmd("PING").query_async::<String>(&mut conn),
+        )
+        .await;
+        let result = match result {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(self.timed_out()),
+        };
+        if result.is_err() {
+            self.replace_connection();
+        }
+        // One Redis: a failed ping marks it down. A cluster's ping reaches
+        // one node, which says nothing of the others' slots.
+        if self.inner.down_until_ms.len() == 1 {
+            self.mark(0, result.is_ok());
+        } else {
+            self.inner.up.store(result.is_ok(), Ordering::Release);
+        }
+        result
+    }
+
+    /// The connection calls use now.
+    fn connection(&self) -> Conn {
+        self.inner.conn.read().clone()
+    }
+
+    /// A new connection for the calls after this one (made on first use);
+    /// the old one goes once the calls holding it end. A cluster client
+    /// replaces a node's connection by itself (it bounds each node's
+    /// answer), so its connections stay.
+    fn replace_connection(&self) {
+        if let Client::One(..) = self.inner.client
+            && let Ok(fresh) = self.inner.client.connect()
+        {
+            *self.inner.conn.write() = fresh;
+        }
+    }
+
+    fn timed_out(&self) -> String {
+        format!(
+            "no answer within {:?} (RedisConfig::timeout)",
+            self.inner.config.timeout
+        )
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.inner.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Records whether a call about the keys in `slot` reached the store.
+    fn mark(&self, slot: usize, up: bool) {
+        self.inner.up.store(up, Ordering::Release);
+        let mark = &self.inner.down_until_ms[slot];
+        if !up {
+            let recheck =
+                u64::try_from(self.inner.config.recheck_after.as_millis()).unwrap_or(u64::MAX);
+            mark.store(self.now_ms().saturating_add(recheck), Ordering::Release);
+        } else if mark.load(Ordering::Relaxed) != 0 {
+            // Read first: a store on every call would bounce the line
+            // between cores.
+            mark.store(0, Ordering::Release);
+        }
+    }
+
+    /// Where the down mark of a call's keys is kept: their slot on a
+    /// cluster (every key of one call shares it).
+    fn slot(&self, key: &str) -> usize {
+        if self.inner.down_until_ms.len() == 1 {
+            return 0;
+        }
+        #[cfg(feature = "redis-cluster")]
+        return super::cluster::slot(key.as_bytes());
+        #[cfg(not(feature = "redis-cluster"))]
+        {
+            let _ = key;
+            0
+        }
+    }
+
+    /// Whether checks of the keys in `slot` skip the store for now (found
+    /// unreachable less than `recheck_after` ago).
+    fn skipping(&self, slot: usize) -> bool {
+        let until = self.inner.down_until_ms[slot].load(Ordering::Acquire);
+        until != 0 && self.now_ms() < until
+    }
+
+    /// The key of `limit`'s window for `caller`.
+    fn key(&self, caller: &str, limit: &str) -> String {
+        format!("{}:{{={caller}}}:{limit}", self.inner.config.prefix)
+    }
+
+    /// Runs the script for one call: `Err` with the reason when the store
+    /// did not answer (or answered with an error).
+    pub(crate) async fn run(
+        &self,
+        caller: &str,
+        windows: &[Window<'_>],
+        cost: u32,
+        count_denied: bool,
+        times: Option<Times>,
+    ) -> Result<Vec<Answer>, String> {
+        let mut invocation = self.inner.script.prepare_invoke();
+        let mut slot = 0;
+        for (i, w) in windows.iter().enumerate() {
+            let key = self.key(caller, w.name);
+            if i == 0 {
+                slot = self.slot(&key);
+                if self.skipping(slot) {
+                    return Err(format!(
+                        "unreachable less than {:?} ago (RedisConfig::recheck_after)",
+                        self.inner.config.recheck_after
+                    ));
+                }
+            }
+            invocation.key(key);
+        }
+        invocation.arg(cost).arg(u8::from(count_denied));
+        match times {
+            Some(t) => invocation
+                .arg(t.now_ns / 1_000)
+                .arg(t.now_ns.div_ceil(1_000)),
+            None => invocation.arg("").arg(""),
+        };
+        for w in windows {
+            invocation.arg(w.limit).arg(w.window_ticks).arg(w.tick_us);
+        }
+        // A failure to reach the server (a connection a restart closed, a
+        // reset) is tried once more on a new connection within the same
+        // deadline: a call whose request went out and only its reply was
+        // lost may then be counted twice, which is stricter, never looser.
+        let deadline = tokio::time::Instant::now() + self.inner.config.timeout;
+        let mut tries = 0;
+        let (answer, reached) = loop {
+            tries += 1;
+            let mut conn = self.connection();
+            let result =
+                tokio::time::timeout_at(deadline, invocation.invoke_async::<Vec<i64>>(&mut conn))
+                    .await;
+            match result {
+                Err(_) => {
+                    self.replace_connection();
+                    break (Err(self.timed_out()), false);
+                }
+                Ok(Err(e)) if unreachable(&e) => {
+                    self.replace_connection();
+                    if tries == 1 && tokio::time::Instant::now() < deadline {
+                        continue;
+                    }
+                    break (Err(e.to_string()), false);
+                }
+                // The server answered, with an error about this call (a key
+                // of another type, a script error): it is up for everyone.
+                Ok(Err(e)) => break (Err(e.to_string()), true),
+                Ok(Ok(flat)) if flat.len() == 1 + 4 * windows.len() => {
+                    // Absolute times in µs to waits: exact in nanoseconds
+                    // against a given "now", as in process.
+                    let until = |at_us: i64| -> Duration {
+                        let at_us = u64::try_from(at_us).unwrap_or(0);
+                        match times {
+                            Some(t) => Duration::from_nanos(
+                                at_us.saturating_mul(1_000).saturating_sub(t.now_ns),
+                            ),
+                            None => Duration::from_micros(
+                                at_us.saturating_sub(u64::try_from(flat[0]).unwrap_or(0)),
+                            ),
+                        }
+                    };
+                    let answers = flat[1..]
+                        .chunks_exact(4)
+                        .map(|a| Answer {
+                            allowed: a[0] == 1,
+                            count: u32::try_from(a[1]).unwrap_or(u32::MAX),
+                            wait: until(a[2]),
+                            reset: until(a[3]),
+                        })
+                        .collect();
+                    break (Ok(answers), true);
+                }
+                Ok(Ok(flat)) => {
+                    let message = format!(
+                        "the script answered {} values for {} limits",
+                        flat.len().saturating_sub(1),
+                        windows.len()
+                    );
+                    break (Err(message), true);
+                }
+            }
+        };
+        self.mark(slot, reached);
+        answer
+    }
+}
+
+/// The check of one call against every limit it touches.
+///
+/// A window is one list of runs, newest first, each 28 bytes: a time in
+/// ticks of the limit's own tick (the in-process one: 1 µs,
+/// 1 ms or 1 s), the attempts recorded at it, the attempts recorded on the
+/// key up to and including it, and until when (in ticks) the key's expiry
+/// already holds. The attempts held are the head's `cum` less the oldest
+/// run's `cum - count`, so a check reads both ends and writes the head:
+/// its server time and memory do not grow with its cost or with N. The
+/// expiry is set to two windows at most once a window, not on every call.
+const SCRIPT: &str = include_str!("window.lua");
