@@ -411,6 +411,41 @@ impl TestCluster {
         masters
     }
 
+    /// The process id of the node on `port` while it runs: for a test
+    /// that stalls it (`SIGSTOP`, then `SIGCONT`), a hang rather than a
+    /// refusal.
+    pub fn pid(&self, port: u16) -> Option<u32> {
+        self.nodes
+            .iter()
+            .find(|n| n.0 == port)
+            .and_then(|n| n.1.as_ref().map(Child::id))
+    }
+
+    /// Makes the node on `port` tell clients it is on `announced` (a
+    /// relay in front of it: `cluster-announce-port`; the cluster bus
+    /// stays direct), and waits until every live node's slot map says so.
+    ///
+    /// # Panics
+    ///
+    /// If the node refuses, or the others do not learn it within 30 s.
+    pub fn announce(&self, port: u16, announced: u16) {
+        let () = Self::query(
+            port,
+            redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("cluster-announce-bus-port")
+                .arg(port + 10_000)
+                .arg("cluster-announce-port")
+                .arg(announced),
+        )
+        .expect("CONFIG SET cluster-announce-port");
+        let address = format!(" 127.0.0.1:{announced}@");
+        self.wait(&format!("node {port} to be known as {announced}"), |p| {
+            Self::query::<String>(p, redis::cmd("CLUSTER").arg("NODES"))
+                .is_ok_and(|nodes| nodes.contains(&address))
+        });
+    }
+
     /// Kills the node on `port` (SIGKILL, as a crash).
     pub fn kill(&mut self, port: u16) {
         for node in &mut self.nodes {

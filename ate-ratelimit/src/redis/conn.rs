@@ -23,14 +23,35 @@ impl Client {
             )?)),
             #[cfg(feature = "redis-cluster")]
             Client::Cluster(client, timeout) => Ok(Conn::Cluster(
-                client.get_pending_async_connection_with_config(
-                    redis::cluster::ClusterConfig::new()
-                        .set_connection_timeout(*timeout)
-                        .set_response_timeout(*timeout),
-                ),
+                client.get_pending_async_connection_with_config(cluster_config(*timeout)),
             )),
         }
     }
+
+    /// A cluster connection made now: every node it can reach connected
+    /// and the slot map read, so that it can be swapped in without making
+    /// the calls after it wait for that. `None` for one Redis.
+    #[cfg(feature = "redis-cluster")]
+    pub(super) async fn connect_now(&self) -> Option<redis::RedisResult<Conn>> {
+        match self {
+            Client::One(..) => None,
+            Client::Cluster(client, timeout) => Some(
+                client
+                    .get_async_connection_with_config(cluster_config(*timeout))
+                    .await
+                    .map(Conn::Cluster),
+            ),
+        }
+    }
+}
+
+/// A cluster connection's bounds: on connecting to a node, and on its
+/// answer.
+#[cfg(feature = "redis-cluster")]
+fn cluster_config(timeout: std::time::Duration) -> redis::cluster::ClusterConfig {
+    redis::cluster::ClusterConfig::new()
+        .set_connection_timeout(timeout)
+        .set_response_timeout(timeout)
 }
 
 /// One multiplexed connection, or a cluster client's connections to every

@@ -26,6 +26,14 @@ use super::conn::{Client, Conn, unreachable};
 ///   caller (checks then take the fallback for `recheck_after`); an error
 ///   the server answers about one call (a key of another type) answers
 ///   that call from the fallback alone.
+/// - On a cluster, "the store" is the node that serves the call's slot: a
+///   failure marks every slot of that node (as the slot map last read
+///   says: by [`ping`](Self::ping), or by the store itself after its first
+///   call), so a node that hangs costs one timeout per `recheck_after`,
+///   whichever of its slots the callers touch; the other nodes' callers
+///   stay shared. The new connection after a failure is made, and read
+///   the slot map, in a task of its own, and replaces the old one once it
+///   reached the cluster.
 #[derive(Clone)]
 pub struct RedisStore {
     inner: Arc<Inner>,
@@ -47,6 +55,9 @@ struct Inner {
     /// entry for one Redis, one per slot for a cluster (a slot without a
     /// master is skipped alone).
     down_until_ms: Box<[AtomicU64]>,
+    /// Which slots share a node (a cluster's).
+    #[cfg(feature = "redis-cluster")]
+    topology: super::cluster::Topology,
 }
 
 impl fmt::Debug for RedisStore {
@@ -100,6 +111,8 @@ impl RedisStore {
                 started: Instant::now(),
                 up: AtomicBool::new(false),
                 down_until_ms: (0..slots).map(|_| AtomicU64::new(0)).collect(),
+                #[cfg(feature = "redis-cluster")]
+                topology: super::cluster::Topology::default(),
                 config,
             }),
         }
@@ -117,21 +130,18 @@ impl RedisStore {
 
     /// One `PING`, bounded by the timeout: for a startup log or a
     /// readiness check of a service that refuses without the store. It
-    /// updates [`is_up`](Self::is_up).
+    /// updates [`is_up`](Self::is_up). On a cluster it asks one node for
+    /// the slot map instead (which also tells the store which slots share
+    /// a node, so that a node that hangs is skipped as a whole).
     ///
     /// # Errors
     ///
     /// The reason the store did not answer.
     pub async fn ping(&self) -> Result<(), String> {
         let mut conn = self.connection();
-        let result = tokio::time::timeout(
-            self.inner.config.timeout,
-            redis::cmd("PING").query_async::<String>(&mut conn),
-        )
-        .await;
+        let result = tokio::time::timeout(self.inner.config.timeout, self.ping_on(&mut conn)).await;
         let result = match result {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(e.to_string()),
+            Ok(result) => result,
             Err(_) => Err(self.timed_out()),
         };
         if result.is_err() {
@@ -147,21 +157,77 @@ impl RedisStore {
         result
     }
 
+    /// `PING` on one Redis; `CLUSTER SLOTS` on a cluster, learned.
+    async fn ping_on(&self, conn: &mut Conn) -> Result<(), String> {
+        match conn {
+            Conn::One(c) => redis::cmd("PING")
+                .query_async::<String>(c)
+                .await
+                .map(drop)
+                .map_err(|e| e.to_string()),
+            #[cfg(feature = "redis-cluster")]
+            Conn::Cluster(c) => {
+                use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+                let mut cmd = redis::cmd("CLUSTER");
+                cmd.arg("SLOTS");
+                let reply = c
+                    .route_command(cmd, RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if self.inner.topology.learn(&reply) {
+                    Ok(())
+                } else {
+                    Err(format!("CLUSTER SLOTS answered {reply:?}"))
+                }
+            }
+        }
+    }
+
     /// The connection calls use now.
     fn connection(&self) -> Conn {
         self.inner.conn.read().clone()
     }
 
-    /// A new connection for the calls after this one (made on first use);
-    /// the old one goes once the calls holding it end. A cluster client
-    /// replaces a node's connection by itself (it bounds each node's
-    /// answer), so its connections stay.
+    /// A new connection for the calls after this one; the old one goes
+    /// once the calls holding it end. One Redis: made at once (it connects
+    /// on first use). A cluster: made, and its slot map read, by a task of
+    /// its own, and swapped in once it works (a cluster connection would
+    /// otherwise keep a node's flow that died without a word: it retries a
+    /// timed-out answer on the same flow).
     fn replace_connection(&self) {
-        if let Client::One(..) = self.inner.client
-            && let Ok(fresh) = self.inner.client.connect()
-        {
-            *self.inner.conn.write() = fresh;
+        match self.inner.client {
+            Client::One(..) => {
+                if let Ok(fresh) = self.inner.client.connect() {
+                    *self.inner.conn.write() = fresh;
+                }
+            }
+            #[cfg(feature = "redis-cluster")]
+            Client::Cluster(..) => self.renew(true),
         }
+    }
+
+    /// On a cluster, in a task of its own and one at a time: with `fresh`,
+    /// a new connection, swapped in once it reached the cluster; then the
+    /// slot map, learned over the connection in use. Each step is bounded
+    /// by a few timeouts; one that fails leaves things as they were.
+    #[cfg(feature = "redis-cluster")]
+    fn renew(&self, fresh: bool) {
+        if !self.inner.topology.start_renewing() {
+            return;
+        }
+        let store = self.clone();
+        tokio::spawn(async move {
+            let bound = store.inner.config.timeout.saturating_mul(4);
+            if fresh
+                && let Ok(Some(Ok(conn))) =
+                    tokio::time::timeout(bound, store.inner.client.connect_now()).await
+            {
+                *store.inner.conn.write() = conn;
+            }
+            let mut conn = store.connection();
+            let _ = tokio::time::timeout(bound, store.ping_on(&mut conn)).await;
+            store.inner.topology.done_renewing();
+        });
     }
 
     fn timed_out(&self) -> String {
@@ -176,17 +242,37 @@ impl RedisStore {
     }
 
     /// Records whether a call about the keys in `slot` reached the store.
+    /// On a cluster, a failure marks every slot of the node that serves
+    /// `slot`, as far as the slot map knows.
     fn mark(&self, slot: usize, up: bool) {
         self.inner.up.store(up, Ordering::Release);
-        let mark = &self.inner.down_until_ms[slot];
         if !up {
             let recheck =
                 u64::try_from(self.inner.config.recheck_after.as_millis()).unwrap_or(u64::MAX);
-            mark.store(self.now_ms().saturating_add(recheck), Ordering::Release);
-        } else if mark.load(Ordering::Relaxed) != 0 {
+            let until = self.now_ms().saturating_add(recheck);
+            #[cfg(feature = "redis-cluster")]
+            if self.inner.down_until_ms.len() > 1 {
+                for range in self.inner.topology.node_slots(slot) {
+                    for mark in &self.inner.down_until_ms[range] {
+                        mark.store(until, Ordering::Release);
+                    }
+                }
+                return;
+            }
+            self.inner.down_until_ms[slot].store(until, Ordering::Release);
+            return;
+        }
+        let mark = &self.inner.down_until_ms[slot];
+        if mark.load(Ordering::Relaxed) != 0 {
             // Read first: a store on every call would bounce the line
             // between cores.
             mark.store(0, Ordering::Release);
+        }
+        // A cluster whose slot map is not known yet learns it now, off the
+        // check's path.
+        #[cfg(feature = "redis-cluster")]
+        if self.inner.down_until_ms.len() > 1 && !self.inner.topology.is_known() {
+            self.renew(false);
         }
     }
 
@@ -274,7 +360,14 @@ impl RedisStore {
                     if tries == 1 && tokio::time::Instant::now() < deadline {
                         continue;
                     }
-                    break (Err(e.to_string()), false);
+                    // A node's own answer timeout (a cluster's) reads as
+                    // ours.
+                    let reason = if e.is_timeout() {
+                        self.timed_out()
+                    } else {
+                        e.to_string()
+                    };
+                    break (Err(reason), false);
                 }
                 // The server answered, with an error about this call (a key
                 // of another type, a script error): it is up for everyone.
