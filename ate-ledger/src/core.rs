@@ -274,9 +274,14 @@ impl<S: AsyncStore, C: Clock> Core<'_, S, C> {
     /// First, if this ledger wrote the record last and remembers it
     /// ([`Written`]), the change is written at once on that record: one
     /// round trip when nothing else wrote meanwhile.
+    ///
+    /// With `fenced`, each write is made only while the record's lease
+    /// lasts by the store's clock ([`AsyncStore::put_until`]), where the
+    /// lease was granted on that clock.
     async fn update_owned<T>(
         &self,
         lease: &Lease,
+        fenced: bool,
         mut change: impl FnMut(&mut Record, DateTime<Utc>) -> Result<(bool, T), Error>,
     ) -> Result<(Record, T), Error> {
         let local = self.clock.now();
@@ -286,7 +291,7 @@ impl<S: AsyncStore, C: Clock> Core<'_, S, C> {
             // that fails) is decided on the stored record instead.
             if let Ok((true, answer)) = change(&mut record, local + offset) {
                 record.version += 1;
-                match self.store.put(&record, Some(expected)).await {
+                match self.put_owned(&record, expected, fenced).await {
                     Ok(()) => {
                         self.written.remember(&record, offset, read_at, self.config);
                         return Ok((record, answer));
@@ -316,7 +321,7 @@ impl<S: AsyncStore, C: Clock> Core<'_, S, C> {
                 return Ok((record, answer));
             }
             record.version += 1;
-            match self.store.put(&record, Some(expected)).await {
+            match self.put_owned(&record, expected, fenced).await {
                 Ok(()) => {
                     self.written
                         .remember(&record, at.offset, at.local, self.config);
@@ -331,8 +336,25 @@ impl<S: AsyncStore, C: Clock> Core<'_, S, C> {
         })
     }
 
+    /// Writes `record` over version `expected`; with `fenced`, only while
+    /// its lease lasts by the store's clock, where the lease was granted
+    /// on it (the clock defers to the store's).
+    async fn put_owned(&self, record: &Record, expected: u64, fenced: bool) -> Result<(), Error> {
+        match &record.lease {
+            Some(l) if fenced && self.clock.defers_to_store() => {
+                self.store
+                    .put_until(record, Some(expected), l.expires_at)
+                    .await
+            }
+            _ => self.store.put(record, Some(expected)).await,
+        }
+    }
+
+    /// Marks the lease's try dispatched: fenced, so a mark that reaches
+    /// the store after the lease ended (it sat in a stalled connection
+    /// while its worker, told it failed, sent nothing) is refused there.
     pub(crate) async fn mark_dispatched(&self, lease: &Lease) -> Result<(), Error> {
-        self.update_owned(lease, |record, now| {
+        self.update_owned(lease, true, |record, now| {
             let t = open_try_mut(record, lease)?;
             if t.dispatched_at.is_some() {
                 return Ok((false, ()));
@@ -346,7 +368,7 @@ impl<S: AsyncStore, C: Clock> Core<'_, S, C> {
 
     pub(crate) async fn renew(&self, lease: &Lease) -> Result<Lease, Error> {
         let ttl = self.config.lease_ttl;
-        self.update_owned(lease, |record, now| {
+        self.update_owned(lease, false, |record, now| {
             let renewed = Lease {
                 expires_at: later(now, ttl),
                 ..lease.clone()
@@ -375,7 +397,7 @@ impl<S: AsyncStore, C: Clock> Core<'_, S, C> {
     ) -> Result<Record, Error> {
         let (outcome, state) = close.ended();
         let closed = self
-            .update_owned(lease, |record, now| {
+            .update_owned(lease, false, |record, now| {
                 let key = lease.key.to_string();
                 let t = open_try_mut(record, lease)?;
                 if unsent {

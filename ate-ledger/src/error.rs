@@ -35,6 +35,17 @@ pub enum Error {
         /// The presented token.
         token: u64,
     },
+    /// A write made under a lease reached the store after the lease had
+    /// ended by the store's clock ([`Store::put_until`](crate::store::Store::put_until)):
+    /// nothing was written. The ledger answers it for a dispatch mark
+    /// that came too late, so its try is never sent.
+    #[error("the lease on {key} ended at {until} by the store's clock; the write was refused")]
+    LeaseExpired {
+        /// The key.
+        key: String,
+        /// When the lease ended.
+        until: chrono::DateTime<chrono::Utc>,
+    },
     /// A transition the state machine forbids.
     #[error("illegal transition on {key}: {detail}")]
     IllegalTransition {

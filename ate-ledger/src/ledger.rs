@@ -117,6 +117,9 @@ impl<S: Store, C: Clock> Ledger<S, C> {
     /// - [`Error::StaleLease`]: the lease no longer owns the attempt (it
     ///   expired and was taken over, or the attempt was closed): do not
     ///   send.
+    /// - [`Error::LeaseExpired`]: the mark reached the store after the
+    ///   lease ended by the store's clock (on a store that tells it, with
+    ///   a clock that defers to it): nothing was written; do not send.
     /// - [`Error::NotFound`]: no record for the lease's key.
     /// - [`Error::Contended`], and the store's errors as for
     ///   [`get`](Self::get); nothing was written, so nothing may be sent.

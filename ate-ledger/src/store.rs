@@ -43,6 +43,37 @@ pub trait Store: std::fmt::Debug + Send + Sync {
     /// (then nothing was written).
     fn put(&self, record: &Record, expected: Option<u64>) -> Result<(), Error>;
 
+    /// [`put`](Self::put), made only while the store's own clock (the
+    /// time [`read`](Self::read) tells) is before `until`; after it,
+    /// nothing is written and the answer is [`Error::LeaseExpired`].
+    ///
+    /// The ledger writes a dispatch mark this way, with the end of the
+    /// lease it holds: a mark whose call timed out (the worker was told
+    /// it failed and sent nothing) may still sit in a stalled connection,
+    /// and must never land once the lease has ended, where nothing else
+    /// would close the try as unsent. The condition is checked where the
+    /// write is applied (in PostgreSQL, by the `UPDATE` against
+    /// `clock_timestamp()`), so a write that arrives late is refused.
+    ///
+    /// The default is [`put`](Self::put): right for a store that tells
+    /// no time ([`Read::now`] is `None`), whose writes are applied within
+    /// the call. A store whose write can outlive its caller (over a
+    /// network) and that tells its time must keep the condition (the
+    /// conformance rule `fenced-write`).
+    ///
+    /// # Errors
+    ///
+    /// As [`put`](Self::put), and [`Error::LeaseExpired`] past `until`.
+    fn put_until(
+        &self,
+        record: &Record,
+        expected: Option<u64>,
+        until: DateTime<Utc>,
+    ) -> Result<(), Error> {
+        let _ = until;
+        self.put(record, expected)
+    }
+
     /// Every record that is still in flight (for recovery).
     ///
     /// # Errors
@@ -150,6 +181,19 @@ pub trait AsyncStore: std::fmt::Debug + Send + Sync {
     /// `expected`, durably; a mismatch is [`Error::VersionConflict`].
     fn put<'a>(&'a self, record: &'a Record, expected: Option<u64>) -> StoreFuture<'a, ()>;
 
+    /// [`Store::put_until`]: written only while the store's own clock is
+    /// before `until`, else [`Error::LeaseExpired`]. The default is
+    /// [`put`](Self::put), for a store that tells no time.
+    fn put_until<'a>(
+        &'a self,
+        record: &'a Record,
+        expected: Option<u64>,
+        until: DateTime<Utc>,
+    ) -> StoreFuture<'a, ()> {
+        let _ = until;
+        self.put(record, expected)
+    }
+
     /// [`Store::open_at`]: every in-flight record, and the store's time.
     fn open(&self) -> StoreFuture<'_, (Vec<Record>, Option<DateTime<Utc>>)>;
 
@@ -166,6 +210,14 @@ macro_rules! forward_async_store {
             }
             fn put<'a>(&'a self, record: &'a Record, expected: Option<u64>) -> StoreFuture<'a, ()> {
                 (**self).put(record, expected)
+            }
+            fn put_until<'a>(
+                &'a self,
+                record: &'a Record,
+                expected: Option<u64>,
+                until: DateTime<Utc>,
+            ) -> StoreFuture<'a, ()> {
+                (**self).put_until(record, expected, until)
             }
             fn open(&self) -> StoreFuture<'_, (Vec<Record>, Option<DateTime<Utc>>)> {
                 (**self).open()
@@ -301,6 +353,14 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     }
     fn put(&self, record: &Record, expected: Option<u64>) -> Result<(), Error> {
         (**self).put(record, expected)
+    }
+    fn put_until(
+        &self,
+        record: &Record,
+        expected: Option<u64>,
+        until: DateTime<Utc>,
+    ) -> Result<(), Error> {
+        (**self).put_until(record, expected, until)
     }
     fn open(&self) -> Result<Vec<Record>, Error> {
         (**self).open()

@@ -33,7 +33,7 @@ pub mod conformance;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "postgres")]
-pub use postgres::{TestDatabase, TestPostgres, fresh_database};
+pub use postgres::{Frozen, TestDatabase, TestPostgres, fresh_database};
 
 use proptest::prelude::*;
 

@@ -60,6 +60,9 @@ enum Fault {
     PurgesOpen,
     /// Tells a time of its own but purges by the ledger's.
     PurgesByTheLedgersClock,
+    /// Tells a time of its own, purges by it, but writes a fenced write
+    /// whenever it arrives (as the PostgreSQL stores did).
+    Unfenced,
 }
 
 impl Store for Faulty {
@@ -74,7 +77,7 @@ impl Store for Faulty {
             record: self.get(key)?,
             now: None,
         };
-        if self.fault == Fault::PurgesByTheLedgersClock {
+        if matches!(self.fault, Fault::PurgesByTheLedgersClock | Fault::Unfenced) {
             read.now = Some(chrono::Utc::now());
         }
         Ok(read)
@@ -98,6 +101,17 @@ impl Store for Faulty {
         self.inner.open()
     }
     fn purge(&self, cutoff: Cutoff) -> Result<usize, Error> {
+        if self.fault == Fault::Unfenced {
+            // By its own time, which it tells.
+            let own = match cutoff {
+                Cutoff::Age { retention, .. } => Cutoff::Age {
+                    retention,
+                    now: chrono::Utc::now(),
+                },
+                other => other,
+            };
+            return self.inner.purge(own);
+        }
         let mut n = self.inner.purge(cutoff)?;
         if self.fault == Fault::PurgesOpen {
             // Deletes the open records too (from every reader's view).
@@ -119,6 +133,7 @@ fn the_suite_names_the_rule_a_faulty_store_breaks() {
             Fault::PurgesByTheLedgersClock,
             "purge-by-the-stamping-clock",
         ),
+        (Fault::Unfenced, "fenced-write"),
     ] {
         let store = Faulty {
             fault,

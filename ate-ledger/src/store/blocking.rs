@@ -36,6 +36,21 @@ impl<S: Store + ?Sized + 'static> AsyncStore for Blocking<S> {
         })
     }
 
+    fn put_until<'a>(
+        &'a self,
+        record: &'a Record,
+        expected: Option<u64>,
+        until: chrono::DateTime<chrono::Utc>,
+    ) -> StoreFuture<'a, ()> {
+        let (store, record) = (self.0.clone(), record.clone());
+        Box::pin(async move {
+            joined(
+                tokio::task::spawn_blocking(move || store.put_until(&record, expected, until))
+                    .await,
+            )
+        })
+    }
+
     fn open(&self) -> StoreFuture<'_, (Vec<Record>, Option<chrono::DateTime<chrono::Utc>>)> {
         let store = self.0.clone();
         Box::pin(async move { joined(tokio::task::spawn_blocking(move || store.open_at()).await) })

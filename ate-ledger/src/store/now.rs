@@ -39,6 +39,17 @@ impl<S: Store + ?Sized> AsyncStore for Now<'_, S> {
         Box::pin(std::future::ready(self.0.put(record, expected)))
     }
 
+    fn put_until<'a>(
+        &'a self,
+        record: &'a Record,
+        expected: Option<u64>,
+        until: DateTime<Utc>,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(std::future::ready(
+            self.0.put_until(record, expected, until),
+        ))
+    }
+
     fn open(&self) -> StoreFuture<'_, (Vec<Record>, Option<DateTime<Utc>>)> {
         Box::pin(std::future::ready(self.0.open_at()))
     }

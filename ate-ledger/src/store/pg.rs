@@ -12,8 +12,8 @@ use postgres::tls::{MakeTlsConnect, TlsConnect};
 use postgres::{Client, Config, NoTls, Socket, Statement};
 
 use super::pg_sql::{
-    OPEN_AT, PURGE_BATCH, Purge, READ_AT, SCHEMA_CHECK, SCHEMA_VERSION, SETUP, SETUP_LOCK,
-    VERSION_OF, Write, decode, open_rows, read_row, storage, version_conflict, with_causes,
+    OPEN_AT, PURGE_BATCH, Purge, READ_AT, REFUSAL_OF, SCHEMA_CHECK, SCHEMA_VERSION, SETUP,
+    SETUP_LOCK, Write, decode, open_rows, read_row, storage, with_causes,
 };
 use crate::error::Error;
 use crate::store::{Cutoff, Read, Store};
@@ -373,6 +373,26 @@ impl PgStore {
         tx.commit().map_err(storage)
     }
 
+    /// Makes `write`: `Ok` iff it changed its row, else why not.
+    fn write(&self, write: Write) -> Result<(), Error> {
+        self.with(move |c| {
+            let statement = c.prepared(write.sql())?;
+            let written = c
+                .client
+                .execute(&statement, &write.params())
+                .map_err(storage)?;
+            if written == 1 {
+                return Ok(());
+            }
+            // Refused: lost the race, a stale view, or past its lease.
+            let row = c
+                .client
+                .query_one(REFUSAL_OF, &[&write.scope(), &write.id()])
+                .map_err(storage)?;
+            Err(write.refusal(&row))
+        })
+    }
+
     /// Runs `f` on the connection's thread, reopening the connection first
     /// if it broke, and waits for the answer.
     fn with<T: Send + 'static>(
@@ -442,26 +462,16 @@ impl Store for PgStore {
     }
 
     fn put(&self, record: &Record, expected: Option<u64>) -> Result<(), Error> {
-        let key = record.key.clone();
-        let write = Write::of(record, expected)?;
-        self.with(move |c| {
-            let statement = c.prepared(write.sql())?;
-            let written = c
-                .client
-                .execute(&statement, &write.params())
-                .map_err(storage)?;
-            if written == 1 {
-                return Ok(());
-            }
-            // Lost the race (or the caller's view was stale): say what is
-            // stored now.
-            let found: Option<i64> = c
-                .client
-                .query_opt(VERSION_OF, &[&key.scope, &key.id])
-                .map_err(storage)?
-                .map(|r| r.get(0));
-            Err(version_conflict(&key, expected, found))
-        })
+        self.write(Write::of(record, expected, None)?)
+    }
+
+    fn put_until(
+        &self,
+        record: &Record,
+        expected: Option<u64>,
+        until: DateTime<Utc>,
+    ) -> Result<(), Error> {
+        self.write(Write::of(record, expected, Some(until))?)
     }
 
     fn open(&self) -> Result<Vec<Record>, Error> {

@@ -9,8 +9,8 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 
 use super::pg_sql::{
-    OPEN_AT, PURGE_BATCH, Purge, READ_AT, SCHEMA_CHECK, SCHEMA_VERSION, SETUP, SETUP_LOCK,
-    VERSION_OF, Write, open_rows, read_row, storage, version_conflict,
+    OPEN_AT, PURGE_BATCH, Purge, READ_AT, REFUSAL_OF, SCHEMA_CHECK, SCHEMA_VERSION, SETUP,
+    SETUP_LOCK, Write, open_rows, read_row, storage,
 };
 use crate::error::Error;
 use crate::store::{AsyncStore, Cutoff, Read, StoreFuture};
@@ -135,6 +135,25 @@ impl AsyncPgStore {
         }
     }
 
+    /// Makes `write`: `Ok` iff it changed its row, else why not.
+    async fn write(&self, write: Write) -> Result<(), Error> {
+        let client = self.pool.get().await.map_err(storage)?;
+        let statement = client.prepare_cached(write.sql()).await.map_err(storage)?;
+        let written = client
+            .execute(&statement, &write.params())
+            .await
+            .map_err(storage)?;
+        if written == 1 {
+            return Ok(());
+        }
+        // Refused: lost the race, a stale view, or past its lease.
+        let row = client
+            .query_one(REFUSAL_OF, &[write.scope(), write.id()])
+            .await
+            .map_err(storage)?;
+        Err(write.refusal(&row))
+    }
+
     /// A store on a new pool of at most `max_connections` connections to
     /// `params` (a URL or `key=value` string), without TLS. For TLS build
     /// the pool with your connector and use [`new`](Self::new).
@@ -191,23 +210,18 @@ impl AsyncStore for AsyncPgStore {
 
     fn put<'a>(&'a self, record: &'a Record, expected: Option<u64>) -> StoreFuture<'a, ()> {
         Box::pin(self.bounded("write", async move {
-            let key = &record.key;
-            let write = Write::of(record, expected)?;
-            let client = self.pool.get().await.map_err(storage)?;
-            let statement = client.prepare_cached(write.sql()).await.map_err(storage)?;
-            let written = client
-                .execute(&statement, &write.params())
-                .await
-                .map_err(storage)?;
-            if written == 1 {
-                return Ok(());
-            }
-            let found: Option<i64> = client
-                .query_opt(VERSION_OF, &[&key.scope, &key.id])
-                .await
-                .map_err(storage)?
-                .map(|r| r.get(0));
-            Err(version_conflict(key, expected, found))
+            self.write(Write::of(record, expected, None)?).await
+        }))
+    }
+
+    fn put_until<'a>(
+        &'a self,
+        record: &'a Record,
+        expected: Option<u64>,
+        until: DateTime<Utc>,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(self.bounded("write", async move {
+            self.write(Write::of(record, expected, Some(until))?).await
         }))
     }
 

@@ -33,7 +33,7 @@ pub(crate) fn storage(e: impl std::error::Error) -> Error {
 
 /// A conditional write that lost the race (or was made on a stale read):
 /// what is stored now, as [`Error::VersionConflict`].
-pub(crate) fn version_conflict(key: &Key, expected: Option<u64>, found: Option<i64>) -> Error {
+fn version_conflict(key: &Key, expected: Option<u64>, found: Option<i64>) -> Error {
     Error::VersionConflict {
         key: key.to_string(),
         expected,
@@ -116,15 +116,22 @@ pub(crate) const INSERT: &str = "INSERT INTO ate_ledger_records
 /// Conditional on the version and the incarnation. A row an older build
 /// wrote during a rolling upgrade has no incarnation column yet: its
 /// record's own is compared (and the column gets it here), so a writer of
-/// another incarnation is refused there too.
+/// another incarnation is refused there too. With `$9` (a lease's end,
+/// [`Store::put_until`](crate::store::Store::put_until)), only before it
+/// by the server's clock at the moment the row is written: a statement
+/// that sat in a stalled connection and runs late writes nothing.
 pub(crate) const UPDATE: &str = "UPDATE ate_ledger_records
      SET version = $3, open = $4, ended_at = $5, record = $6, incarnation = $7
      WHERE scope = $1 AND id = $2 AND version = $8
        AND (incarnation = $7
-            OR (incarnation IS NULL AND ate_ledger_incarnation_of(record) = $7))";
+            OR (incarnation IS NULL AND ate_ledger_incarnation_of(record) = $7))
+       AND ($9::timestamptz IS NULL OR clock_timestamp() < $9::timestamptz)";
 
-pub(crate) const VERSION_OF: &str =
-    "SELECT version FROM ate_ledger_records WHERE scope = $1 AND id = $2";
+/// After a write that changed no row: the stored version (NULL: no
+/// record) and the server's time, to say why.
+pub(crate) const REFUSAL_OF: &str = "SELECT clock_timestamp(), r.version
+     FROM (SELECT 1) AS one
+     LEFT JOIN ate_ledger_records r ON r.scope = $1 AND r.id = $2";
 
 /// Deletes up to `$2` rows that ended before `$1`.
 const PURGE_BEFORE: &str = "DELETE FROM ate_ledger_records
@@ -201,10 +208,18 @@ pub(crate) struct Write {
     text: String,
     incarnation: i64,
     expected: Option<i64>,
+    /// The lease's end, past which an update writes nothing.
+    until: Option<DateTime<Utc>>,
 }
 
 impl Write {
-    pub(crate) fn of(record: &Record, expected: Option<u64>) -> Result<Self, Error> {
+    /// `record` over version `expected`; with `until`, only before it by
+    /// the server's clock.
+    pub(crate) fn of(
+        record: &Record,
+        expected: Option<u64>,
+        until: Option<DateTime<Utc>>,
+    ) -> Result<Self, Error> {
         let key = &record.key;
         Ok(Self {
             scope: key.scope.clone(),
@@ -215,7 +230,37 @@ impl Write {
             text: serde_json::to_string(record).map_err(|e| Error::Storage(e.to_string()))?,
             incarnation: incarnation_column(record.incarnation),
             expected: expected.map(|v| to_i64(key, v)).transpose()?,
+            until,
         })
+    }
+
+    /// Why a write that changed no row was refused, from a [`REFUSAL_OF`]
+    /// row: [`Error::LeaseExpired`] if it came after its `until` with the
+    /// version it expected still stored, else [`Error::VersionConflict`]
+    /// naming what is stored.
+    pub(crate) fn refusal(&self, row: &Row) -> Error {
+        let now: DateTime<Utc> = row.get(0);
+        let found: Option<i64> = row.get(1);
+        let key = Key::new(self.scope.clone(), self.id.clone());
+        match self.until {
+            Some(until) if now >= until && found.is_some() && found == self.expected => {
+                Error::LeaseExpired {
+                    key: key.to_string(),
+                    until,
+                }
+            }
+            _ => version_conflict(&key, self.expected.map(|v| v as u64), found),
+        }
+    }
+
+    /// The key's scope, as the statements take it.
+    pub(crate) fn scope(&self) -> &String {
+        &self.scope
+    }
+
+    /// The key's id, as the statements take it.
+    pub(crate) fn id(&self) -> &String {
+        &self.id
     }
 
     /// `INSERT` or `UPDATE`.
@@ -240,6 +285,7 @@ impl Write {
         ];
         if let Some(expected) = &self.expected {
             params.push(expected);
+            params.push(&self.until);
         }
         params
     }

@@ -54,6 +54,10 @@
 //!   ledger's `now`.
 //! - `time-moves-forward`: a store's own time, where it tells one, never
 //!   goes back between two reads.
+//! - `fenced-write`: [`Store::put_until`] writes like `put` before its
+//!   `until`; a store that tells its own time refuses it after, by that
+//!   time, with [`Error::LeaseExpired`], and writes nothing (a dispatch
+//!   mark that sat in a stalled connection past its lease never lands).
 
 use std::time::Duration;
 
@@ -109,6 +113,7 @@ pub async fn check_async<S: AsyncStore>(store: S) -> Result<(), Broken> {
     suite.purge_ended_only().await?;
     suite.purge_by_the_stamping_clock().await?;
     suite.time_moves_forward().await?;
+    suite.fenced_write().await?;
     Ok(())
 }
 
@@ -548,6 +553,60 @@ impl<S: AsyncStore> Suite<'_, S> {
             ));
         }
         Ok(())
+    }
+
+    async fn fenced_write(&self) -> Result<(), Broken> {
+        const RULE: &str = "fenced-write";
+        let key = self.key("fenced");
+        let read = self
+            .store
+            .get(&key)
+            .await
+            .map_err(|e| broken(RULE, format!("reading {key}: {e}")))?;
+        let now = read.now.unwrap_or_else(Utc::now);
+        let v1 = self.in_flight("fenced", 1, 91, now);
+        self.put(RULE, &v1, None).await?;
+        // The dispatch mark, while the lease lasts: written.
+        let mut v2 = v1.clone();
+        v2.version = 2;
+        v2.tries[0].dispatched_at = Some(now);
+        let until = now + TimeDelta::hours(1);
+        if let Err(e) = self.store.put_until(&v2, Some(1), until).await {
+            return Err(broken(
+                RULE,
+                format!("a write before its until ({until}) answered {e}"),
+            ));
+        }
+        self.expect_stored(RULE, &v2).await?;
+        let Some(now) = read.now else {
+            return Ok(());
+        };
+        // The same write arriving after the lease ended: nothing written.
+        let mut late = v2.clone();
+        late.version = 3;
+        late.tries[0].dispatched_at = Some(now + TimeDelta::seconds(1));
+        let until = now - TimeDelta::seconds(1);
+        match self.store.put_until(&late, Some(2), until).await {
+            Err(Error::LeaseExpired { until: said, .. }) if said == until => {}
+            other => {
+                return Err(broken(
+                    RULE,
+                    format!(
+                        "a write after its until ({until}, by the store's time {now}) \
+                         answered {other:?}, not LeaseExpired"
+                    ),
+                ));
+            }
+        }
+        self.expect_stored(RULE, &v2).await?;
+        // A write that is both late and stale is a version conflict.
+        match self.store.put_until(&late, Some(1), until).await {
+            Err(Error::VersionConflict { .. }) => Ok(()),
+            other => Err(broken(
+                RULE,
+                format!("a late write over a stale version answered {other:?}, not a conflict"),
+            )),
+        }
     }
 
     async fn time_moves_forward(&self) -> Result<(), Broken> {

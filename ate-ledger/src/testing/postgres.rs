@@ -46,7 +46,7 @@ fn need_bin(name: &str) -> PathBuf {
 /// Sends `SIG{sig}` to `pid` with the shell's builtin `kill`.
 fn send(pid: u32, sig: &str) {
     let _ = Command::new("sh")
-        .args(["-c", &format!("kill -{sig} {pid}")])
+        .args(["-c", &format!("kill -{sig} {pid} 2>/dev/null")])
         .status();
 }
 
@@ -429,20 +429,28 @@ impl TestPostgres {
         self.spawn();
     }
 
-    /// Stalls every process of the server for `pause`. `runuser` (the
-    /// server's parent when the suite runs as root) stops itself when its
-    /// child stops, so it is continued too.
+    /// Stalls every process of the server for `pause` ([`freeze`](Self::freeze),
+    /// a sleep, then the thaw).
     pub fn stall(&self, pause: Duration) {
-        let stalled = self.processes();
-        for &p in &stalled {
+        let frozen = self.freeze();
+        std::thread::sleep(pause);
+        drop(frozen);
+    }
+
+    /// Stops every process of the server (`SIGSTOP`: connections stay
+    /// open and nothing answers; what clients send waits in the sockets)
+    /// until the answer is dropped. `runuser` (the server's parent when
+    /// the suite runs as root) stops itself when its child stops, so it
+    /// is continued too.
+    #[must_use = "the server runs again as soon as this is dropped"]
+    pub fn freeze(&self) -> Frozen {
+        let stopped = self.processes();
+        for &p in &stopped {
             send(p, "STOP");
         }
-        std::thread::sleep(pause);
-        for &p in &stalled {
-            send(p, "CONT");
-        }
-        if let Some(child) = &self.child {
-            send(child.id(), "CONT");
+        Frozen {
+            stopped,
+            parent: self.child.as_ref().map(std::process::Child::id),
         }
     }
 
@@ -485,5 +493,24 @@ impl Drop for TestPostgres {
             let _ = child.wait();
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A server stopped by [`TestPostgres::freeze`]; dropping it continues
+/// every process.
+#[derive(Debug)]
+pub struct Frozen {
+    stopped: Vec<u32>,
+    parent: Option<u32>,
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        for &p in &self.stopped {
+            send(p, "CONT");
+        }
+        if let Some(parent) = self.parent {
+            send(parent, "CONT");
+        }
     }
 }
