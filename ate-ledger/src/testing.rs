@@ -38,9 +38,9 @@ pub use postgres::{Frozen, TestDatabase, TestPostgres, fresh_database};
 use proptest::prelude::*;
 
 use crate::{
-    Begin, Close, Config, Error, Fingerprint, Key, Lease, Ledger, State,
+    Begin, Close, Config, Error, Fingerprint, Key, Lease, Ledger, Record, State,
     clock::{Clock, ManualClock},
-    store::Store,
+    store::{Store, run_ready},
 };
 
 /// How an operation closes a try.
@@ -346,6 +346,18 @@ impl Model {
     }
 }
 
+impl CloseKind {
+    /// The close the driver makes for this kind.
+    fn close(self) -> Close {
+        match self {
+            Self::Succeeded => Close::Succeeded("ok".into()),
+            Self::FailedAtProvider => Close::FailedAtProvider("rejected".into()),
+            Self::PreProvider => Close::PreProvider("no credentials".into()),
+            Self::ProviderUnavailable => Close::ProviderUnavailable("timeout".into()),
+        }
+    }
+}
+
 /// The owner name the driver takes every lease under.
 const OWNER: &str = "driver";
 
@@ -389,98 +401,7 @@ impl Driver {
 
     /// Applies `op` to `ledger`.
     pub fn apply<S: Store, C: Clock>(&mut self, ledger: &Ledger<S, C>, op: &Op) -> Outcome {
-        let ttl = ledger.config().lease_ttl;
-        let state_of = |k: u8| -> &'static str {
-            ledger
-                .get(&key(k))
-                .ok()
-                .flatten()
-                .map_or("none", |r| r.state.name())
-        };
-        let result = match *op {
-            Op::Begin { key: k, fp } => match ledger.begin(&key(k), &fingerprint(fp), OWNER) {
-                Ok(Begin::Started(lease)) => {
-                    self.leases.insert(k, lease);
-                    Ok(Outcome::Started)
-                }
-                Ok(Begin::Replay(r)) => Ok(Outcome::Replay(r.state.name())),
-                Err(e) => Err(e),
-            },
-            Op::BeginLost { key: k, fp } => match ledger.begin(&key(k), &fingerprint(fp), OWNER) {
-                // The driver never learns the try's lease: what it holds
-                // for the key is one the store never gave (token 0), which
-                // moves nothing, as the model's lost holder.
-                Ok(Begin::Started(lost)) => {
-                    self.leases.insert(k, Lease { token: 0, ..lost });
-                    Ok(Outcome::Started)
-                }
-                Ok(Begin::Replay(r)) => Ok(Outcome::Replay(r.state.name())),
-                Err(e) => Err(e),
-            },
-            Op::Adopt { key: k, mine } => {
-                let fp = ledger.get(&key(k)).ok().flatten().map(|r| r.fingerprint);
-                let owner = if mine { OWNER } else { "another-worker" };
-                match fp {
-                    None => Ok(Outcome::NotFound),
-                    Some(fp) => ledger.adopt(&key(k), &fp, owner).map(|lease| match lease {
-                        Some(lease) => {
-                            self.leases.insert(k, lease);
-                            Outcome::Ok("in_flight")
-                        }
-                        None => Outcome::NotAdoptable,
-                    }),
-                }
-            }
-            Op::Dispatch { key: k } => match self.leases.get(&k) {
-                None => Ok(Outcome::Skipped),
-                Some(l) => ledger.mark_dispatched(l).map(|()| Outcome::Ok(state_of(k))),
-            },
-            Op::Close { key: k, kind } => match self.leases.get(&k) {
-                None => Ok(Outcome::Skipped),
-                Some(l) => {
-                    let close = match kind {
-                        CloseKind::Succeeded => Close::Succeeded("ok".into()),
-                        CloseKind::FailedAtProvider => Close::FailedAtProvider("rejected".into()),
-                        CloseKind::PreProvider => Close::PreProvider("no credentials".into()),
-                        CloseKind::ProviderUnavailable => {
-                            Close::ProviderUnavailable("timeout".into())
-                        }
-                    };
-                    ledger.close(l, close).map(|r| Outcome::Ok(r.state.name()))
-                }
-            },
-            Op::Renew { key: k } => match self.leases.get(&k) {
-                None => Ok(Outcome::Skipped),
-                Some(l) => ledger.renew(l).map(|renewed| {
-                    self.leases.insert(k, renewed);
-                    Outcome::Ok(state_of(k))
-                }),
-            },
-            Op::Revive { key: k } => {
-                let fp = ledger.get(&key(k)).ok().flatten().map(|r| r.fingerprint);
-                match fp {
-                    None => Ok(Outcome::NotFound),
-                    Some(fp) => ledger.revive(&key(k), &fp, OWNER).map(|lease| {
-                        self.leases.insert(k, lease);
-                        Outcome::Ok("in_flight")
-                    }),
-                }
-            }
-            Op::CrashWorker => {
-                self.clock.advance(ttl);
-                Ok(Outcome::Skipped)
-            }
-            Op::Recover => ledger.recover().map(|r| Outcome::Recovered(r.len())),
-            Op::RecoverAll => ledger.recover_all().map(|r| Outcome::Recovered(r.len())),
-            Op::RecoverOwner { mine } => ledger
-                .recover_owner(if mine { OWNER } else { "another-worker" })
-                .map(|r| Outcome::Recovered(r.len())),
-            Op::Advance(s) => {
-                self.clock.advance(Duration::from_secs(u64::from(s)));
-                Ok(Outcome::Skipped)
-            }
-        };
-        result.unwrap_or_else(|e| classify(&e))
+        run_ready(self.drive(ledger, op))
     }
 
     /// [`apply`](Self::apply) on the async front (feature `tokio`): the
@@ -491,31 +412,30 @@ impl Driver {
         ledger: &crate::AsyncLedger<S, C>,
         op: &Op,
     ) -> Outcome {
-        let ttl = ledger.config().lease_ttl;
-        async fn state_of<S: crate::store::AsyncStore, C: Clock>(
-            ledger: &crate::AsyncLedger<S, C>,
-            k: u8,
-        ) -> &'static str {
-            ledger
+        self.drive(ledger, op).await
+    }
+
+    /// Applies `op` through `front`: one driver for both fronts.
+    async fn drive<F: Front>(&mut self, front: &F, op: &Op) -> Outcome {
+        let state_of = async |k: u8| -> &'static str {
+            front
                 .get(&key(k))
                 .await
                 .ok()
                 .flatten()
                 .map_or("none", |r| r.state.name())
-        }
+        };
         let result = match *op {
-            Op::Begin { key: k, fp } => {
-                match ledger.begin(&key(k), &fingerprint(fp), OWNER).await {
-                    Ok(Begin::Started(lease)) => {
-                        self.leases.insert(k, lease);
-                        Ok(Outcome::Started)
-                    }
-                    Ok(Begin::Replay(r)) => Ok(Outcome::Replay(r.state.name())),
-                    Err(e) => Err(e),
+            Op::Begin { key: k, fp } => match front.begin(&key(k), &fingerprint(fp), OWNER).await {
+                Ok(Begin::Started(lease)) => {
+                    self.leases.insert(k, lease);
+                    Ok(Outcome::Started)
                 }
-            }
+                Ok(Begin::Replay(r)) => Ok(Outcome::Replay(r.state.name())),
+                Err(e) => Err(e),
+            },
             Op::BeginLost { key: k, fp } => {
-                match ledger.begin(&key(k), &fingerprint(fp), OWNER).await {
+                match front.begin(&key(k), &fingerprint(fp), OWNER).await {
                     // The driver never learns the try's lease: what it holds
                     // for the key is one the store never gave (token 0), which
                     // moves nothing, as the model's lost holder.
@@ -528,7 +448,7 @@ impl Driver {
                 }
             }
             Op::Adopt { key: k, mine } => {
-                let fp = ledger
+                let fp = front
                     .get(&key(k))
                     .await
                     .ok()
@@ -537,7 +457,7 @@ impl Driver {
                 let owner = if mine { OWNER } else { "another-worker" };
                 match fp {
                     None => Ok(Outcome::NotFound),
-                    Some(fp) => ledger
+                    Some(fp) => front
                         .adopt(&key(k), &fp, owner)
                         .await
                         .map(|lease| match lease {
@@ -551,40 +471,30 @@ impl Driver {
             }
             Op::Dispatch { key: k } => match self.leases.get(&k) {
                 None => Ok(Outcome::Skipped),
-                Some(l) => match ledger.mark_dispatched(l).await {
-                    Ok(()) => Ok(Outcome::Ok(state_of(ledger, k).await)),
+                Some(l) => match front.mark_dispatched(l).await {
+                    Ok(()) => Ok(Outcome::Ok(state_of(k).await)),
                     Err(e) => Err(e),
                 },
             },
             Op::Close { key: k, kind } => match self.leases.get(&k) {
                 None => Ok(Outcome::Skipped),
-                Some(l) => {
-                    let close = match kind {
-                        CloseKind::Succeeded => Close::Succeeded("ok".into()),
-                        CloseKind::FailedAtProvider => Close::FailedAtProvider("rejected".into()),
-                        CloseKind::PreProvider => Close::PreProvider("no credentials".into()),
-                        CloseKind::ProviderUnavailable => {
-                            Close::ProviderUnavailable("timeout".into())
-                        }
-                    };
-                    ledger
-                        .close(l, close)
-                        .await
-                        .map(|r| Outcome::Ok(r.state.name()))
-                }
+                Some(l) => front
+                    .close(l, kind.close())
+                    .await
+                    .map(|r| Outcome::Ok(r.state.name())),
             },
             Op::Renew { key: k } => match self.leases.get(&k) {
                 None => Ok(Outcome::Skipped),
-                Some(l) => match ledger.renew(l).await {
+                Some(l) => match front.renew(l).await {
                     Ok(renewed) => {
                         self.leases.insert(k, renewed);
-                        Ok(Outcome::Ok(state_of(ledger, k).await))
+                        Ok(Outcome::Ok(state_of(k).await))
                     }
                     Err(e) => Err(e),
                 },
             },
             Op::Revive { key: k } => {
-                let fp = ledger
+                let fp = front
                     .get(&key(k))
                     .await
                     .ok()
@@ -592,23 +502,26 @@ impl Driver {
                     .map(|r| r.fingerprint);
                 match fp {
                     None => Ok(Outcome::NotFound),
-                    Some(fp) => ledger.revive(&key(k), &fp, OWNER).await.map(|lease| {
+                    Some(fp) => front.revive(&key(k), &fp, OWNER).await.map(|lease| {
                         self.leases.insert(k, lease);
                         Outcome::Ok("in_flight")
                     }),
                 }
             }
             Op::CrashWorker => {
-                self.clock.advance(ttl);
+                self.clock.advance(front.config().lease_ttl);
                 Ok(Outcome::Skipped)
             }
-            Op::Recover => ledger.recover().await.map(|r| Outcome::Recovered(r.len())),
-            Op::RecoverAll => ledger
-                .recover_all()
+            Op::Recover => front
+                .recover(None)
                 .await
                 .map(|r| Outcome::Recovered(r.len())),
-            Op::RecoverOwner { mine } => ledger
-                .recover_owner(if mine { OWNER } else { "another-worker" })
+            Op::RecoverAll => front
+                .recover(Some(None))
+                .await
+                .map(|r| Outcome::Recovered(r.len())),
+            Op::RecoverOwner { mine } => front
+                .recover(Some(Some(if mine { OWNER } else { "another-worker" })))
                 .await
                 .map(|r| Outcome::Recovered(r.len())),
             Op::Advance(s) => {
@@ -619,6 +532,73 @@ impl Driver {
         result.unwrap_or_else(|e| classify(&e))
     }
 }
+
+/// The ledger operations the [`Driver`] makes, on either front: the
+/// blocking [`Ledger`]'s answer at once, the [`AsyncLedger`](crate::AsyncLedger)'s
+/// are awaited.
+trait Front {
+    fn config(&self) -> Config;
+    async fn get(&self, key: &Key) -> Result<Option<Record>, Error>;
+    async fn begin(&self, key: &Key, fp: &Fingerprint, owner: &str) -> Result<Begin, Error>;
+    async fn adopt(&self, key: &Key, fp: &Fingerprint, owner: &str)
+    -> Result<Option<Lease>, Error>;
+    async fn mark_dispatched(&self, lease: &Lease) -> Result<(), Error>;
+    async fn close(&self, lease: &Lease, close: Close) -> Result<Record, Error>;
+    async fn renew(&self, lease: &Lease) -> Result<Lease, Error>;
+    async fn revive(&self, key: &Key, fp: &Fingerprint, owner: &str) -> Result<Lease, Error>;
+    /// `None`: the expired leases' attempts; `Some(None)`: all of them;
+    /// `Some(Some(owner))`: the expired ones and `owner`'s.
+    async fn recover(&self, which: Option<Option<&str>>) -> Result<Vec<Record>, Error>;
+}
+
+/// [`Front`] for both ledgers: each method forwards to the front's own
+/// (`.await` on the async one).
+macro_rules! front {
+    ($ledger:ty, $store:path, [$($cfg:meta)?], $($await:tt)*) => {
+        $(#[$cfg])?
+        impl<S: $store, C: Clock> Front for $ledger {
+            fn config(&self) -> Config {
+                <$ledger>::config(self)
+            }
+            async fn get(&self, key: &Key) -> Result<Option<Record>, Error> {
+                <$ledger>::get(self, key)$($await)*
+            }
+            async fn begin(&self, key: &Key, fp: &Fingerprint, owner: &str) -> Result<Begin, Error> {
+                <$ledger>::begin(self, key, fp, owner)$($await)*
+            }
+            async fn adopt(
+                &self,
+                key: &Key,
+                fp: &Fingerprint,
+                owner: &str,
+            ) -> Result<Option<Lease>, Error> {
+                <$ledger>::adopt(self, key, fp, owner)$($await)*
+            }
+            async fn mark_dispatched(&self, lease: &Lease) -> Result<(), Error> {
+                <$ledger>::mark_dispatched(self, lease)$($await)*
+            }
+            async fn close(&self, lease: &Lease, close: Close) -> Result<Record, Error> {
+                <$ledger>::close(self, lease, close)$($await)*
+            }
+            async fn renew(&self, lease: &Lease) -> Result<Lease, Error> {
+                <$ledger>::renew(self, lease)$($await)*
+            }
+            async fn revive(&self, key: &Key, fp: &Fingerprint, owner: &str) -> Result<Lease, Error> {
+                <$ledger>::revive(self, key, fp, owner)$($await)*
+            }
+            async fn recover(&self, which: Option<Option<&str>>) -> Result<Vec<Record>, Error> {
+                match which {
+                    None => <$ledger>::recover(self)$($await)*,
+                    Some(None) => <$ledger>::recover_all(self)$($await)*,
+                    Some(Some(owner)) => <$ledger>::recover_owner(self, owner)$($await)*,
+                }
+            }
+        }
+    };
+}
+
+front!(Ledger<S, C>, Store, [],);
+front!(crate::AsyncLedger<S, C>, crate::store::AsyncStore, [cfg(feature = "tokio")], .await);
 
 /// One operation over `keys` keys and two request bodies, weighted toward
 /// realistic flows (begin, dispatch, close) with crashes and recoveries.
