@@ -13,11 +13,12 @@ use tokio::sync::oneshot;
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Begin, Close, Config, check_config};
 use crate::core::Core;
+use crate::dispatch::Dispatch;
 use crate::error::Error;
 use crate::outcome::{Call, Executed, Response, Step};
 use crate::store::AsyncStore;
 use crate::written::Written;
-use crate::{Fence, Fingerprint, Key, Lease, Record, State};
+use crate::{Fingerprint, Key, Lease, Record, State};
 
 /// The attempt ledger, async: every call awaits the store, none blocks a
 /// runtime worker. The rules are [`Ledger`](crate::Ledger)'s, from the
@@ -105,81 +106,6 @@ impl Drop for Working<'_> {
                 working.remove(&self.key);
             }
         }
-    }
-}
-
-/// Handed to the call [`AsyncLedger::execute`] runs: [`send`](Self::send)
-/// marks the try dispatched, durably, right before the request goes to
-/// the provider. Until then a failure is the caller's (pre-provider,
-/// revivable); from then on a missing answer is ambiguous and the key is
-/// never executed again.
-///
-/// A try is marked once: after a `send` that succeeded, `send` answers the
-/// same [`Fence`] again; after one that failed, it answers the same error
-/// again (nothing may be sent on this try, ever: return
-/// [`Call::PreProvider`]).
-#[derive(Debug)]
-pub struct Dispatch {
-    state: Sending,
-    fence: Fence,
-}
-
-/// Where a [`Dispatch`] stands.
-#[derive(Debug)]
-enum Sending {
-    /// Not asked yet: the way to ask `drive` for the mark.
-    Ready(oneshot::Sender<oneshot::Sender<Result<(), Error>>>),
-    /// The mark landed.
-    Sent,
-    /// The mark failed (or the ask was lost): it stays failed.
-    Failed(Error),
-}
-
-impl Dispatch {
-    /// Marks the try dispatched and answers the lease's fencing token
-    /// ([`Fence`]), to send with the request to a provider that can refuse
-    /// a stale worker. Call it right before sending; send only if it
-    /// succeeds.
-    ///
-    /// # Errors
-    ///
-    /// The ledger's: [`Error::StaleLease`] (another worker took the
-    /// attempt over), a storage error. Then nothing may be sent, and
-    /// every later `send` answers the same error.
-    pub async fn send(&mut self) -> Result<Fence, Error> {
-        let request = match std::mem::replace(&mut self.state, Sending::Sent) {
-            Sending::Ready(request) => request,
-            Sending::Sent => return Ok(self.fence),
-            Sending::Failed(e) => {
-                self.state = Sending::Failed(e.clone());
-                return Err(e);
-            }
-        };
-        // Failed until the mark is known to have landed: a send whose
-        // future is dropped half way stays failed too.
-        let gone = || Error::Storage("the execute call ended".into());
-        self.state = Sending::Failed(gone());
-        let (answer, reply) = oneshot::channel();
-        request.send(answer).map_err(|_| gone())?;
-        let marked = reply.await.unwrap_or_else(|_| Err(gone()));
-        self.state = match &marked {
-            Ok(()) => Sending::Sent,
-            Err(e) => Sending::Failed(e.clone()),
-        };
-        marked.map(|()| self.fence)
-    }
-
-    /// Whether a [`send`](Self::send) has succeeded: the dispatch mark
-    /// landed.
-    pub fn is_sent(&self) -> bool {
-        matches!(self.state, Sending::Sent)
-    }
-
-    /// The lease's fencing token ([`Fence`]), known before the mark (to
-    /// build the request with it); send it only after [`send`](Self::send)
-    /// succeeded.
-    pub fn fence(&self) -> Fence {
-        self.fence
     }
 }
 
@@ -508,10 +434,7 @@ impl<S: AsyncStore, C: Clock> AsyncLedger<S, C> {
     {
         let key = lease.key.clone();
         let (request, mut requests) = oneshot::channel();
-        let call = call(Dispatch {
-            state: Sending::Ready(request),
-            fence: lease.fence(),
-        });
+        let call = call(Dispatch::new(request, lease.fence()));
         tokio::pin!(call);
         let every = (self.config.lease_ttl / 3).max(Duration::from_millis(10));
         let mut renew = tokio::time::interval_at(after(every), every);

@@ -94,6 +94,8 @@ mod async_ledger;
 pub mod clock;
 mod config;
 mod core;
+#[cfg(feature = "tokio")]
+mod dispatch;
 mod ledger;
 mod model;
 #[cfg(feature = "tokio")]
@@ -104,8 +106,10 @@ pub mod testing;
 mod written;
 
 #[cfg(feature = "tokio")]
-pub use async_ledger::{AsyncLedger, Dispatch};
+pub use async_ledger::AsyncLedger;
 pub use config::{Begin, Close, Config};
+#[cfg(feature = "tokio")]
+pub use dispatch::Dispatch;
 pub use ledger::Ledger;
 pub use model::{Fence, Fingerprint, Key, Lease, Record, State, Try, TryOutcome};
 #[cfg(feature = "tokio")]
