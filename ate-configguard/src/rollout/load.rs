@@ -222,22 +222,7 @@ fn read_doc(
         .to_owned();
     let group = api.rsplit_once('/').map_or("", |(g, _)| g).to_owned();
     if kind == "List" || kind.ends_with("List") && doc.get("items").is_some() {
-        let Some(Node::Seq(items)) = doc.take_path(&["items"]) else {
-            return Err(bad(at, format!("{kind} without an items list")));
-        };
-        let element = kind.strip_suffix("List").filter(|e| !e.is_empty());
-        for (i, mut item) in items.into_iter().enumerate() {
-            if let Some(element) = element {
-                if matches!(item.get("kind"), None | Some(Node::Null)) {
-                    item.set("kind", Node::String(element.to_owned()));
-                }
-                if matches!(item.get("apiVersion"), None | Some(Node::Null)) {
-                    item.set("apiVersion", Node::String(api.clone()));
-                }
-            }
-            read_doc(item, &format!("{at} item {}", i + 1), place, options, out)?;
-        }
-        return Ok(());
+        return read_list(doc, &kind, &api, at, place, options, out);
     }
     let expect = |wanted: &str| {
         if api == wanted {
@@ -258,16 +243,7 @@ fn read_doc(
         "Deployment" | "StatefulSet" | "DaemonSet" if builtin => {
             expect("apps/v1")?;
             prepare(&mut doc, options, at)?;
-            let object = match kind.as_str() {
-                "Deployment" => {
-                    RolloutObject::Deployment(Box::new(typed::<Deployment>(doc, at, &kind)?))
-                }
-                "StatefulSet" => {
-                    RolloutObject::StatefulSet(Box::new(typed::<StatefulSet>(doc, at, &kind)?))
-                }
-                _ => RolloutObject::DaemonSet(Box::new(typed::<DaemonSet>(doc, at, &kind)?)),
-            };
-            out.push(object, place);
+            out.push(workload_object(doc, at, &kind)?, place);
         }
         "Service" if group.is_empty() => {
             expect("v1")?;
@@ -301,15 +277,7 @@ fn read_doc(
             // are read (v1's CPU target is dropped unread).
             prepare(&mut doc, options, at)?;
             doc.set("apiVersion", Node::String("autoscaling/v2".into()));
-            if let Some(Node::Map(spec)) = doc.take_path(&["spec"]) {
-                let kept: Vec<(String, Node)> = spec
-                    .into_iter()
-                    .filter(|(k, _)| {
-                        matches!(k.as_str(), "scaleTargetRef" | "minReplicas" | "maxReplicas")
-                    })
-                    .collect();
-                doc.set("spec", Node::Map(kept));
-            }
+            hpa_bounds_only(&mut doc);
             out.push(
                 RolloutObject::HorizontalPodAutoscaler(Box::new(typed::<HorizontalPodAutoscaler>(
                     doc, at, &kind,
@@ -343,43 +311,108 @@ fn read_doc(
             || (!group.is_empty() && options.allow_kinds.contains(&format!("{kind}.{group}"))) =>
         {
             prepare(&mut doc, options, at)?;
-            let (namespace, name) = meta_names(&doc, at, options)?;
-            let annotations = doc
-                .get("metadata")
-                .and_then(|m| m.get("annotations"))
-                .map(string_map)
-                .unwrap_or_default();
-            // A kind without a template of its own (a Rollout's
-            // workloadRef runs another's) has nothing to check here.
-            if let Some(template) = doc.take_path(&["spec", "template"]) {
-                let template = typed::<PodTemplateSpec>(template, at, "spec.template")?;
-                out.push(
-                    RolloutObject::Templated {
-                        id: WorkloadId {
-                            kind: kind.clone(),
-                            namespace,
-                            name,
-                        },
-                        template: Box::new(template),
-                        annotations,
-                    },
-                    place,
-                );
+            if let Some(object) = allowed_kind(doc, &kind, at, options)? {
+                out.push(object, place);
             }
         }
-        _ if doc.has_pod_template() => {
-            return Err(bad(
-                at,
-                format!(
-                    "{kind} ({api}) carries a pod template this gate does not know how the \
-                     controller rolls out: name it with --allow-kind {kind} to check its \
-                     containers, or leave it out of the input"
-                ),
-            ));
-        }
+        _ if doc.has_pod_template() => return Err(unknown_rollout(&kind, &api, at)),
         _ => {}
     }
     Ok(())
+}
+
+/// The items of a `List` (or a typed `...List`) document, each read as a
+/// document of its own; a typed list's items get its kind and apiVersion
+/// where they leave them out.
+fn read_list(
+    mut doc: Node,
+    kind: &str,
+    api: &str,
+    at: &str,
+    place: &Place,
+    options: &LoadOptions,
+    out: &mut Fleet,
+) -> Result<(), InputError> {
+    let Some(Node::Seq(items)) = doc.take_path(&["items"]) else {
+        return Err(bad(at, format!("{kind} without an items list")));
+    };
+    let element = kind.strip_suffix("List").filter(|e| !e.is_empty());
+    for (i, mut item) in items.into_iter().enumerate() {
+        if let Some(element) = element {
+            if matches!(item.get("kind"), None | Some(Node::Null)) {
+                item.set("kind", Node::String(element.to_owned()));
+            }
+            if matches!(item.get("apiVersion"), None | Some(Node::Null)) {
+                item.set("apiVersion", Node::String(api.to_owned()));
+            }
+        }
+        read_doc(item, &format!("{at} item {}", i + 1), place, options, out)?;
+    }
+    Ok(())
+}
+
+/// The error for a pod template of a kind the gate does not know how its
+/// controller rolls out: fail closed, naming the way to check it.
+fn unknown_rollout(kind: &str, api: &str, at: &str) -> InputError {
+    bad(
+        at,
+        format!(
+            "{kind} ({api}) carries a pod template this gate does not know how the \
+             controller rolls out: name it with --allow-kind {kind} to check its \
+             containers, or leave it out of the input"
+        ),
+    )
+}
+
+/// A Deployment, StatefulSet or DaemonSet (`kind`), decoded.
+fn workload_object(doc: Node, at: &str, kind: &str) -> Result<RolloutObject, InputError> {
+    Ok(match kind {
+        "Deployment" => RolloutObject::Deployment(Box::new(typed::<Deployment>(doc, at, kind)?)),
+        "StatefulSet" => RolloutObject::StatefulSet(Box::new(typed::<StatefulSet>(doc, at, kind)?)),
+        _ => RolloutObject::DaemonSet(Box::new(typed::<DaemonSet>(doc, at, kind)?)),
+    })
+}
+
+/// Keeps only what every HorizontalPodAutoscaler version names alike
+/// (its target and bounds) in its `spec`.
+fn hpa_bounds_only(doc: &mut Node) {
+    if let Some(Node::Map(spec)) = doc.take_path(&["spec"]) {
+        let kept: Vec<(String, Node)> = spec
+            .into_iter()
+            .filter(|(k, _)| matches!(k.as_str(), "scaleTargetRef" | "minReplicas" | "maxReplicas"))
+            .collect();
+        doc.set("spec", Node::Map(kept));
+    }
+}
+
+/// A document of a kind named with `--allow-kind`: its pod template as a
+/// workload of that kind, or `None` for one without a template of its own
+/// (a Rollout's `workloadRef` runs another's: nothing to check here).
+fn allowed_kind(
+    mut doc: Node,
+    kind: &str,
+    at: &str,
+    options: &LoadOptions,
+) -> Result<Option<RolloutObject>, InputError> {
+    let (namespace, name) = meta_names(&doc, at, options)?;
+    let annotations = doc
+        .get("metadata")
+        .and_then(|m| m.get("annotations"))
+        .map(string_map)
+        .unwrap_or_default();
+    let Some(template) = doc.take_path(&["spec", "template"]) else {
+        return Ok(None);
+    };
+    let template = typed::<PodTemplateSpec>(template, at, "spec.template")?;
+    Ok(Some(RolloutObject::Templated {
+        id: WorkloadId {
+            kind: kind.to_owned(),
+            namespace,
+            name,
+        },
+        template: Box::new(template),
+        annotations,
+    }))
 }
 
 /// Readies a document to decode: names checked, the namespace placed,
