@@ -2,6 +2,9 @@
 //! replaces them, and a workload that must never run two pods at once
 //! never does.
 
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -82,110 +85,15 @@ pub(super) fn check(
     pdbs: &[&PodDisruptionBudget],
     out: &mut Vec<Finding>,
 ) -> Result<(), InputError> {
-    let single_writer = match unit.annotation(SINGLE_WRITER) {
-        None | Some("false") => false,
-        Some("true") => true,
-        Some(_) => {
-            return Err(unit.invalid(format!(
-                "annotation {SINGLE_WRITER} must be \"true\" or \"false\""
-            )));
-        }
-    };
+    let single_writer = single_writer(unit)?;
     let (replicas, most) = replicas(unit, hpas);
     // Pods that keep serving while the rollout replaces the others.
-    let mut kept: Option<i64> = None;
-    if let Shape::Deployment(d) = unit.shape {
-        let strategy = d.spec.strategy.as_ref();
-        let recreate = strategy.and_then(|s| s.type_.as_deref()) == Some("Recreate");
-        if single_writer && !recreate {
-            out.push(
-                unit.finding(
-                    Code::SingleWriter,
-                    Severity::Failure,
-                    None,
-                    Some("spec.strategy".into()),
-                    "it is a single writer, but a RollingUpdate starts the new pod before the old \
-                 one stops, so two write at once; set `strategy: {type: Recreate}`"
-                        .into(),
-                ),
-            );
-        }
-        if recreate {
-            kept = Some(0);
-            if !single_writer && unit.served() && replicas > 0 {
-                out.push(unit.finding(
-                    Code::Headroom,
-                    Severity::Warning,
-                    None,
-                    Some("spec.strategy".into()),
-                    format!(
-                        "Recreate stops all {replicas} pod(s) before starting new ones, so the \
-                         Service has none meanwhile; use RollingUpdate, or annotate \
-                         {SINGLE_WRITER}: \"true\" if two pods must never run at once"
-                    ),
-                ));
-            }
-        } else {
-            let rolling = strategy.and_then(|s| s.rolling_update.as_ref());
-            let unavailable = rolling.and_then(|r| r.max_unavailable.clone());
-            let surge = rolling.and_then(|r| r.max_surge.clone());
-            let quarter = IntOrString::String("25%".into());
-            let max_unavailable = scaled(
-                unavailable.as_ref().unwrap_or(&quarter),
-                replicas,
-                false,
-                true,
-            )
-            .map_err(|m| unit.invalid(format!("spec.strategy.rollingUpdate.maxUnavailable {m}")))?;
-            let max_surge = scaled(surge.as_ref().unwrap_or(&quarter), replicas, true, false)
-                .map_err(|m| unit.invalid(format!("spec.strategy.rollingUpdate.maxSurge {m}")))?;
-            let literal_zero = |v: &Option<IntOrString>| {
-                matches!(v, Some(IntOrString::Int(0)))
-                    || matches!(v, Some(IntOrString::String(s)) if s == "0%")
-            };
-            if literal_zero(&unavailable) && literal_zero(&surge) {
-                return Err(unit
-                    .invalid("maxUnavailable and maxSurge are both 0: the API server refuses it"));
-            }
-            // Both scaled to 0: Kubernetes takes one pod down at a time.
-            let max_unavailable = if max_unavailable == 0 && max_surge == 0 {
-                1
-            } else {
-                max_unavailable
-            };
-            let left = replicas - max_unavailable.min(replicas);
-            kept = Some(left);
-            if unit.served() && replicas > 0 && left == 0 {
-                out.push(unit.finding(
-                    Code::Headroom,
-                    Severity::Failure,
-                    None,
-                    Some("spec.strategy.rollingUpdate".into()),
-                    format!(
-                        "{replicas} replica(s) - maxUnavailable {max_unavailable} leaves no pod \
-                         serving while the rollout replaces them; set maxUnavailable: 0 and \
-                         maxSurge: 1"
-                    ),
-                ));
-            }
-        }
-    }
+    let kept = match unit.shape {
+        Shape::Deployment(d) => Some(strategy_headroom(unit, d, replicas, single_writer, out)?),
+        _ => None,
+    };
     if single_writer {
-        let why = match unit.shape {
-            Shape::Deployment(_) | Shape::StatefulSet(_) if most > 1 => Some(format!(
-                "it is a single writer with up to {most} replicas; set replicas: 1 (and no \
-                 autoscaler above 1)"
-            )),
-            Shape::DaemonSet(_) => Some(
-                "it is a single writer, but a DaemonSet runs a pod on every node; run it as a \
-                 Deployment with one replica and strategy Recreate"
-                    .into(),
-            ),
-            _ => None,
-        };
-        if let Some(message) = why {
-            out.push(unit.finding(Code::SingleWriter, Severity::Failure, None, None, message));
-        }
+        one_writer_at_most(unit, most, out);
     }
     if !matches!(unit.shape, Shape::Deployment(_) | Shape::StatefulSet(_)) || replicas == 0 {
         return Ok(());
@@ -194,58 +102,190 @@ pub(super) fn check(
         return Ok(());
     };
     for pdb in pdbs {
-        let Some(spec) = &pdb.spec else { continue };
-        let pdb_name = pdb.metadata.name.as_deref().unwrap_or("");
-        let same_namespace =
-            pdb.metadata.namespace.as_deref().unwrap_or("default") == unit.id.namespace;
-        if !same_namespace
-            || !spec
-                .selector
-                .as_ref()
-                .is_some_and(|s| selector_matches(s, labels))
-        {
-            continue;
-        }
-        let bad = |m: String| unit.invalid(format!("PodDisruptionBudget {pdb_name}: {m}"));
-        let min_available = spec
-            .min_available
-            .as_ref()
-            .map(|v| scaled(v, replicas, true, true).map_err(|m| bad(format!("minAvailable {m}"))))
-            .transpose()?;
-        let max_unavailable = spec
-            .max_unavailable
-            .as_ref()
-            .map(|v| {
-                scaled(v, replicas, true, true).map_err(|m| bad(format!("maxUnavailable {m}")))
-            })
-            .transpose()?;
-        let site = Some(format!("PodDisruptionBudget/{pdb_name}"));
-        if max_unavailable == Some(0) || min_available.is_some_and(|m| m >= replicas) {
+        budget_headroom(unit, pdb, labels, replicas, kept, out)?;
+    }
+    Ok(())
+}
+
+/// The workload's single-writer annotation: absent or `"false"`, `"true"`;
+/// anything else is unusable input.
+fn single_writer(unit: &Unit<'_>) -> Result<bool, InputError> {
+    match unit.annotation(SINGLE_WRITER) {
+        None | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        Some(_) => Err(unit.invalid(format!(
+            "annotation {SINGLE_WRITER} must be \"true\" or \"false\""
+        ))),
+    }
+}
+
+/// A Deployment's strategy against its replicas: a single writer needs
+/// `Recreate`, which leaves a served one without pods; a rolling update
+/// must keep one serving. Answers how many pods keep serving.
+fn strategy_headroom(
+    unit: &Unit<'_>,
+    d: &Deployment,
+    replicas: i64,
+    single_writer: bool,
+    out: &mut Vec<Finding>,
+) -> Result<i64, InputError> {
+    let strategy = d.spec.strategy.as_ref();
+    let recreate = strategy.and_then(|s| s.type_.as_deref()) == Some("Recreate");
+    if single_writer && !recreate {
+        out.push(
+            unit.finding(
+                Code::SingleWriter,
+                Severity::Failure,
+                None,
+                Some("spec.strategy".into()),
+                "it is a single writer, but a RollingUpdate starts the new pod before the old \
+             one stops, so two write at once; set `strategy: {type: Recreate}`"
+                    .into(),
+            ),
+        );
+    }
+    if recreate {
+        if !single_writer && unit.served() && replicas > 0 {
             out.push(unit.finding(
                 Code::Headroom,
                 Severity::Warning,
                 None,
-                site,
+                Some("spec.strategy".into()),
                 format!(
-                    "PodDisruptionBudget {pdb_name} allows no disruption of its {replicas} \
-                     pod(s), so a node drain hangs until someone deletes it; let it allow one \
-                     (maxUnavailable: 1)"
-                ),
-            ));
-        } else if let (Some(min), Some(left)) = (min_available, kept)
-            && min > left
-        {
-            out.push(unit.finding(
-                Code::Headroom,
-                Severity::Warning,
-                None,
-                site,
-                format!(
-                    "PodDisruptionBudget {pdb_name} asks for {min} available pod(s), but the \
-                     rollout keeps only {left}; lower minAvailable or maxUnavailable"
+                    "Recreate stops all {replicas} pod(s) before starting new ones, so the \
+                     Service has none meanwhile; use RollingUpdate, or annotate \
+                     {SINGLE_WRITER}: \"true\" if two pods must never run at once"
                 ),
             ));
         }
+        return Ok(0);
+    }
+    let rolling = strategy.and_then(|s| s.rolling_update.as_ref());
+    let unavailable = rolling.and_then(|r| r.max_unavailable.clone());
+    let surge = rolling.and_then(|r| r.max_surge.clone());
+    let quarter = IntOrString::String("25%".into());
+    let max_unavailable = scaled(
+        unavailable.as_ref().unwrap_or(&quarter),
+        replicas,
+        false,
+        true,
+    )
+    .map_err(|m| unit.invalid(format!("spec.strategy.rollingUpdate.maxUnavailable {m}")))?;
+    let max_surge = scaled(surge.as_ref().unwrap_or(&quarter), replicas, true, false)
+        .map_err(|m| unit.invalid(format!("spec.strategy.rollingUpdate.maxSurge {m}")))?;
+    let literal_zero = |v: &Option<IntOrString>| {
+        matches!(v, Some(IntOrString::Int(0)))
+            || matches!(v, Some(IntOrString::String(s)) if s == "0%")
+    };
+    if literal_zero(&unavailable) && literal_zero(&surge) {
+        return Err(
+            unit.invalid("maxUnavailable and maxSurge are both 0: the API server refuses it")
+        );
+    }
+    // Both scaled to 0: Kubernetes takes one pod down at a time.
+    let max_unavailable = if max_unavailable == 0 && max_surge == 0 {
+        1
+    } else {
+        max_unavailable
+    };
+    let left = replicas - max_unavailable.min(replicas);
+    if unit.served() && replicas > 0 && left == 0 {
+        out.push(unit.finding(
+            Code::Headroom,
+            Severity::Failure,
+            None,
+            Some("spec.strategy.rollingUpdate".into()),
+            format!(
+                "{replicas} replica(s) - maxUnavailable {max_unavailable} leaves no pod \
+                 serving while the rollout replaces them; set maxUnavailable: 0 and \
+                 maxSurge: 1"
+            ),
+        ));
+    }
+    Ok(left)
+}
+
+/// A single writer must never run twice: at most one replica (an
+/// autoscaler included), and no DaemonSet.
+fn one_writer_at_most(unit: &Unit<'_>, most: i64, out: &mut Vec<Finding>) {
+    let why = match unit.shape {
+        Shape::Deployment(_) | Shape::StatefulSet(_) if most > 1 => Some(format!(
+            "it is a single writer with up to {most} replicas; set replicas: 1 (and no \
+             autoscaler above 1)"
+        )),
+        Shape::DaemonSet(_) => Some(
+            "it is a single writer, but a DaemonSet runs a pod on every node; run it as a \
+             Deployment with one replica and strategy Recreate"
+                .into(),
+        ),
+        _ => None,
+    };
+    if let Some(message) = why {
+        out.push(unit.finding(Code::SingleWriter, Severity::Failure, None, None, message));
+    }
+}
+
+/// A PodDisruptionBudget that selects the workload's pods must allow one
+/// disruption, and ask for no more available pods than the rollout keeps.
+fn budget_headroom(
+    unit: &Unit<'_>,
+    pdb: &PodDisruptionBudget,
+    labels: &BTreeMap<String, String>,
+    replicas: i64,
+    kept: Option<i64>,
+    out: &mut Vec<Finding>,
+) -> Result<(), InputError> {
+    let Some(spec) = &pdb.spec else {
+        return Ok(());
+    };
+    let pdb_name = pdb.metadata.name.as_deref().unwrap_or("");
+    let same_namespace =
+        pdb.metadata.namespace.as_deref().unwrap_or("default") == unit.id.namespace;
+    if !same_namespace
+        || !spec
+            .selector
+            .as_ref()
+            .is_some_and(|s| selector_matches(s, labels))
+    {
+        return Ok(());
+    }
+    let bad = |m: String| unit.invalid(format!("PodDisruptionBudget {pdb_name}: {m}"));
+    let min_available = spec
+        .min_available
+        .as_ref()
+        .map(|v| scaled(v, replicas, true, true).map_err(|m| bad(format!("minAvailable {m}"))))
+        .transpose()?;
+    let max_unavailable = spec
+        .max_unavailable
+        .as_ref()
+        .map(|v| scaled(v, replicas, true, true).map_err(|m| bad(format!("maxUnavailable {m}"))))
+        .transpose()?;
+    let site = Some(format!("PodDisruptionBudget/{pdb_name}"));
+    if max_unavailable == Some(0) || min_available.is_some_and(|m| m >= replicas) {
+        out.push(unit.finding(
+            Code::Headroom,
+            Severity::Warning,
+            None,
+            site,
+            format!(
+                "PodDisruptionBudget {pdb_name} allows no disruption of its {replicas} \
+                 pod(s), so a node drain hangs until someone deletes it; let it allow one \
+                 (maxUnavailable: 1)"
+            ),
+        ));
+    } else if let (Some(min), Some(left)) = (min_available, kept)
+        && min > left
+    {
+        out.push(unit.finding(
+            Code::Headroom,
+            Severity::Warning,
+            None,
+            site,
+            format!(
+                "PodDisruptionBudget {pdb_name} asks for {min} available pod(s), but the \
+                 rollout keeps only {left}; lower minAvailable or maxUnavailable"
+            ),
+        ));
     }
     Ok(())
 }
