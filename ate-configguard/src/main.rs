@@ -43,60 +43,7 @@ enum Format {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Check a transition: exit 0 safe, 1 unsafe, 2 unusable input.
-    Check {
-        /// Current (serving) state: files or directories of manifests (`-`:
-        /// standard input, e.g. piped from `kubectl get ... -o yaml`).
-        #[arg(long, num_args = 1.., required = true)]
-        current: Vec<PathBuf>,
-        /// Proposed state: the manifests about to be applied (`-`: standard
-        /// input).
-        #[arg(long, num_args = 1.., required = true)]
-        proposed: Vec<PathBuf>,
-        /// A previous names-only inventory (from `inventory`).
-        #[arg(long)]
-        inventory: Option<PathBuf>,
-        /// Every current object absent from the proposed input is deleted, in
-        /// the namespaces the proposed input touches (as `kubectl apply
-        /// --prune`), except kube-root-ca.crt, which the control plane keeps,
-        /// one annotated `helm.sh/resource-policy: keep` or (Argo CD)
-        /// `argocd.argoproj.io/sync-options: Prune=false`, hooks, and, in a
-        /// live dump, objects the applier does not own (ownerReferences, or
-        /// no last-applied annotation, apply manager, Helm or Argo CD
-        /// tracking: written by a Job or a controller).
-        #[arg(long, conflicts_with = "delete")]
-        prune: bool,
-        /// With --prune, prune only objects whose labels match this
-        /// selector, as `kubectl apply --prune -l` (`app=web,tier`).
-        #[arg(long = "prune-selector", requires = "prune")]
-        prune_selector: Option<String>,
-        /// An object the proposed state deletes: KIND/NAMESPACE/NAME.
-        #[arg(long, num_args = 1..)]
-        delete: Vec<String>,
-        /// A key the proposed state removes on purpose: KIND/NAMESPACE/NAME/KEY.
-        /// A bulk load (envFrom, a volume without items) that loses it is a
-        /// warning, not a failure; a reference to it by name still fails.
-        #[arg(long = "retire-key", num_args = 1..)]
-        retire_key: Vec<String>,
-        /// Namespace for manifests without one (or with `namespace: ""`)
-        /// [default: default]. Left out,
-        /// manifests without one that would land where the other state holds
-        /// nothing (`helm template` output against `kubectl get -n prod`)
-        /// are unusable input: name the namespace they are applied to.
-        #[arg(long)]
-        namespace: Option<String>,
-        /// An unknown kind whose pod templates, containers or Secret and
-        /// ConfigMap references should be read: of any group (Rollout) or
-        /// of one (Rollout.argoproj.io).
-        #[arg(long = "allow-kind", num_args = 1..)]
-        allow_kind: Vec<String>,
-        /// Output format.
-        #[arg(long, value_enum, default_value = "text")]
-        format: Format,
-        /// List every warning about an optional reference that would not
-        /// resolve (text output counts them on one line by default).
-        #[arg(long = "list-warnings")]
-        list_warnings: bool,
-    },
+    Check(CheckArgs),
     /// Check the manifests that roll workloads out: exit 0 safe, 1 a rule
     /// failed, 2 unusable input. Rules: probe-split, liveness-first,
     /// prestop, grace-budget, lb-drain, image-identity, headroom,
@@ -173,6 +120,74 @@ enum Command {
         #[arg(long, value_enum, default_value = "text")]
         format: Format,
     },
+}
+
+impl Command {
+    /// The output format asked for, where the command has one.
+    fn format(&self) -> Option<Format> {
+        match self {
+            Command::Check(args) => Some(args.format),
+            Command::Rollout { format, .. } | Command::Drift { format, .. } => Some(*format),
+            Command::RollbackPlan { .. } | Command::Inventory { .. } => None,
+        }
+    }
+}
+
+/// The arguments of `check`.
+#[derive(clap::Args, Debug)]
+struct CheckArgs {
+    /// Current (serving) state: files or directories of manifests (`-`:
+    /// standard input, e.g. piped from `kubectl get ... -o yaml`).
+    #[arg(long, num_args = 1.., required = true)]
+    current: Vec<PathBuf>,
+    /// Proposed state: the manifests about to be applied (`-`: standard
+    /// input).
+    #[arg(long, num_args = 1.., required = true)]
+    proposed: Vec<PathBuf>,
+    /// A previous names-only inventory (from `inventory`).
+    #[arg(long)]
+    inventory: Option<PathBuf>,
+    /// Every current object absent from the proposed input is deleted, in
+    /// the namespaces the proposed input touches (as `kubectl apply
+    /// --prune`), except kube-root-ca.crt, which the control plane keeps,
+    /// one annotated `helm.sh/resource-policy: keep` or (Argo CD)
+    /// `argocd.argoproj.io/sync-options: Prune=false`, hooks, and, in a
+    /// live dump, objects the applier does not own (ownerReferences, or
+    /// no last-applied annotation, apply manager, Helm or Argo CD
+    /// tracking: written by a Job or a controller).
+    #[arg(long, conflicts_with = "delete")]
+    prune: bool,
+    /// With --prune, prune only objects whose labels match this
+    /// selector, as `kubectl apply --prune -l` (`app=web,tier`).
+    #[arg(long = "prune-selector", requires = "prune")]
+    prune_selector: Option<String>,
+    /// An object the proposed state deletes: KIND/NAMESPACE/NAME.
+    #[arg(long, num_args = 1..)]
+    delete: Vec<String>,
+    /// A key the proposed state removes on purpose: KIND/NAMESPACE/NAME/KEY.
+    /// A bulk load (envFrom, a volume without items) that loses it is a
+    /// warning, not a failure; a reference to it by name still fails.
+    #[arg(long = "retire-key", num_args = 1..)]
+    retire_key: Vec<String>,
+    /// Namespace for manifests without one (or with `namespace: ""`)
+    /// [default: default]. Left out,
+    /// manifests without one that would land where the other state holds
+    /// nothing (`helm template` output against `kubectl get -n prod`)
+    /// are unusable input: name the namespace they are applied to.
+    #[arg(long)]
+    namespace: Option<String>,
+    /// An unknown kind whose pod templates, containers or Secret and
+    /// ConfigMap references should be read: of any group (Rollout) or
+    /// of one (Rollout.argoproj.io).
+    #[arg(long = "allow-kind", num_args = 1..)]
+    allow_kind: Vec<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
+    /// List every warning about an optional reference that would not
+    /// resolve (text output counts them on one line by default).
+    #[arg(long = "list-warnings")]
+    list_warnings: bool,
 }
 
 /// `-`: standard input, as in `kubectl get deploy,cm,secret -o yaml |
@@ -339,73 +354,77 @@ fn emit(
     written.unwrap_or(ExitCode::from(report.exit_code() as u8))
 }
 
+/// `check`: loads both states (and the inventory), checks the
+/// transition, and prints the report.
+fn run_check(args: CheckArgs, stdin: &mut Stdin) -> Result<ExitCode, InputError> {
+    let CheckArgs {
+        current,
+        proposed,
+        inventory: inv,
+        prune,
+        delete,
+        retire_key,
+        namespace,
+        allow_kind,
+        format,
+        list_warnings,
+        prune_selector,
+    } = args;
+    let chosen = namespace.is_some();
+    let options = LoadOptions {
+        default_namespace: namespace.unwrap_or_else(|| "default".into()),
+        allow_kinds: allow_kind.into_iter().collect(),
+        prune_selector: prune_selector
+            .as_deref()
+            .map(parse_selector)
+            .transpose()?
+            .unwrap_or_default(),
+    };
+    let inventory = match inv {
+        None => None,
+        Some(path) => {
+            let text = read(&path, stdin)?;
+            Some(Inventory::from_json(&text, &display(&path))?)
+        }
+    };
+    let (current, proposed) = (
+        load(&current, &options, stdin)?,
+        load(&proposed, &options, stdin)?,
+    );
+    if !chosen && let Some(e) = unplaced_namespace(&current, &proposed, &options.default_namespace)
+    {
+        return Err(e);
+    }
+    let input = CheckInput {
+        current,
+        proposed,
+        inventory,
+        deletion: if prune {
+            Deletion::Prune
+        } else {
+            Deletion::Listed
+        },
+        delete: delete
+            .iter()
+            .map(|d| parse_object_id(d))
+            .collect::<Result<_, _>>()?,
+        retired: retire_key
+            .iter()
+            .map(|r| parse_retired_key(r))
+            .collect::<Result<_, _>>()?,
+    };
+    let text = if list_warnings {
+        Report::to_text_all
+    } else {
+        Report::to_text
+    };
+    Ok(emit(&check(&input)?, format, text, check_summary))
+}
+
 fn run(cli: Cli) -> Result<ExitCode, InputError> {
     let mut stdin = Stdin::default();
     match cli.command {
-        Command::Check {
-            current,
-            proposed,
-            inventory: inv,
-            prune,
-            delete,
-            retire_key,
-            namespace,
-            allow_kind,
-            format,
-            list_warnings,
-            prune_selector,
-        } => {
-            let chosen = namespace.is_some();
-            let options = LoadOptions {
-                default_namespace: namespace.unwrap_or_else(|| "default".into()),
-                allow_kinds: allow_kind.into_iter().collect(),
-                prune_selector: prune_selector
-                    .as_deref()
-                    .map(parse_selector)
-                    .transpose()?
-                    .unwrap_or_default(),
-            };
-            let inventory = match inv {
-                None => None,
-                Some(path) => {
-                    let text = read(&path, &mut stdin)?;
-                    Some(Inventory::from_json(&text, &display(&path))?)
-                }
-            };
-            let (current, proposed) = (
-                load(&current, &options, &mut stdin)?,
-                load(&proposed, &options, &mut stdin)?,
-            );
-            if !chosen
-                && let Some(e) = unplaced_namespace(&current, &proposed, &options.default_namespace)
-            {
-                return Err(e);
-            }
-            let input = CheckInput {
-                current,
-                proposed,
-                inventory,
-                deletion: if prune {
-                    Deletion::Prune
-                } else {
-                    Deletion::Listed
-                },
-                delete: delete
-                    .iter()
-                    .map(|d| parse_object_id(d))
-                    .collect::<Result<_, _>>()?,
-                retired: retire_key
-                    .iter()
-                    .map(|r| parse_retired_key(r))
-                    .collect::<Result<_, _>>()?,
-            };
-            let text = if list_warnings {
-                Report::to_text_all
-            } else {
-                Report::to_text
-            };
-            Ok(emit(&check(&input)?, format, text, check_summary))
-        }
+        Command::Check(args) => run_check(args, &mut stdin),
         Command::Rollout {
             paths,
             namespace,
@@ -523,45 +542,10 @@ fn main() -> ExitCode {
     };
     // With `--format json`, unusable input is a JSON document on stdout
     // too, so a pipeline that parses the report gets one either way.
-    let json = matches!(
-        cli.command,
-        Command::Check {
-            format: Format::Json,
-            ..
-        } | Command::Drift {
-            format: Format::Json,
-            ..
-        } | Command::Rollout {
-            format: Format::Json,
-            ..
-        }
-    );
-    let github = matches!(
-        cli.command,
-        Command::Check {
-            format: Format::Github,
-            ..
-        } | Command::Drift {
-            format: Format::Github,
-            ..
-        } | Command::Rollout {
-            format: Format::Github,
-            ..
-        }
-    );
-    let sarif = matches!(
-        cli.command,
-        Command::Check {
-            format: Format::Sarif,
-            ..
-        } | Command::Drift {
-            format: Format::Sarif,
-            ..
-        } | Command::Rollout {
-            format: Format::Sarif,
-            ..
-        }
-    );
+    let format = cli.command.format();
+    let json = matches!(format, Some(Format::Json));
+    let github = matches!(format, Some(Format::Github));
+    let sarif = matches!(format, Some(Format::Sarif));
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
