@@ -404,98 +404,7 @@ pub fn pod_references(spec: &PodSpec) -> Result<Vec<Reference>, String> {
         subpath_refs(&mut r, &name, c.volume_mounts.as_ref(), volumes)?;
     }
     for v in volumes {
-        let base = format!("volumes[{}]", v.name);
-        if let Some(cm) = &v.config_map {
-            let site = format!("{base}.configMap");
-            r.source(
-                site,
-                ConfigKind::ConfigMap,
-                &cm.name,
-                cm.items.as_deref(),
-                cm.optional,
-            )?;
-        }
-        if let Some(s) = &v.secret {
-            let name = s.secret_name.as_deref().unwrap_or("");
-            r.source(
-                format!("{base}.secret"),
-                ConfigKind::Secret,
-                name,
-                s.items.as_deref(),
-                s.optional,
-            )?;
-        }
-        if let Some(p) = &v.projected {
-            for (n, src) in p.sources.iter().flatten().enumerate() {
-                if let Some(cm) = &src.config_map {
-                    let site = format!("{base}.projected.sources[{n}].configMap");
-                    r.source(
-                        site,
-                        ConfigKind::ConfigMap,
-                        &cm.name,
-                        cm.items.as_deref(),
-                        cm.optional,
-                    )?;
-                }
-                if let Some(s) = &src.secret {
-                    let site = format!("{base}.projected.sources[{n}].secret");
-                    r.source(
-                        site,
-                        ConfigKind::Secret,
-                        &s.name,
-                        s.items.as_deref(),
-                        s.optional,
-                    )?;
-                }
-            }
-        }
-        // Volume types that name a Secret: the plugin is handed every key
-        // of it (the keys it reads are its own business), so the Secret is
-        // loaded whole, as by a volume without `items`: a key it loses may
-        // be one a mount needs, and a pod that cannot mount never starts.
-        let mut secret_site = |site: &str, name: &str| {
-            debug_assert!(crate::model::PLUGIN_SECRET_SITES.contains(&site));
-            r.push(
-                None,
-                format!("{base}.{site}"),
-                ConfigKind::Secret,
-                name,
-                None,
-                true,
-                None,
-            )
-        };
-        if let Some(s) = v
-            .csi
-            .as_ref()
-            .and_then(|c| c.node_publish_secret_ref.as_ref())
-        {
-            secret_site("csi.nodePublishSecretRef", &s.name)?;
-        }
-        if let Some(s) = v.cephfs.as_ref().and_then(|c| c.secret_ref.as_ref()) {
-            secret_site("cephfs.secretRef", &s.name)?;
-        }
-        if let Some(s) = v.rbd.as_ref().and_then(|c| c.secret_ref.as_ref()) {
-            secret_site("rbd.secretRef", &s.name)?;
-        }
-        if let Some(s) = v.iscsi.as_ref().and_then(|c| c.secret_ref.as_ref()) {
-            secret_site("iscsi.secretRef", &s.name)?;
-        }
-        if let Some(s) = v.cinder.as_ref().and_then(|c| c.secret_ref.as_ref()) {
-            secret_site("cinder.secretRef", &s.name)?;
-        }
-        if let Some(s) = v.flex_volume.as_ref().and_then(|c| c.secret_ref.as_ref()) {
-            secret_site("flexVolume.secretRef", &s.name)?;
-        }
-        if let Some(s) = v.storageos.as_ref().and_then(|c| c.secret_ref.as_ref()) {
-            secret_site("storageos.secretRef", &s.name)?;
-        }
-        if let Some(c) = &v.scale_io {
-            secret_site("scaleIO.secretRef", &c.secret_ref.name)?;
-        }
-        if let Some(c) = &v.azure_file {
-            secret_site("azureFile.secretName", &c.secret_name)?;
-        }
+        volume_refs(&mut r, v)?;
     }
     for (i, s) in spec.image_pull_secrets.iter().flatten().enumerate() {
         r.push(
@@ -509,4 +418,115 @@ pub fn pod_references(spec: &PodSpec) -> Result<Vec<Reference>, String> {
         )?;
     }
     Ok(r.0)
+}
+
+/// The ConfigMaps and Secrets volume `v` mounts: whole or by `items`, as a
+/// volume of its own or as a projected volume's sources, and the Secrets
+/// that volume plugins are handed.
+fn volume_refs(r: &mut Refs, v: &Volume) -> Result<(), String> {
+    let base = format!("volumes[{}]", v.name);
+    // (site, kind, name, items, optional) of every ConfigMap/Secret source.
+    let mut sources = Vec::new();
+    if let Some(cm) = &v.config_map {
+        let items = cm.items.as_deref();
+        sources.push((
+            "configMap".to_owned(),
+            ConfigKind::ConfigMap,
+            cm.name.as_str(),
+            items,
+            cm.optional,
+        ));
+    }
+    if let Some(s) = &v.secret {
+        let name = s.secret_name.as_deref().unwrap_or("");
+        sources.push((
+            "secret".to_owned(),
+            ConfigKind::Secret,
+            name,
+            s.items.as_deref(),
+            s.optional,
+        ));
+    }
+    for (n, src) in v
+        .projected
+        .iter()
+        .flat_map(|p| p.sources.iter().flatten())
+        .enumerate()
+    {
+        if let Some(cm) = &src.config_map {
+            let site = format!("projected.sources[{n}].configMap");
+            sources.push((
+                site,
+                ConfigKind::ConfigMap,
+                cm.name.as_str(),
+                cm.items.as_deref(),
+                cm.optional,
+            ));
+        }
+        if let Some(s) = &src.secret {
+            let site = format!("projected.sources[{n}].secret");
+            sources.push((
+                site,
+                ConfigKind::Secret,
+                s.name.as_str(),
+                s.items.as_deref(),
+                s.optional,
+            ));
+        }
+    }
+    for (site, kind, name, items, optional) in sources {
+        r.source(format!("{base}.{site}"), kind, name, items, optional)?;
+    }
+    plugin_secret_refs(r, v, &base)
+}
+
+/// Volume types that name a Secret: the plugin is handed every key of it
+/// (the keys it reads are its own business), so the Secret is loaded
+/// whole, as by a volume without `items`: a key it loses may be one a
+/// mount needs, and a pod that cannot mount never starts.
+fn plugin_secret_refs(r: &mut Refs, v: &Volume, base: &str) -> Result<(), String> {
+    let mut secret_site = |site: &str, name: &str| {
+        debug_assert!(crate::model::PLUGIN_SECRET_SITES.contains(&site));
+        r.push(
+            None,
+            format!("{base}.{site}"),
+            ConfigKind::Secret,
+            name,
+            None,
+            true,
+            None,
+        )
+    };
+    if let Some(s) = v
+        .csi
+        .as_ref()
+        .and_then(|c| c.node_publish_secret_ref.as_ref())
+    {
+        secret_site("csi.nodePublishSecretRef", &s.name)?;
+    }
+    if let Some(s) = v.cephfs.as_ref().and_then(|c| c.secret_ref.as_ref()) {
+        secret_site("cephfs.secretRef", &s.name)?;
+    }
+    if let Some(s) = v.rbd.as_ref().and_then(|c| c.secret_ref.as_ref()) {
+        secret_site("rbd.secretRef", &s.name)?;
+    }
+    if let Some(s) = v.iscsi.as_ref().and_then(|c| c.secret_ref.as_ref()) {
+        secret_site("iscsi.secretRef", &s.name)?;
+    }
+    if let Some(s) = v.cinder.as_ref().and_then(|c| c.secret_ref.as_ref()) {
+        secret_site("cinder.secretRef", &s.name)?;
+    }
+    if let Some(s) = v.flex_volume.as_ref().and_then(|c| c.secret_ref.as_ref()) {
+        secret_site("flexVolume.secretRef", &s.name)?;
+    }
+    if let Some(s) = v.storageos.as_ref().and_then(|c| c.secret_ref.as_ref()) {
+        secret_site("storageos.secretRef", &s.name)?;
+    }
+    if let Some(c) = &v.scale_io {
+        secret_site("scaleIO.secretRef", &c.secret_ref.name)?;
+    }
+    if let Some(c) = &v.azure_file {
+        secret_site("azureFile.secretName", &c.secret_name)?;
+    }
+    Ok(())
 }
