@@ -24,9 +24,10 @@ use crate::model::{
 use crate::operator;
 use crate::parse::{Node, VALUE_DIGESTS};
 
-/// What `load_doc` knows of a document before reading it by kind.
+/// A document's header: what `load_doc` knows of it (where it is, its
+/// kind and apiVersion) before reading it by kind.
 #[derive(Clone, Copy)]
-pub(super) struct Cx<'a> {
+pub(super) struct DocHeader<'a> {
     /// Where it is (`file document N`), for errors.
     pub at: &'a str,
     /// Its `kind`, as written.
@@ -41,8 +42,6 @@ pub(super) struct Cx<'a> {
     pub options: &'a LoadOptions,
 }
 
-/// A ConfigMap or Secret: its key names, type and immutability, as the
-/// API server would take them (or the input error it would refuse).
 /// The keyed digests of `field`'s string values ([`VALUE_DIGESTS`]).
 fn value_digests(doc: &Node, field: &str) -> BTreeMap<String, u64> {
     let Some(Node::Seq(items)) = doc.get(field) else {
@@ -62,10 +61,16 @@ fn value_digests(doc: &Node, field: &str) -> BTreeMap<String, u64> {
         .collect()
 }
 
-pub(super) fn config_object(cx: Cx<'_>, doc: &Node, out: &mut Manifests) -> Result<(), InputError> {
-    let Cx {
+/// A ConfigMap or Secret: its key names, type and immutability, as the
+/// API server would take them (or the input error it would refuse).
+pub(super) fn config_object(
+    head: DocHeader<'_>,
+    doc: &Node,
+    out: &mut Manifests,
+) -> Result<(), InputError> {
+    let DocHeader {
         at, kind, options, ..
-    } = cx;
+    } = head;
     let (namespace, name) = meta_names(doc, at, options)?;
     // The kind, and the field beside `data` that holds keys too.
     let (config_kind, also) = if kind == "ConfigMap" {
@@ -175,10 +180,14 @@ pub(super) fn config_object(cx: Cx<'_>, doc: &Node, out: &mut Manifests) -> Resu
 }
 
 /// A bare Pod: its spec is the pod.
-pub(super) fn pod(cx: Cx<'_>, doc: &mut Node, out: &mut Manifests) -> Result<(), InputError> {
-    let Cx {
+pub(super) fn pod(
+    head: DocHeader<'_>,
+    doc: &mut Node,
+    out: &mut Manifests,
+) -> Result<(), InputError> {
+    let DocHeader {
         at, kind, options, ..
-    } = cx;
+    } = head;
     let (ns, name) = workload_names(doc, at, options)?;
     let dormant = dormant(kind, doc);
     let spec = doc
@@ -197,10 +206,14 @@ pub(super) fn pod(cx: Cx<'_>, doc: &mut Node, out: &mut Manifests) -> Result<(),
 }
 
 /// A built-in workload with a pod template (a Deployment, a CronJob, ...).
-pub(super) fn templated(cx: Cx<'_>, doc: &mut Node, out: &mut Manifests) -> Result<(), InputError> {
-    let Cx {
+pub(super) fn templated(
+    head: DocHeader<'_>,
+    doc: &mut Node,
+    out: &mut Manifests,
+) -> Result<(), InputError> {
+    let DocHeader {
         at, kind, options, ..
-    } = cx;
+    } = head;
     let (ns, name) = workload_names(doc, at, options)?;
     let path: &[&str] = match kind.as_str() {
         "PodTemplate" => &["template", "spec"],
@@ -231,11 +244,11 @@ pub(super) fn templated(cx: Cx<'_>, doc: &mut Node, out: &mut Manifests) -> Resu
 
 /// A ServiceAccount: the pull secrets it gives its pods.
 pub(super) fn service_account(
-    cx: Cx<'_>,
+    head: DocHeader<'_>,
     doc: &Node,
     out: &mut Manifests,
 ) -> Result<(), InputError> {
-    let Cx { at, options, .. } = cx;
+    let DocHeader { at, options, .. } = head;
     let (namespace, name) = meta_names(doc, at, options)?;
     let image_pull_secrets = match doc.get("imagePullSecrets") {
         None | Some(Node::Null) => Vec::new(),
@@ -267,10 +280,14 @@ pub(super) fn service_account(
 }
 
 /// An Ingress: the TLS Secrets its rules name.
-pub(super) fn ingress(cx: Cx<'_>, doc: &Node, out: &mut Manifests) -> Result<(), InputError> {
-    let Cx {
+pub(super) fn ingress(
+    head: DocHeader<'_>,
+    doc: &Node,
+    out: &mut Manifests,
+) -> Result<(), InputError> {
+    let DocHeader {
         at, kind, options, ..
-    } = cx;
+    } = head;
     let (ns, name) = meta_names(doc, at, options)?;
     if let Some(Node::Seq(tls)) = doc.get("spec").and_then(|s| s.get("tls")) {
         for t in tls {
@@ -288,10 +305,14 @@ pub(super) fn ingress(cx: Cx<'_>, doc: &Node, out: &mut Manifests) -> Result<(),
 }
 
 /// A Bitnami SealedSecret: the Secret its controller makes.
-pub(super) fn sealed_secret(cx: Cx<'_>, doc: &Node, out: &mut Manifests) -> Result<(), InputError> {
-    let Cx {
+pub(super) fn sealed_secret(
+    head: DocHeader<'_>,
+    doc: &Node,
+    out: &mut Manifests,
+) -> Result<(), InputError> {
+    let DocHeader {
         at, kind, options, ..
-    } = cx;
+    } = head;
     let (namespace, name) = meta_names(doc, at, options)?;
     let spec = doc
         .get("spec")
@@ -328,10 +349,14 @@ pub(super) fn sealed_secret(cx: Cx<'_>, doc: &Node, out: &mut Manifests) -> Resu
 }
 
 /// A cert-manager Certificate: the Secret cert-manager writes.
-pub(super) fn certificate(cx: Cx<'_>, doc: &Node, out: &mut Manifests) -> Result<(), InputError> {
-    let Cx {
+pub(super) fn certificate(
+    head: DocHeader<'_>,
+    doc: &Node,
+    out: &mut Manifests,
+) -> Result<(), InputError> {
+    let DocHeader {
         at, kind, options, ..
-    } = cx;
+    } = head;
     let (namespace, name) = meta_names(doc, at, options)?;
     let spec = doc.get("spec");
     let secret = spec
@@ -364,13 +389,13 @@ pub(super) fn certificate(cx: Cx<'_>, doc: &Node, out: &mut Manifests) -> Result
 
 /// An ExternalSecret: the Secret external-secrets makes.
 pub(super) fn external_secret_doc(
-    cx: Cx<'_>,
+    head: DocHeader<'_>,
     doc: &Node,
     out: &mut Manifests,
 ) -> Result<(), InputError> {
-    let Cx {
+    let DocHeader {
         at, kind, options, ..
-    } = cx;
+    } = head;
     let (namespace, name) = meta_names(doc, at, options)?;
     let spec = doc
         .get("spec")
@@ -385,13 +410,13 @@ pub(super) fn external_secret_doc(
 /// into a Secret (`secretName`) with the keys its `data` items name
 /// (`key`), once a pod that mounts the class starts.
 pub(super) fn secret_provider_class(
-    cx: Cx<'_>,
+    head: DocHeader<'_>,
     doc: &Node,
     out: &mut Manifests,
 ) -> Result<(), InputError> {
-    let Cx {
+    let DocHeader {
         at, kind, options, ..
-    } = cx;
+    } = head;
     let (namespace, name) = meta_names(doc, at, options)?;
     let objects = match doc.get("spec").and_then(|s| s.get("secretObjects")) {
         None | Some(Node::Null) => &[][..],
@@ -437,13 +462,13 @@ pub(super) fn secret_provider_class(
 /// namespaces its selectors pick are not in the input: none is derived
 /// for them.
 pub(super) fn cluster_external_secret(
-    cx: Cx<'_>,
+    head: DocHeader<'_>,
     doc: &Node,
     out: &mut Manifests,
 ) -> Result<(), InputError> {
-    let Cx {
+    let DocHeader {
         at, kind, options, ..
-    } = cx;
+    } = head;
     let (_, name) = meta_names(doc, at, options)?;
     let spec = doc
         .get("spec")
@@ -468,10 +493,14 @@ pub(super) fn cluster_external_secret(
 /// Gateway API objects (`Gateway`, `BackendTLSPolicy`, ...) name TLS
 /// Secrets and CA ConfigMaps in `certificateRefs` and
 /// `caCertificateRefs`: reported as an Ingress's TLS secrets are.
-pub(super) fn gateway(cx: Cx<'_>, doc: &Node, out: &mut Manifests) -> Result<(), InputError> {
-    let Cx {
+pub(super) fn gateway(
+    head: DocHeader<'_>,
+    doc: &Node,
+    out: &mut Manifests,
+) -> Result<(), InputError> {
+    let DocHeader {
         at, kind, options, ..
-    } = cx;
+    } = head;
     let (ns, name) = meta_names(doc, at, options)?;
     let mut refs = Vec::new();
     certificate_refs(doc, "", &ns, &mut refs);
@@ -483,14 +512,18 @@ pub(super) fn gateway(cx: Cx<'_>, doc: &Node, out: &mut Manifests) -> Result<(),
 
 /// An ingress controller's own kinds (Contour, Traefik, ...): the
 /// Secrets at the paths it reads ([`PROXY_SECRETS`]).
-pub(super) fn proxy(cx: Cx<'_>, doc: &Node, out: &mut Manifests) -> Result<(), InputError> {
-    let Cx {
+pub(super) fn proxy(
+    head: DocHeader<'_>,
+    doc: &Node,
+    out: &mut Manifests,
+) -> Result<(), InputError> {
+    let DocHeader {
         at,
         kind,
         group,
         options,
         ..
-    } = cx;
+    } = head;
     let (ns, name) = meta_names(doc, at, options)?;
     for path in PROXY_SECRETS {
         let found = path
@@ -517,14 +550,18 @@ pub(super) fn proxy(cx: Cx<'_>, doc: &Node, out: &mut Manifests) -> Result<(), I
 
 /// A prometheus-operator kind: the Secrets and ConfigMaps it mounts or
 /// reads, as one pod's (see the `operator` module).
-pub(super) fn monitoring(cx: Cx<'_>, doc: &Node, out: &mut Manifests) -> Result<(), InputError> {
-    let Cx {
+pub(super) fn monitoring(
+    head: DocHeader<'_>,
+    doc: &Node,
+    out: &mut Manifests,
+) -> Result<(), InputError> {
+    let DocHeader {
         at,
         kind,
         group,
         options,
         ..
-    } = cx;
+    } = head;
     let (ns, name) = workload_names(doc, at, options)?;
     let mut refs = operator::references(doc);
     if kind == "Alertmanager" {
@@ -555,15 +592,19 @@ pub(super) fn monitoring(cx: Cx<'_>, doc: &Node, out: &mut Manifests) -> Result<
 
 /// A kind the user allow-listed (`--allow-kind`): each pod template
 /// (or, without one, its containers or the config it names) as a pod.
-pub(super) fn allowed(cx: Cx<'_>, doc: &Node, out: &mut Manifests) -> Result<(), InputError> {
-    let Cx {
+pub(super) fn allowed(
+    head: DocHeader<'_>,
+    doc: &Node,
+    out: &mut Manifests,
+) -> Result<(), InputError> {
+    let DocHeader {
         at,
         kind,
         group,
         custom_kind,
         options,
         ..
-    } = cx;
+    } = head;
     let (ns, name) = workload_names(doc, at, options)?;
     // A custom resource named like a Kubernetes kind is reported
     // with its group (`Job.batch.volcano.sh`), not as that kind.
@@ -668,14 +709,14 @@ const CORE_KINDS: [&str; 12] = [
 ];
 
 /// Any other kind: ignored unless it may read config (fail closed).
-pub(super) fn unknown(cx: Cx<'_>, doc: &Node) -> Result<(), InputError> {
-    let Cx {
+pub(super) fn unknown(head: DocHeader<'_>, doc: &Node) -> Result<(), InputError> {
+    let DocHeader {
         at,
         kind,
         api,
         group,
         ..
-    } = cx;
+    } = head;
     let reads_config = env_reference(doc, "");
     let runs_template = doc
         .get("spec")

@@ -30,7 +30,7 @@ pub(crate) use nodes::typed;
 use nodes::{api_versions, kustomize_source};
 pub use options::LoadOptions;
 pub(crate) use options::bad;
-use order::order;
+use order::{Order, order};
 pub use pods::pod_references;
 use prune::not_pruned;
 pub use prune::parse_selector;
@@ -188,16 +188,11 @@ fn load_doc(
     if order.kept_on_prune.is_none() {
         order.kept_on_prune = not_pruned(&doc, options);
     }
-    let before = (
-        out.workloads.len(),
-        out.objects.len(),
-        out.service_accounts.len(),
-    );
-    let (workloads_before, objects_before, accounts_before) = before;
+    let before = counts(out);
     // Cluster-scoped: it names the namespaces of what it stands for.
     let placed = kind == "ClusterExternalSecret"
         || !namespace_left_out(doc.get("metadata").and_then(|m| m.get("namespace")));
-    let cx = kinds::Cx {
+    let head = kinds::DocHeader {
         at,
         kind: &kind,
         api: &api,
@@ -205,12 +200,44 @@ fn load_doc(
         custom_kind,
         options,
     };
+    read_by_kind(known_kind, head, &mut doc, out)?;
+    if !placed && counts(out) != before {
+        out.unplaced += 1;
+    }
+    stamp_order(out, before, &order, at)
+}
+
+/// How many workloads, config objects and ServiceAccounts `out` holds.
+fn counts(out: &Manifests) -> (usize, usize, usize) {
+    (
+        out.workloads.len(),
+        out.objects.len(),
+        out.service_accounts.len(),
+    )
+}
+
+/// Reads `doc` by its kind (`known_kind`: `""` for a custom resource)
+/// into `out`.
+fn read_by_kind(
+    known_kind: &str,
+    head: kinds::DocHeader<'_>,
+    doc: &mut Node,
+    out: &mut Manifests,
+) -> Result<(), InputError> {
+    let kinds::DocHeader {
+        at,
+        kind,
+        api,
+        group,
+        options,
+        ..
+    } = head;
     match known_kind {
         // Named by the API server when it is created, so no manifest can
         // name it: nothing reads it, and nothing it holds can go missing.
-        "ConfigMap" | "Secret" if generate_name(&doc).is_some() => {}
-        "ConfigMap" | "Secret" => kinds::config_object(cx, &doc, out)?,
-        "Pod" => kinds::pod(cx, &mut doc, out)?,
+        "ConfigMap" | "Secret" if generate_name(doc).is_some() => {}
+        "ConfigMap" | "Secret" => kinds::config_object(head, doc, out)?,
+        "Pod" => kinds::pod(head, doc, out)?,
         "PodTemplate"
         | "ReplicationController"
         | "Deployment"
@@ -218,45 +245,50 @@ fn load_doc(
         | "DaemonSet"
         | "ReplicaSet"
         | "Job"
-        | "CronJob" => kinds::templated(cx, &mut doc, out)?,
-        "ServiceAccount" => kinds::service_account(cx, &doc, out)?,
-        "Ingress" => kinds::ingress(cx, &doc, out)?,
-        "SealedSecret" if group == "bitnami.com" => kinds::sealed_secret(cx, &doc, out)?,
-        "Certificate" if group == "cert-manager.io" => kinds::certificate(cx, &doc, out)?,
+        | "CronJob" => kinds::templated(head, doc, out)?,
+        "ServiceAccount" => kinds::service_account(head, doc, out)?,
+        "Ingress" => kinds::ingress(head, doc, out)?,
+        "SealedSecret" if group == "bitnami.com" => kinds::sealed_secret(head, doc, out)?,
+        "Certificate" if group == "cert-manager.io" => kinds::certificate(head, doc, out)?,
         "ExternalSecret" if group == "external-secrets.io" => {
-            kinds::external_secret_doc(cx, &doc, out)?
+            kinds::external_secret_doc(head, doc, out)?
         }
         "SecretProviderClass" if group == "secrets-store.csi.x-k8s.io" => {
-            kinds::secret_provider_class(cx, &doc, out)?
+            kinds::secret_provider_class(head, doc, out)?
         }
         "ClusterExternalSecret" if group == "external-secrets.io" => {
-            kinds::cluster_external_secret(cx, &doc, out)?
+            kinds::cluster_external_secret(head, doc, out)?
         }
-        _ if group == GATEWAY_API => kinds::gateway(cx, &doc, out)?,
-        _ if PROXY_GROUPS.contains(&group) => kinds::proxy(cx, &doc, out)?,
+        _ if group == GATEWAY_API => kinds::gateway(head, doc, out)?,
+        _ if PROXY_GROUPS.contains(&group) => kinds::proxy(head, doc, out)?,
         _ if group == operator::MONITORING_GROUP
             && operator::MONITORING_KINDS.contains(&kind.as_str()) =>
         {
-            kinds::monitoring(cx, &doc, out)?
+            kinds::monitoring(head, doc, out)?
         }
-        _ if options.allow_kinds.contains(&kind)
+        _ if options.allow_kinds.contains(kind)
             || (!group.is_empty() && options.allow_kinds.contains(&format!("{kind}.{group}"))) =>
         {
-            kinds::allowed(cx, &doc, out)?
+            kinds::allowed(head, doc, out)?
         }
         _ if api.starts_with("kustomize.config.k8s.io/") => {
-            return Err(kustomize_source(at, &kind));
+            return Err(kustomize_source(at, kind));
         }
-        _ => kinds::unknown(cx, &doc)?,
+        _ => kinds::unknown(head, doc)?,
     }
-    let after = (
-        out.workloads.len(),
-        out.objects.len(),
-        out.service_accounts.len(),
-    );
-    if !placed && after != before {
-        out.unplaced += 1;
-    }
+    Ok(())
+}
+
+/// Gives what one document added to `out` (past the `before` counts) the
+/// document's hook, sync wave and prune annotation, and checks the keys
+/// of the config objects against their type.
+fn stamp_order(
+    out: &mut Manifests,
+    before: (usize, usize, usize),
+    order: &Order,
+    at: &str,
+) -> Result<(), InputError> {
+    let (workloads_before, objects_before, accounts_before) = before;
     for w in &mut out.workloads[workloads_before..] {
         w.hook.clone_from(&order.hook);
         w.sync_wave = order.sync_wave;
