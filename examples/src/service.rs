@@ -4,24 +4,19 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::atomic::AtomicU64;
 
-use ate_generation::{Decision, Latch, Observe, Writer};
-use ate_ledger::{
-    AsyncLedger, Call, Dispatch, Executed, Fingerprint, Key, RedbStore, Response, store::AsyncStore,
-};
-use ate_ratelimit::http::KeyError;
-use ate_ratelimit::{KeyedLimiter, LimitId, LimitSet, Limits, MonotonicClock, Policy, Scope};
-use ate_readiness::{Admitted, DrainToken, Gate};
+use ate_generation::Latch;
+use ate_ledger::{AsyncLedger, RedbStore, Response, store::AsyncStore};
+use ate_ratelimit::{KeyedLimiter, LimitId, LimitSet, Limits, MonotonicClock, Policy};
+use ate_readiness::{DrainToken, Gate};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 use crate::audit::Audit;
 use crate::config::{self, Config, ConfigError};
 use crate::metrics::Metrics;
-use crate::objects::{check_object_name, parse_object_write, shown};
+use crate::objects::shown;
 
 /// A response any framework can send.
 #[derive(Debug, Clone, PartialEq, Eq)]

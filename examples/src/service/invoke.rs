@@ -2,7 +2,16 @@
 
 use bytes::Bytes;
 
-use super::*;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ate_ledger::{Call, Dispatch, Executed, Fingerprint, Key, Response};
+use ate_ratelimit::http::KeyError;
+use ate_readiness::Admitted;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::{ApiResponse, AppState, bounded_ms, one_header};
 
 impl AppState {
     /// Deletes ended ledger records past the retention, and logs how many.

@@ -1,7 +1,16 @@
 //! The objects under the generation latch (`/objects/...`) and the
 //! reconciler that observes them.
 
-use super::*;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use ate_generation::{Decision, Latch, Observe, Writer};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::{ApiResponse, AppState, Object};
+use crate::objects::{check_object_name, parse_object_write};
 
 impl AppState {
     fn object_json(name: &str, o: &Object) -> Value {

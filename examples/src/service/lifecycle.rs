@@ -2,7 +2,16 @@
 //! bounds on bodies and WebSocket messages, background tasks, and the
 //! SIGTERM drain.
 
-use super::*;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use ate_ledger::Key;
+use ate_ratelimit::Scope;
+use serde_json::{Value, json};
+
+use super::{ApiResponse, AppState, Shared, bounded_ms};
+use crate::config;
 
 impl AppState {
     /// A slot for one more WebSocket session, held until the session

@@ -1,7 +1,14 @@
 //! The rate-limited routes (`/notify`, `/prompt`): the caller identity,
 //! the limits the layer checks, and what each decision records.
 
-use super::*;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use ate_ratelimit::http::KeyError;
+use ate_ratelimit::{LimitId, Limits, Scope};
+use serde_json::json;
+
+use super::{ApiResponse, AppState, one_header};
 
 impl AppState {
     /// `POST /notify` and `POST /prompt`, once the rate-limit layer let
