@@ -5,7 +5,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use super::client_ip::ClientIp;
-use super::key::{KeyError, KeyText};
+use super::key::{CallerKey, KeyError};
 
 /// A request head the limits can read: its header values and the peer
 /// address of its connection. Implemented for `http::request::Parts`
@@ -119,7 +119,7 @@ impl<R: Head + 'static> Caller<R> {
     }
 
     /// [`key`](Self::key), without a heap allocation for an address key.
-    pub(crate) fn key_text(&self, head: &R) -> Result<KeyText, KeyError> {
+    pub(crate) fn key_text(&self, head: &R) -> Result<CallerKey, KeyError> {
         if let CallerKind::ClientIp(client_ip) = &self.kind {
             let peer = (self.peer)(head).ok_or(KeyError::NoPeer)?;
             let ip = match client_ip.header_name() {
@@ -128,7 +128,7 @@ impl<R: Head + 'static> Caller<R> {
             };
             return Ok(client_ip.key_text(ip));
         }
-        self.slow_key(head).map(KeyText::from)
+        self.slow_key(head).map(CallerKey::from)
     }
 
     /// The keys other than an address's (which `key_text` writes inline).

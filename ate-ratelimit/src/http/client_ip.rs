@@ -6,7 +6,7 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use super::key::{KeyError, KeyText};
+use super::key::{CallerKey, KeyError};
 
 /// Proxies whose forwarding headers are believed: load balancers and
 /// ingress controllers in front of the service, as CIDRs.
@@ -350,14 +350,14 @@ impl ClientIp {
     }
 
     /// [`key_of`](Self::key_of), inline (no heap allocation).
-    pub(crate) fn key_text(&self, ip: IpAddr) -> KeyText {
+    pub(crate) fn key_text(&self, ip: IpAddr) -> CallerKey {
         match canonical(ip) {
-            IpAddr::V4(v4) => KeyText::display(v4),
-            IpAddr::V6(v6) if self.v6_prefix >= 128 => KeyText::display(v6),
+            IpAddr::V4(v4) => CallerKey::display(v4),
+            IpAddr::V6(v6) if self.v6_prefix >= 128 => CallerKey::display(v6),
             IpAddr::V6(v6) => {
                 let mask = u128::MAX << (128 - u32::from(self.v6_prefix));
                 let net = std::net::Ipv6Addr::from(u128::from(v6) & mask);
-                KeyText::display(format_args!("{net}/{}", self.v6_prefix))
+                CallerKey::display(format_args!("{net}/{}", self.v6_prefix))
             }
         }
     }

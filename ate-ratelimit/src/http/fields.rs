@@ -14,9 +14,9 @@ pub(crate) const RATELIMIT_POLICY: &str = "ratelimit-policy";
 pub(crate) const RATELIMIT: &str = "ratelimit";
 
 /// A header field value being written, inline up to 128 bytes.
-struct FieldText(smallvec::SmallVec<[u8; 128]>);
+struct FieldValue(smallvec::SmallVec<[u8; 128]>);
 
-impl std::fmt::Write for FieldText {
+impl std::fmt::Write for FieldValue {
     fn write_str(&mut self, s: &str) -> std::fmt::Result {
         self.0.extend_from_slice(s.as_bytes());
         Ok(())
@@ -100,7 +100,7 @@ fn write_ratelimit_field(out: &mut impl std::fmt::Write, decision: &Combined<'_>
 /// [`ratelimit_field`] as the bytes of a header value: written on the
 /// stack, copied once.
 pub(crate) fn ratelimit_bytes(decision: &Combined<'_>) -> Bytes {
-    let mut field = FieldText(smallvec::SmallVec::new());
+    let mut field = FieldValue(smallvec::SmallVec::new());
     write_ratelimit_field(&mut field, decision);
     Bytes::copy_from_slice(&field.0)
 }

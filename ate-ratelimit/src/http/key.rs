@@ -61,9 +61,9 @@ pub enum KeyError {
 /// /64: up to 48 bytes), so keying a request by its address allocates
 /// nothing.
 #[derive(Clone, PartialEq, Eq)]
-pub(crate) struct KeyText(smallvec::SmallVec<[u8; 48]>);
+pub(crate) struct CallerKey(smallvec::SmallVec<[u8; 48]>);
 
-impl KeyText {
+impl CallerKey {
     pub(crate) fn as_str(&self) -> &str {
         // Only ever written from `&str`s (`From<String>`, `fmt::Write`).
         std::str::from_utf8(&self.0).unwrap_or_default()
@@ -79,20 +79,20 @@ impl KeyText {
     }
 }
 
-impl std::fmt::Write for KeyText {
+impl std::fmt::Write for CallerKey {
     fn write_str(&mut self, s: &str) -> std::fmt::Result {
         self.0.extend_from_slice(s.as_bytes());
         Ok(())
     }
 }
 
-impl From<String> for KeyText {
+impl From<String> for CallerKey {
     fn from(s: String) -> Self {
         Self(smallvec::SmallVec::from_vec(s.into_bytes()))
     }
 }
 
-impl std::fmt::Debug for KeyText {
+impl std::fmt::Debug for CallerKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         std::fmt::Debug::fmt(self.as_str(), f)
     }

@@ -8,14 +8,14 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::fields::{RATELIMIT, RATELIMIT_POLICY, policy_field, ratelimit_bytes, ratelimit_field};
-use super::key::{KeyError, KeyText};
+use super::key::{CallerKey, KeyError};
 use crate::{Combined, Decision, LimitId, Limits, Scope};
 
 /// What a limited request was allowed with, in its extensions for the
 /// handler (axum: `Extension<Checked>`; Actix: `web::ReqData<Checked>`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Checked {
-    key: KeyText,
+    key: CallerKey,
     remaining: u32,
     shadowed: bool,
 }
@@ -198,8 +198,8 @@ impl<C: crate::clock::Clock + Clone> Rules<C> {
     pub(crate) fn check_now(
         &self,
         at: usize,
-        key: Result<KeyText, KeyError>,
-    ) -> Result<Verdict, KeyText> {
+        key: Result<CallerKey, KeyError>,
+    ) -> Result<Verdict, CallerKey> {
         let key = match key {
             Ok(key) => key,
             Err(e) => {
@@ -251,7 +251,7 @@ impl<C: crate::clock::Clock + Clone> Rules<C> {
 
     /// Decides a request to route `at` by the caller `key`, asking the
     /// shared store where there is one.
-    pub(crate) async fn check(&self, at: usize, key: KeyText) -> Verdict {
+    pub(crate) async fn check(&self, at: usize, key: CallerKey) -> Verdict {
         let Some(route) = self.routes.get(at) else {
             return no_route();
         };
@@ -268,7 +268,7 @@ impl<C: crate::clock::Clock + Clone> Rules<C> {
     fn verdict<'a>(
         &self,
         route: &Route,
-        key: KeyText,
+        key: CallerKey,
         decision: Result<Option<Combined<'a>>, crate::Error>,
         shadow: Result<Option<Combined<'a>>, crate::Error>,
     ) -> Verdict {
