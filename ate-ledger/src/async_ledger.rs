@@ -15,9 +15,9 @@ use crate::config::{Begin, Close, Config, check_config};
 use crate::core::Core;
 use crate::dispatch::Dispatch;
 use crate::error::Error;
+use crate::last_writes::LastWrites;
 use crate::outcome::{Call, Executed, Response, Step};
 use crate::store::AsyncStore;
-use crate::written::Written;
 use crate::{Fingerprint, Key, Lease, Record, State};
 
 /// The attempt ledger, async: every call awaits the store, none blocks a
@@ -30,7 +30,7 @@ pub struct AsyncLedger<S, C = SystemClock> {
     config: Config,
     /// The records this ledger last wrote as an owner, for transitions of
     /// one round trip.
-    written: Written,
+    written: LastWrites,
     /// The keys calls of this ledger are working on (from begin to close),
     /// with how many: a begin of this owner whose answer was lost is taken
     /// over only when none is.
@@ -69,7 +69,7 @@ impl<S: AsyncStore> AsyncLedger<S, SystemClock> {
             store,
             clock: SystemClock,
             config: Config::default(),
-            written: Written::default(),
+            written: LastWrites::default(),
             working: Mutex::default(),
             unsent: Mutex::default(),
             observer: Observer::default(),
@@ -122,7 +122,7 @@ impl<S: AsyncStore, C: Clock> AsyncLedger<S, C> {
             store,
             clock,
             config,
-            written: Written::default(),
+            written: LastWrites::default(),
             working: Mutex::default(),
             unsent: Mutex::default(),
             observer: Observer::default(),

@@ -12,9 +12,9 @@ use crate::clock::Clock;
 use crate::clock::delta;
 use crate::config::{Begin, Close, Config};
 use crate::error::Error;
+use crate::last_writes::LastWrites;
 use crate::model::owns;
 use crate::store::{AsyncStore, Cutoff};
-use crate::written::Written;
 use crate::{Fingerprint, Key, Lease, Record, State, Try, TryOutcome};
 
 /// How many times a transition re-reads after losing a version race.
@@ -89,7 +89,7 @@ pub(crate) struct Core<'a, S, C> {
     pub(crate) store: S,
     pub(crate) clock: &'a C,
     pub(crate) config: &'a Config,
-    pub(crate) written: &'a Written,
+    pub(crate) written: &'a LastWrites,
     /// How the front waits between two tries of a contended write: a
     /// thread sleep for the blocking ledger, a timer for the async one.
     pub(crate) pause: fn(Duration) -> Pause,
@@ -272,7 +272,7 @@ impl<S: AsyncStore, C: Clock> Core<'_, S, C> {
     /// the answer [`Error::StaleLease`].
     ///
     /// First, if this ledger wrote the record last and remembers it
-    /// ([`Written`]), the change is written at once on that record: one
+    /// ([`LastWrites`]), the change is written at once on that record: one
     /// round trip when nothing else wrote meanwhile.
     ///
     /// With `fenced`, each write is made only while the record's lease

@@ -46,19 +46,19 @@ struct Entry {
 
 /// The remembered records of one ledger, by key.
 #[derive(Default)]
-pub(crate) struct Written(Mutex<HashMap<Key, Entry>>);
+pub(crate) struct LastWrites(Mutex<HashMap<Key, Entry>>);
 
 /// How many, not what: a ledger's `Debug` stays short, and without the
 /// stored outcomes.
-impl std::fmt::Debug for Written {
+impl std::fmt::Debug for LastWrites {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Written")
+        f.debug_struct("LastWrites")
             .field("records", &self.0.lock().len())
             .finish()
     }
 }
 
-impl Written {
+impl LastWrites {
     /// How long a remembered record may be used: the lease's ttl, at most
     /// a quarter of the retention (see the module's docs).
     fn bound(config: &Config) -> TimeDelta {
@@ -230,7 +230,7 @@ mod tests {
         assert_eq!(ledger.get(&lease.key).unwrap(), Some(closed));
         // An ended record is not kept.
         assert!(ledger.written.0.lock().is_empty());
-        assert!(format!("{ledger:?}").contains("written: Written { records: 0 }"));
+        assert!(format!("{ledger:?}").contains("written: LastWrites { records: 0 }"));
     }
 
     #[test]
@@ -286,7 +286,7 @@ mod tests {
     fn the_bound_is_the_ttl_at_most_a_quarter_of_the_retention() {
         let hour = Duration::from_secs(3600);
         let bound = |lease_ttl, retention| {
-            Written::bound(&Config {
+            LastWrites::bound(&Config {
                 lease_ttl,
                 retention,
             })

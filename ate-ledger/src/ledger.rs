@@ -4,8 +4,8 @@ use crate::clock::{Clock, SystemClock};
 use crate::config::{Begin, Close, Config, check_config};
 use crate::core::{self, Core};
 use crate::error::Error;
-use crate::store::{Now, run_ready};
-use crate::written::Written;
+use crate::last_writes::LastWrites;
+use crate::store::{AsAsync, run_ready};
 use crate::{Fingerprint, Key, Lease, Record, store::Store};
 
 /// The attempt ledger.
@@ -16,7 +16,7 @@ pub struct Ledger<S, C = SystemClock> {
     config: Config,
     /// The records this ledger last wrote as an owner, for transitions of
     /// one round trip.
-    pub(crate) written: Written,
+    pub(crate) written: LastWrites,
 }
 
 impl<S: Store> Ledger<S, SystemClock> {
@@ -26,7 +26,7 @@ impl<S: Store> Ledger<S, SystemClock> {
             store,
             clock: SystemClock,
             config: Config::default(),
-            written: Written::default(),
+            written: LastWrites::default(),
         }
     }
 }
@@ -44,7 +44,7 @@ impl<S: Store, C: Clock> Ledger<S, C> {
             store,
             clock,
             config,
-            written: Written::default(),
+            written: LastWrites::default(),
         })
     }
 
@@ -63,9 +63,9 @@ impl<S: Store, C: Clock> Ledger<S, C> {
         &self.clock
     }
 
-    fn core(&self) -> Core<'_, Now<'_, S>, C> {
+    fn core(&self) -> Core<'_, AsAsync<'_, S>, C> {
         Core {
-            store: Now(&self.store),
+            store: AsAsync(&self.store),
             clock: &self.clock,
             config: &self.config,
             written: &self.written,

@@ -96,6 +96,7 @@ mod config;
 mod core;
 #[cfg(feature = "tokio")]
 mod dispatch;
+mod last_writes;
 mod ledger;
 mod model;
 #[cfg(feature = "tokio")]
@@ -103,7 +104,6 @@ mod outcome;
 pub mod store;
 #[cfg(feature = "test-util")]
 pub mod testing;
-mod written;
 
 #[cfg(feature = "tokio")]
 pub use async_ledger::AsyncLedger;

@@ -376,10 +376,10 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     }
 }
 
+mod as_async;
 #[cfg(feature = "tokio")]
 mod blocking;
-mod now;
-pub(crate) use now::{Now, run_ready};
+pub(crate) use as_async::{AsAsync, run_ready};
 #[cfg(feature = "redb")]
 mod durable;
 #[cfg(feature = "postgres")]

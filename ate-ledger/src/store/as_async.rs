@@ -1,4 +1,4 @@
-//! [`Now`]: a blocking [`Store`] seen as an [`AsyncStore`] whose futures
+//! [`AsAsync`]: a blocking [`Store`] seen as an [`AsyncStore`] whose futures
 //! are ready at once, and [`run_ready`], which runs such a future: how the
 //! sync [`Ledger`](crate::Ledger) drives the one state machine.
 
@@ -28,9 +28,9 @@ pub(crate) fn run_ready<F: Future>(fut: F) -> F::Output {
 
 /// A [`Store`] seen as an [`AsyncStore`] whose futures are ready at once.
 #[derive(Debug)]
-pub(crate) struct Now<'a, S: ?Sized>(pub(crate) &'a S);
+pub(crate) struct AsAsync<'a, S: ?Sized>(pub(crate) &'a S);
 
-impl<S: Store + ?Sized> AsyncStore for Now<'_, S> {
+impl<S: Store + ?Sized> AsyncStore for AsAsync<'_, S> {
     fn get<'a>(&'a self, key: &'a Key) -> StoreFuture<'a, Read> {
         Box::pin(std::future::ready(self.0.read(key)))
     }

@@ -64,8 +64,8 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, Utc};
 
 use crate::error::Error;
+use crate::store::{AsAsync, run_ready};
 use crate::store::{AsyncStore, Cutoff, Store};
-use crate::store::{Now, run_ready};
 use crate::{Fingerprint, Key, Lease, Record, State, Try, TryOutcome};
 
 /// A rule a store broke: which, and what was seen.
@@ -91,7 +91,7 @@ fn broken(rule: &'static str, detail: impl Into<String>) -> Broken {
 ///
 /// The first rule the store broke.
 pub fn check<S: Store>(store: S) -> Result<(), Broken> {
-    run_ready(check_async(Now(&store)))
+    run_ready(check_async(AsAsync(&store)))
 }
 
 /// Runs every rule on an [`AsyncStore`].
