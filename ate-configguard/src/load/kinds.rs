@@ -42,6 +42,20 @@ pub(super) struct DocHeader<'a> {
     pub options: &'a LoadOptions,
 }
 
+impl DocHeader<'_> {
+    /// The document's namespace and name, checked as the API server checks
+    /// them (the namespace defaulted as the user asked).
+    fn names(&self, doc: &Node) -> Result<(String, String), InputError> {
+        meta_names(doc, self.at, self.options)
+    }
+
+    /// [`names`](Self::names), for a workload (its name checked as its
+    /// kind's).
+    fn workload_names(&self, doc: &Node) -> Result<(String, String), InputError> {
+        workload_names(doc, self.at, self.options)
+    }
+}
+
 /// The keyed digests of `field`'s string values ([`VALUE_DIGESTS`]).
 fn value_digests(doc: &Node, field: &str) -> BTreeMap<String, u64> {
     let Some(Node::Seq(items)) = doc.get(field) else {
@@ -68,10 +82,8 @@ pub(super) fn config_object(
     doc: &Node,
     out: &mut Manifests,
 ) -> Result<(), InputError> {
-    let DocHeader {
-        at, kind, options, ..
-    } = head;
-    let (namespace, name) = meta_names(doc, at, options)?;
+    let DocHeader { at, kind, .. } = head;
+    let (namespace, name) = head.names(doc)?;
     // The kind, and the field beside `data` that holds keys too.
     let (config_kind, also) = if kind == "ConfigMap" {
         (ConfigKind::ConfigMap, "binaryData")
@@ -185,10 +197,8 @@ pub(super) fn pod(
     doc: &mut Node,
     out: &mut Manifests,
 ) -> Result<(), InputError> {
-    let DocHeader {
-        at, kind, options, ..
-    } = head;
-    let (ns, name) = workload_names(doc, at, options)?;
+    let DocHeader { at, kind, .. } = head;
+    let (ns, name) = head.workload_names(doc)?;
     let dormant = dormant(kind, doc);
     let spec = doc
         .take_path(&["spec"])
@@ -211,10 +221,8 @@ pub(super) fn templated(
     doc: &mut Node,
     out: &mut Manifests,
 ) -> Result<(), InputError> {
-    let DocHeader {
-        at, kind, options, ..
-    } = head;
-    let (ns, name) = workload_names(doc, at, options)?;
+    let DocHeader { at, kind, .. } = head;
+    let (ns, name) = head.workload_names(doc)?;
     let path: &[&str] = match kind.as_str() {
         "PodTemplate" => &["template", "spec"],
         "CronJob" => &["spec", "jobTemplate", "spec", "template", "spec"],
@@ -248,8 +256,8 @@ pub(super) fn service_account(
     doc: &Node,
     out: &mut Manifests,
 ) -> Result<(), InputError> {
-    let DocHeader { at, options, .. } = head;
-    let (namespace, name) = meta_names(doc, at, options)?;
+    let DocHeader { at, .. } = head;
+    let (namespace, name) = head.names(doc)?;
     let image_pull_secrets = match doc.get("imagePullSecrets") {
         None | Some(Node::Null) => Vec::new(),
         Some(Node::Seq(items)) => items
@@ -285,10 +293,8 @@ pub(super) fn ingress(
     doc: &Node,
     out: &mut Manifests,
 ) -> Result<(), InputError> {
-    let DocHeader {
-        at, kind, options, ..
-    } = head;
-    let (ns, name) = meta_names(doc, at, options)?;
+    let DocHeader { kind, .. } = head;
+    let (ns, name) = head.names(doc)?;
     if let Some(Node::Seq(tls)) = doc.get("spec").and_then(|s| s.get("tls")) {
         for t in tls {
             if let Some(secret) = t.get("secretName").and_then(Node::as_str) {
@@ -310,10 +316,8 @@ pub(super) fn sealed_secret(
     doc: &Node,
     out: &mut Manifests,
 ) -> Result<(), InputError> {
-    let DocHeader {
-        at, kind, options, ..
-    } = head;
-    let (namespace, name) = meta_names(doc, at, options)?;
+    let DocHeader { at, kind, .. } = head;
+    let (namespace, name) = head.names(doc)?;
     let spec = doc
         .get("spec")
         .ok_or_else(|| bad(at, "SealedSecret without spec"))?;
@@ -354,10 +358,8 @@ pub(super) fn certificate(
     doc: &Node,
     out: &mut Manifests,
 ) -> Result<(), InputError> {
-    let DocHeader {
-        at, kind, options, ..
-    } = head;
-    let (namespace, name) = meta_names(doc, at, options)?;
+    let DocHeader { at, kind, .. } = head;
+    let (namespace, name) = head.names(doc)?;
     let spec = doc.get("spec");
     let secret = spec
         .and_then(|s| s.name_at("secretName"))
@@ -393,10 +395,8 @@ pub(super) fn external_secret_doc(
     doc: &Node,
     out: &mut Manifests,
 ) -> Result<(), InputError> {
-    let DocHeader {
-        at, kind, options, ..
-    } = head;
-    let (namespace, name) = meta_names(doc, at, options)?;
+    let DocHeader { at, kind, .. } = head;
+    let (namespace, name) = head.names(doc)?;
     let spec = doc
         .get("spec")
         .ok_or_else(|| bad(at, "ExternalSecret without spec"))?;
@@ -414,10 +414,8 @@ pub(super) fn secret_provider_class(
     doc: &Node,
     out: &mut Manifests,
 ) -> Result<(), InputError> {
-    let DocHeader {
-        at, kind, options, ..
-    } = head;
-    let (namespace, name) = meta_names(doc, at, options)?;
+    let DocHeader { at, kind, .. } = head;
+    let (namespace, name) = head.names(doc)?;
     let objects = match doc.get("spec").and_then(|s| s.get("secretObjects")) {
         None | Some(Node::Null) => &[][..],
         Some(Node::Seq(list)) => list,
@@ -466,10 +464,8 @@ pub(super) fn cluster_external_secret(
     doc: &Node,
     out: &mut Manifests,
 ) -> Result<(), InputError> {
-    let DocHeader {
-        at, kind, options, ..
-    } = head;
-    let (_, name) = meta_names(doc, at, options)?;
+    let DocHeader { at, kind, .. } = head;
+    let (_, name) = head.names(doc)?;
     let spec = doc
         .get("spec")
         .ok_or_else(|| bad(at, "ClusterExternalSecret without spec"))?;
@@ -498,10 +494,8 @@ pub(super) fn gateway(
     doc: &Node,
     out: &mut Manifests,
 ) -> Result<(), InputError> {
-    let DocHeader {
-        at, kind, options, ..
-    } = head;
-    let (ns, name) = meta_names(doc, at, options)?;
+    let DocHeader { kind, .. } = head;
+    let (ns, name) = head.names(doc)?;
     let mut refs = Vec::new();
     certificate_refs(doc, "", &ns, &mut refs);
     for (site, object) in refs {
@@ -517,14 +511,8 @@ pub(super) fn proxy(
     doc: &Node,
     out: &mut Manifests,
 ) -> Result<(), InputError> {
-    let DocHeader {
-        at,
-        kind,
-        group,
-        options,
-        ..
-    } = head;
-    let (ns, name) = meta_names(doc, at, options)?;
+    let DocHeader { kind, group, .. } = head;
+    let (ns, name) = head.names(doc)?;
     for path in PROXY_SECRETS {
         let found = path
             .split('.')
@@ -556,13 +544,9 @@ pub(super) fn monitoring(
     out: &mut Manifests,
 ) -> Result<(), InputError> {
     let DocHeader {
-        at,
-        kind,
-        group,
-        options,
-        ..
+        at, kind, group, ..
     } = head;
-    let (ns, name) = workload_names(doc, at, options)?;
+    let (ns, name) = head.workload_names(doc)?;
     let mut refs = operator::references(doc);
     if kind == "Alertmanager" {
         // The operator loads its configuration from this Secret
@@ -602,10 +586,9 @@ pub(super) fn allowed(
         kind,
         group,
         custom_kind,
-        options,
         ..
     } = head;
-    let (ns, name) = workload_names(doc, at, options)?;
+    let (ns, name) = head.workload_names(doc)?;
     // A custom resource named like a Kubernetes kind is reported
     // with its group (`Job.batch.volcano.sh`), not as that kind.
     let label = if custom_kind {
