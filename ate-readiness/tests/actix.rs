@@ -13,6 +13,24 @@ use actix_web::{App, HttpResponse, test, web};
 use ate_readiness::actix::{Admitted, PATHS, Readiness, probes};
 use ate_readiness::{AdmissionPolicy, Gate, State};
 
+/// Serves the app `factory` makes on a free loopback port, one worker,
+/// no signal handling: its address, and a handle to stop it.
+macro_rules! serve {
+    ($factory:expr) => {{
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = actix_web::HttpServer::new($factory)
+            .workers(1)
+            .disable_signals()
+            .listen(listener)
+            .unwrap()
+            .run();
+        let handle = server.handle();
+        actix_web::rt::spawn(server);
+        (addr, handle)
+    }};
+}
+
 fn app(
     gate: Gate,
 ) -> App<
@@ -248,16 +266,7 @@ async fn admitted_work_handed_to_a_task_is_waited_for() {
 async fn over_a_socket_a_draining_response_closes_its_connection() {
     let gate = Gate::new();
     let g = gate.clone();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let server = actix_web::HttpServer::new(move || app(g.clone()))
-        .workers(1)
-        .disable_signals()
-        .listen(listener)
-        .unwrap()
-        .run();
-    let handle = server.handle();
-    actix_web::rt::spawn(server);
+    let (addr, handle) = serve!(move || app(g.clone()));
     let client = reqwest::Client::new();
     let url = format!("http://{addr}/work");
     let serving = client.get(&url).send().await.unwrap();
@@ -307,20 +316,11 @@ async fn a_websocket_opened_while_draining_keeps_its_upgrade_and_its_admission()
 
     let gate = Gate::new();
     let g = gate.clone();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let server = actix_web::HttpServer::new(move || {
+    let (addr, handle) = serve!(move || {
         App::new()
             .wrap(Readiness::new(g.clone()))
             .route("/ws", web::get().to(ws))
-    })
-    .workers(1)
-    .disable_signals()
-    .listen(listener)
-    .unwrap()
-    .run();
-    let handle = server.handle();
-    actix_web::rt::spawn(server);
+    });
     assert!(gate.begin_drain().started());
     let (mut socket, response) = tokio_tungstenite::connect_async(format!("ws://{addr}/ws"))
         .await
