@@ -1,4 +1,6 @@
-//! The latch value type and the provisioning gate.
+//! The latch: `observed <= generation` always, both only move forward
+//! (an overflow is an error, never a wrap), and it is converged iff they
+//! are equal. Also the provisioning gate.
 
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,4 +1,7 @@
-//! The state machine over a [`Store`].
+//! The blocking ledger: the state machine over a [`Store`]. Every
+//! transition is one conditional write on the key's record, so two
+//! workers never both hold a try, and a try marked dispatched is never
+//! revived (its key is never executed twice).
 
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Begin, Close, Config, check_config};

@@ -1,4 +1,7 @@
-//! The records: one logical attempt per key, with its physical tries.
+//! The records: one logical attempt per key, with its physical tries. A
+//! record read or written keeps its invariants (at most one open try, open
+//! iff in flight under a lease, no pre-provider close of a dispatched try:
+//! `Record::check_invariants`).
 
 use std::fmt;
 

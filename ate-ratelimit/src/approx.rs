@@ -1,4 +1,6 @@
-//! The approximate, memory-bounded mode ([`ApproxKeyedLimiter`]).
+//! The approximate, memory-bounded mode ([`ApproxKeyedLimiter`]): never
+//! looser than the exact limit (it never admits more than N in any
+//! trailing window), at most one bucket's width stricter.
 
 use std::borrow::Borrow;
 use std::collections::HashMap;

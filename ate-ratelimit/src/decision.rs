@@ -1,4 +1,5 @@
-//! What a check answers.
+//! What a check answers: allowed with what remains, or denied with when
+//! the same check would be allowed again, never a denial without a wait.
 
 use std::time::Duration;
 

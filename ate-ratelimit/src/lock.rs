@@ -1,4 +1,6 @@
-//! The lock around the single window of a [`Limiter`](crate::Limiter).
+//! The lock around the single window of a [`Limiter`](crate::Limiter): one
+//! check at a time reads and writes the window, so two checks never both
+//! take its last slot.
 //!
 //! A check holds it for a few nanoseconds, so the lock's own cost matters:
 //! `parking_lot`'s mutex takes two atomic read-modify-writes per check (lock

@@ -1,4 +1,6 @@
-//! The gate itself.
+//! The gate. Its drain begins once and never ends (every later
+//! `begin_drain` is a no-op), and a wait for idle that starts after the
+//! drain sees every guard admitted before it.
 //!
 //! All hot-path state lives in ONE atomic word: the draining bit, a
 //! "someone is waiting for idle" bit, and the in-flight count. Admission is a

@@ -1,4 +1,6 @@
-//! The durable store on redb (feature `redb`).
+//! The durable store on redb (feature `redb`). A write that answers `Ok`
+//! is on disk (committed with fsync, alone or in a group commit), and one
+//! that answers an error wrote nothing.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
