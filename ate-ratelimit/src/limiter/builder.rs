@@ -1,5 +1,5 @@
-//! [`KeyedBuilder`] (the cap and the shards of a keyed limiter) and
-//! [`Seeded`] (what seeding a limiter from an audit trail restored).
+//! [`KeyedBuilder`]: the cap and the shards of a keyed limiter, and every
+//! way to make one ([`KeyedLimiter::builder`], `new`, `with_clock`).
 
 use std::hash::Hash;
 
@@ -11,33 +11,6 @@ use super::keyed::{Cap, KeyedLimiter, Shard};
 use super::quota::{Policy, Quota};
 use crate::clock::{Clock, MonotonicClock};
 use crate::window::Geometry;
-
-/// What [`KeyedLimiter::seed`] restored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[must_use = "records a full key table refused are lost: look at `refused`"]
-pub struct Seeded {
-    pub(super) restored: usize,
-    pub(super) refused: usize,
-}
-
-impl Seeded {
-    /// Records restored into a window.
-    pub fn restored(&self) -> usize {
-        self.restored
-    }
-
-    /// Records not restored because the table was at its key cap
-    /// ([`KeyedBuilder::max_keys`]) and none of its keys had drained at the
-    /// record's time.
-    pub fn refused(&self) -> usize {
-        self.refused
-    }
-
-    /// Whether every record was restored.
-    pub fn is_complete(&self) -> bool {
-        self.refused == 0
-    }
-}
 
 /// Builds a [`KeyedLimiter`].
 #[derive(Debug, Clone)]
@@ -122,5 +95,31 @@ impl KeyedBuilder {
                 })
                 .collect(),
         }
+    }
+}
+
+impl KeyedLimiter<(), MonotonicClock> {
+    /// A builder for a keyed limiter with `quota`.
+    pub fn builder(quota: Quota) -> KeyedBuilder {
+        KeyedBuilder {
+            quota,
+            policy: Policy::default(),
+            max_keys: None,
+            shards: None,
+        }
+    }
+}
+
+impl<K: Hash + Eq + Clone> KeyedLimiter<K, MonotonicClock> {
+    /// A keyed limiter with the default policy and the monotonic clock.
+    pub fn new(quota: Quota) -> Self {
+        KeyedLimiter::builder(quota).build()
+    }
+}
+
+impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
+    /// A keyed limiter with the default policy reading `clock`.
+    pub fn with_clock(quota: Quota, clock: C) -> Self {
+        KeyedLimiter::builder(quota).build_with_clock(clock)
     }
 }

@@ -12,7 +12,6 @@ use hashbrown::DefaultHashBuilder;
 use hashbrown::HashTable;
 use parking_lot::{Mutex, MutexGuard};
 
-use super::builder::{KeyedBuilder, Seeded};
 use super::decide::{Mode, decide_in, decide_n_in};
 use super::quota::{Policy, Quota};
 use crate::clock::{Clock, MonotonicClock, Timestamp};
@@ -24,7 +23,7 @@ pub(super) struct Shard<K> {
     pub(super) table: HashTable<(K, Window)>,
 }
 
-/// The cap on a keyed limiter's keys ([`KeyedBuilder::max_keys`]): one
+/// The cap on a keyed limiter's keys ([`KeyedBuilder::max_keys`](super::KeyedBuilder::max_keys)): one
 /// count over every shard, so the table is refused a new key exactly when
 /// it holds `max` keys none of which has drained. Only adding and evicting
 /// keys touch it; a check of a key already held does not.
@@ -112,31 +111,7 @@ impl<K, C: Clock> fmt::Debug for KeyedLimiter<K, C> {
     }
 }
 
-impl KeyedLimiter<(), MonotonicClock> {
-    /// A builder for a keyed limiter with `quota`.
-    pub fn builder(quota: Quota) -> KeyedBuilder {
-        KeyedBuilder {
-            quota,
-            policy: Policy::default(),
-            max_keys: None,
-            shards: None,
-        }
-    }
-}
-
-impl<K: Hash + Eq + Clone> KeyedLimiter<K, MonotonicClock> {
-    /// A keyed limiter with the default policy and the monotonic clock.
-    pub fn new(quota: Quota) -> Self {
-        KeyedLimiter::builder(quota).build()
-    }
-}
-
 impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
-    /// A keyed limiter with the default policy reading `clock`.
-    pub fn with_clock(quota: Quota, clock: C) -> Self {
-        KeyedLimiter::builder(quota).build_with_clock(clock)
-    }
-
     /// The quota.
     pub fn quota(&self) -> Quota {
         self.quota
@@ -557,7 +532,7 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
     /// Seeds windows from an audit trail of `(key, time)` records, so a
     /// restart does not hand every caller a fresh burst. Records are sorted
     /// by time first; each counts as an attempt whatever the policy, and
-    /// only the last N per key are kept. With [`KeyedBuilder::max_keys`],
+    /// only the last N per key are kept. With [`KeyedBuilder::max_keys`](super::KeyedBuilder::max_keys),
     /// the cap holds here too: a record of a new key that finds the table
     /// full of keys that have not drained at the record's time is not
     /// restored, and the result counts it. An audit trail keeps wall-clock
@@ -607,5 +582,32 @@ impl<K: Hash + Eq + Clone, C: Clock> KeyedLimiter<K, C> {
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         super::decide::retry_until_allowed(|| self.run(key, None, Mode::OnlyIfAllowed, 1)).await
+    }
+}
+
+/// What [`KeyedLimiter::seed`] restored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[must_use = "records a full key table refused are lost: look at `refused`"]
+pub struct Seeded {
+    pub(super) restored: usize,
+    pub(super) refused: usize,
+}
+
+impl Seeded {
+    /// Records restored into a window.
+    pub fn restored(&self) -> usize {
+        self.restored
+    }
+
+    /// Records not restored because the table was at its key cap
+    /// ([`KeyedBuilder::max_keys`](super::KeyedBuilder::max_keys)) and none of its keys had drained at the
+    /// record's time.
+    pub fn refused(&self) -> usize {
+        self.refused
+    }
+
+    /// Whether every record was restored.
+    pub fn is_complete(&self) -> bool {
+        self.refused == 0
     }
 }
