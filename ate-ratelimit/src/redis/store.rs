@@ -6,8 +6,75 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::config::RedisConfig;
+use redis::aio::ConnectionManagerConfig;
+
+use super::config::{RedisConfig, Target, redacted};
 use super::conn::{Client, Conn, unreachable};
+use crate::error::Error;
+
+impl RedisConfig {
+    /// A store handle. It connects lazily, on the first check, and
+    /// reconnects by itself after the server restarts, so a service may
+    /// start while the store is down (its checks then take the fallback).
+    /// Call it inside a tokio runtime.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::RedisUrl`] for a URL the client cannot read (its password,
+    /// if any, is not repeated in the message); [`Error::NoRuntime`]
+    /// outside a tokio runtime.
+    pub fn connect(self) -> Result<RedisStore, Error> {
+        let bad = |url: &str, reason: String| Error::RedisUrl {
+            url: redacted(url),
+            reason,
+        };
+        let (client, slots) = match &self.target {
+            Target::One(url) => {
+                let client =
+                    redis::Client::open(url.as_str()).map_err(|e| bad(url, e.to_string()))?;
+                // The bound on a call is one `tokio::time::timeout` around
+                // it (connecting included); a response timeout of the
+                // manager's own would be a second timer on every call.
+                let manager = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(self.timeout))
+                    .set_response_timeout(None)
+                    .set_number_of_retries(1)
+                    .set_max_delay(self.timeout);
+                (Client::One(client, manager), 1)
+            }
+            #[cfg(feature = "redis-cluster")]
+            Target::Cluster(nodes) => {
+                if nodes.is_empty() {
+                    return Err(bad("", "a cluster needs at least one seed node".into()));
+                }
+                for node in nodes {
+                    redis::Client::open(node.as_str()).map_err(|e| bad(node, e.to_string()))?;
+                }
+                // The cluster client bounds each node's answer itself (and
+                // reconnects a node that gave none); our outer timeout
+                // still bounds the whole check.
+                let client = redis::cluster::ClusterClientBuilder::new(nodes.clone())
+                    .connection_timeout(self.timeout)
+                    .response_timeout(self.timeout)
+                    .retries(2)
+                    .min_retry_wait(1)
+                    .max_retry_wait(u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX))
+                    .build()
+                    .map_err(|e| bad(&nodes.join(","), e.to_string()))?;
+                (Client::Cluster(client, self.timeout), 16_384)
+            }
+        };
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(Error::NoRuntime);
+        }
+        let conn = client.connect().map_err(|e| match &self.target {
+            Target::One(url) => bad(url, e.to_string()),
+            #[cfg(feature = "redis-cluster")]
+            Target::Cluster(nodes) => bad(&nodes.join(","), e.to_string()),
+        })?;
+        Ok(RedisStore::open(self, client, conn, slots))
+    }
+}
 
 /// A handle on the shared store. Clones share one multiplexed connection.
 /// `Send + Sync`.
