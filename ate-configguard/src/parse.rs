@@ -33,11 +33,9 @@ macro_rules! scalars_answer {
     };
 }
 
-mod data;
-pub(crate) use data::{NOT_A_STRING, VALUE_BYTES, VALUE_DIGESTS, value_digest};
 mod node;
-pub(crate) use node::Node;
 use node::{Full, Redacted, Wrapped};
+pub(crate) use node::{NOT_A_STRING, Node, VALUE_BYTES, VALUE_DIGESTS, value_digest};
 mod redact;
 pub(crate) use redact::redact;
 

@@ -1,5 +1,5 @@
-use super::data::{VALUE_BYTES, VALUE_DIGESTS};
 use super::node::{Node, go_float_key};
+use super::node::{VALUE_BYTES, VALUE_DIGESTS};
 use super::redact::redact;
 use super::{DATA_LIST, documents, split_stream};
 
