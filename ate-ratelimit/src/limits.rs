@@ -1,5 +1,7 @@
 //! One async front for named limits kept in this process or, with the
-//! `redis` feature, in a store every replica shares.
+//! `redis` feature, in a store every replica shares. Every check is
+//! decided (shared, by the fallback, or refused as configured) and says
+//! where ([`Scope`](crate::Scope)); none waits past the store's timeout.
 
 use std::fmt;
 use std::num::NonZeroU32;

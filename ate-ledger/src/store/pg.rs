@@ -1,5 +1,7 @@
 //! The store on PostgreSQL (feature `postgres`): one ledger shared by many
-//! replicas of a service.
+//! replicas of a service. Every write is one conditional statement (on the
+//! version, the incarnation and, for a dispatch mark, the lease's end by
+//! the server's clock), so a refused write changed nothing.
 
 use std::collections::HashMap;
 use std::num::NonZeroUsize;

@@ -1,6 +1,8 @@
 //! The store on PostgreSQL for async services (feature `postgres-async`):
 //! `tokio-postgres` connections from a `deadpool-postgres` pool, the same
-//! schema and statements as `PgStore` (feature `postgres`).
+//! schema and statements as `PgStore` (feature `postgres`). Every call is
+//! bounded by the call timeout; a write that timed out may still run on
+//! the server later, which only a fenced one (`put_until`) cannot land.
 
 use chrono::{DateTime, Utc};
 use std::future::Future;

@@ -1,4 +1,7 @@
-//! [`Limiter`]: one trailing window for every caller.
+//! [`Limiter`]: one trailing window for every caller. It allows an
+//! attempt iff fewer than N attempts counted in `(t - W, t]` (every attempt
+//! under `CountDenied`, the allowed ones under `AllowedOnly`), so no
+//! trailing window ever holds more than N allowed.
 
 use std::fmt;
 use std::num::NonZeroU32;

@@ -1,5 +1,7 @@
 //! [`KeyedLimiter`]: one trailing window per key, in shards, under a cap on
-//! the keys it keeps.
+//! the keys it keeps: each key is limited as a [`Limiter`](crate::Limiter)
+//! alone would limit it, and a new key is refused only when the table
+//! holds the cap's worth of keys none of which has drained.
 
 use std::borrow::Borrow;
 use std::fmt;

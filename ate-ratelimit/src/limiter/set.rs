@@ -1,4 +1,6 @@
-//! [`LimitSet`]: several named limits checked as one ([`LimitId`]).
+//! [`LimitSet`]: several named limits checked as one ([`LimitId`]), each
+//! check atomic over the limits it touches: recorded in every one of them
+//! (`CountDenied`) or, under `AllowedOnly`, in all or none.
 
 use std::borrow::Borrow;
 use std::fmt;
