@@ -4,7 +4,7 @@
 
 use std::ops::RangeInclusive;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// The Redis Cluster slot of `key`: CRC16 (XMODEM) of its hash tag (the
 /// text between the first `{` and the next `}`, if not empty) or of the
@@ -38,12 +38,31 @@ pub(super) struct Topology {
     ranges: parking_lot::RwLock<Vec<(usize, usize, Arc<str>)>>,
     /// Whether a task is making a new connection now: one at a time.
     renewing: AtomicBool,
+    /// When the map was last asked for (ms on the store's clock, 0:
+    /// never), so that a cluster that refuses to tell it is asked at most
+    /// once per [`RETRY_MS`].
+    tried_ms: AtomicU64,
 }
+
+/// How long a store whose slot map is unknown waits between two asks.
+const RETRY_MS: u64 = 1_000;
 
 impl Topology {
     /// Whether a map has been learned.
     pub(super) fn is_known(&self) -> bool {
         !self.ranges.read().is_empty()
+    }
+
+    /// Whether the map should be asked for at `now_ms`: none is known and
+    /// the last ask was [`RETRY_MS`] ago or more (or never made).
+    pub(super) fn wants_learning(&self, now_ms: u64) -> bool {
+        let tried = self.tried_ms.load(Ordering::Relaxed);
+        !self.is_known() && (tried == 0 || now_ms.saturating_sub(tried) >= RETRY_MS)
+    }
+
+    /// Notes an ask for the map at `now_ms`.
+    pub(super) fn tried(&self, now_ms: u64) {
+        self.tried_ms.store(now_ms.max(1), Ordering::Relaxed);
     }
 
     /// Takes `reply` (a `CLUSTER SLOTS` answer) as the map; false, leaving
@@ -156,6 +175,18 @@ mod tests {
         assert!(!t.learn(&Value::Array(vec![Value::Int(3)])));
         assert!(!t.learn(&Value::Array(vec![range(0, 99_999, master("h", 1, "b"))])));
         assert_eq!(t.node_slots(7), vec![0..=16_383]);
+    }
+
+    #[test]
+    fn an_unknown_map_is_asked_for_at_most_once_a_second() {
+        let t = Topology::default();
+        assert!(t.wants_learning(0), "never asked");
+        t.tried(5);
+        assert!(!t.wants_learning(5));
+        assert!(!t.wants_learning(1_004));
+        assert!(t.wants_learning(1_005), "a second later");
+        assert!(t.learn(&Value::Array(vec![range(0, 16_383, master("h", 1, "a"))])));
+        assert!(!t.wants_learning(1_000_000), "known: not asked again");
     }
 
     #[test]

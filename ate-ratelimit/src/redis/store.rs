@@ -197,9 +197,10 @@ impl RedisStore {
 
     /// One `PING`, bounded by the timeout: for a startup log or a
     /// readiness check of a service that refuses without the store. It
-    /// updates [`is_up`](Self::is_up). On a cluster it asks one node for
-    /// the slot map instead (which also tells the store which slots share
-    /// a node, so that a node that hangs is skipped as a whole).
+    /// updates [`is_up`](Self::is_up). On a cluster it also asks one node
+    /// for the slot map (which tells the store which slots share a node,
+    /// so that a node that hangs is skipped as a whole); only the `PING`
+    /// decides the answer.
     ///
     /// # Errors
     ///
@@ -226,27 +227,33 @@ impl RedisStore {
 
     /// `PING` on one Redis; `CLUSTER SLOTS` on a cluster, learned.
     async fn ping_on(&self, conn: &mut Conn) -> Result<(), String> {
-        match conn {
-            Conn::One(c) => redis::cmd("PING")
-                .query_async::<String>(c)
-                .await
-                .map(drop)
-                .map_err(|e| e.to_string()),
-            #[cfg(feature = "redis-cluster")]
-            Conn::Cluster(c) => {
-                use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
-                let mut cmd = redis::cmd("CLUSTER");
-                cmd.arg("SLOTS");
-                let reply = c
-                    .route_command(cmd, RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random))
-                    .await
-                    .map_err(|e| e.to_string())?;
-                if self.inner.topology.learn(&reply) {
-                    Ok(())
-                } else {
-                    Err(format!("CLUSTER SLOTS answered {reply:?}"))
-                }
-            }
+        let answer = redis::cmd("PING")
+            .query_async::<String>(conn)
+            .await
+            .map(drop)
+            .map_err(|e| e.to_string());
+        #[cfg(feature = "redis-cluster")]
+        if answer.is_ok() {
+            self.learn_topology(conn).await;
+        }
+        answer
+    }
+
+    /// On a cluster, asks one node for the slot map (`CLUSTER SLOTS`) and
+    /// learns it; an error or a reply it cannot read leaves the map as it
+    /// was (it only widens down marks: checks work without it).
+    #[cfg(feature = "redis-cluster")]
+    async fn learn_topology(&self, conn: &mut Conn) {
+        use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+        let Conn::Cluster(c) = conn else {
+            return;
+        };
+        self.inner.topology.tried(self.now_ms());
+        let mut cmd = redis::cmd("CLUSTER");
+        cmd.arg("SLOTS");
+        let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
+        if let Ok(reply) = c.route_command(cmd, routing).await {
+            self.inner.topology.learn(&reply);
         }
     }
 
@@ -292,7 +299,7 @@ impl RedisStore {
                 *store.inner.conn.write() = conn;
             }
             let mut conn = store.connection();
-            let _ = tokio::time::timeout(bound, store.ping_on(&mut conn)).await;
+            let _ = tokio::time::timeout(bound, store.learn_topology(&mut conn)).await;
             store.inner.topology.done_renewing();
         });
     }
@@ -338,7 +345,7 @@ impl RedisStore {
         // A cluster whose slot map is not known yet learns it now, off the
         // check's path.
         #[cfg(feature = "redis-cluster")]
-        if self.inner.down_until_ms.len() > 1 && !self.inner.topology.is_known() {
+        if self.inner.down_until_ms.len() > 1 && self.inner.topology.wants_learning(self.now_ms()) {
             self.renew(false);
         }
     }
