@@ -372,3 +372,37 @@ async fn no_url_spelling_reaches_an_actix_route_unlimited() {
     every_spelling!("table", &table);
     every_spelling!("per route", &per_route);
 }
+
+#[actix_web::test]
+async fn without_checked_the_handler_gets_no_checked_and_the_client_the_fields() {
+    let (limits, route, bucket) = limits(2);
+    let app = test::init_service(
+        App::new()
+            .wrap(
+                RateLimit::new(limits)
+                    .route("/notify", &[route, bucket], NonZeroU32::MIN)
+                    .without_checked(),
+            )
+            .route(
+                "/notify",
+                web::post().to(|checked: Option<web::ReqData<Checked>>| async move {
+                    format!("checked={}", checked.is_some())
+                }),
+            ),
+    )
+    .await;
+    let (status, headers, body) = call!(&app, post("/notify", "203.0.113.9", &[]));
+    assert_eq!((status, body.as_str()), (200, "checked=false"));
+    assert!(
+        header(&headers, "ratelimit-policy").is_some(),
+        "{headers:?}"
+    );
+    assert!(
+        header(&headers, "ratelimit")
+            .unwrap()
+            .contains(r#""notify";r=1"#)
+    );
+    let _ = call!(&app, post("/notify", "203.0.113.9", &[]));
+    let (status, _, _) = call!(&app, post("/notify", "203.0.113.9", &[]));
+    assert_eq!(status, 429);
+}

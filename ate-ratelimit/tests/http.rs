@@ -702,3 +702,33 @@ fn a_fresh_windows_reset_is_never_past_the_window() {
         assert_eq!(field, r#""notify";r=149;t=60"#);
     }
 }
+
+#[tokio::test]
+async fn without_checked_the_handler_gets_no_checked_and_the_client_the_fields() {
+    let (limits, route, bucket) = self::limits(2);
+    let router = Router::new().route(
+        "/notify",
+        post(|checked: Option<axum::Extension<Checked>>| async move {
+            format!("checked={}", checked.is_some())
+        })
+        .layer(
+            RateLimitLayer::new(limits)
+                .limit(&[route, bucket], NonZeroU32::MIN)
+                .caller(axum_peer())
+                .without_checked(),
+        ),
+    );
+    let (status, headers, body) = call(&router, "/notify", "203.0.113.9", &[]).await;
+    assert_eq!((status, body.as_str()), (200, "checked=false"));
+    assert!(headers.contains_key("ratelimit-policy"), "{headers:?}");
+    assert!(
+        headers["ratelimit"]
+            .to_str()
+            .unwrap()
+            .contains(r#""notify";r=1"#)
+    );
+    // Still limited: the third is refused.
+    let _ = call(&router, "/notify", "203.0.113.9", &[]).await;
+    let (status, _, _) = call(&router, "/notify", "203.0.113.9", &[]).await;
+    assert_eq!(status, 429);
+}

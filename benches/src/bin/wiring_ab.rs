@@ -1,7 +1,8 @@
 //! The per-request cost of each middleware on a trivial axum route, in
 //! process (no sockets), interleaved in short slices so a neighbour's
 //! burst lands on every variant: bare; tower_governor without and with
-//! its headers; ate's rate-limit layer alone (with its IETF fields); the
+//! its headers; ate's rate-limit layer alone (with its IETF fields), and
+//! without `Checked` in the request; the
 //! readiness layer alone, and without `Admitted` in the request; a route
 //! bound to a ready capability; both. Prints ns and allocations per request
 //! (a counting allocator), medians over the rounds, and the ratios the
@@ -54,18 +55,25 @@ fn governor(headers: bool) -> Router {
     }
 }
 
-fn ratelimit_only(w: &Wiring) -> Router {
+fn ratelimit_layer(w: &Wiring) -> ate_ratelimit::tower::RateLimitLayer {
     let caller = ate_ratelimit::tower::Caller::peer().peer_from(|parts| {
         parts
             .extensions
             .get::<ConnectInfo<SocketAddr>>()
             .map(|c| c.0.ip())
     });
-    bare().layer(
-        ate_ratelimit::tower::RateLimitLayer::new(w.limits.clone())
-            .route("/hello", &[w.hello], std::num::NonZeroU32::MIN)
-            .caller(caller),
-    )
+    ate_ratelimit::tower::RateLimitLayer::new(w.limits.clone())
+        .route("/hello", &[w.hello], std::num::NonZeroU32::MIN)
+        .caller(caller)
+}
+
+fn ratelimit_only(w: &Wiring) -> Router {
+    bare().layer(ratelimit_layer(w))
+}
+
+/// The rate-limit layer without `Checked` in the request's extensions.
+fn ratelimit_without_checked(w: &Wiring) -> Router {
+    bare().layer(ratelimit_layer(w).without_checked())
 }
 
 /// A route bound to a capability that is ready (ate-readiness's
@@ -116,6 +124,10 @@ fn main() {
         ("tower_governor", governor(false)),
         ("tower_governor_headers", governor(true)),
         ("ate_ratelimit", ratelimit_only(&w)),
+        (
+            "ate_ratelimit_without_checked",
+            ratelimit_without_checked(&w),
+        ),
         ("ate_readiness", readiness_only(&w)),
         (
             "ate_readiness_without_admitted",
