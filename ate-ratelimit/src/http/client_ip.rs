@@ -352,7 +352,7 @@ impl ClientIp {
     /// [`key_of`](Self::key_of), inline (no heap allocation).
     pub(crate) fn key_text(&self, ip: IpAddr) -> CallerKey {
         match canonical(ip) {
-            IpAddr::V4(v4) => CallerKey::display(v4),
+            IpAddr::V4(v4) => CallerKey::ipv4(v4),
             IpAddr::V6(v6) if self.v6_prefix >= 128 => CallerKey::display(v6),
             IpAddr::V6(v6) => {
                 let mask = u128::MAX << (128 - u32::from(self.v6_prefix));
