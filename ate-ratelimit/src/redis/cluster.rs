@@ -38,6 +38,9 @@ pub(super) struct Topology {
     ranges: parking_lot::RwLock<Vec<(usize, usize, Arc<str>)>>,
     /// Whether a task is making a new connection now: one at a time.
     renewing: AtomicBool,
+    /// Whether `ranges` holds a map: one load on a successful check's
+    /// path, where the lock and the clock would cost more.
+    known: AtomicBool,
     /// When the map was last asked for (ms on the store's clock, 0:
     /// never), so that a cluster that refuses to tell it is asked at most
     /// once per [`RETRY_MS`].
@@ -50,14 +53,18 @@ const RETRY_MS: u64 = 1_000;
 impl Topology {
     /// Whether a map has been learned.
     pub(super) fn is_known(&self) -> bool {
-        !self.ranges.read().is_empty()
+        self.known.load(Ordering::Acquire)
     }
 
-    /// Whether the map should be asked for at `now_ms`: none is known and
-    /// the last ask was [`RETRY_MS`] ago or more (or never made).
-    pub(super) fn wants_learning(&self, now_ms: u64) -> bool {
+    /// Whether the map should be asked for at `now_ms()`: none is known
+    /// and the last ask was [`RETRY_MS`] ago or more (or never made). The
+    /// clock is read only while no map is known.
+    pub(super) fn wants_learning(&self, now_ms: impl FnOnce() -> u64) -> bool {
+        if self.is_known() {
+            return false;
+        }
         let tried = self.tried_ms.load(Ordering::Relaxed);
-        !self.is_known() && (tried == 0 || now_ms.saturating_sub(tried) >= RETRY_MS)
+        tried == 0 || now_ms().saturating_sub(tried) >= RETRY_MS
     }
 
     /// Notes an ask for the map at `now_ms`.
@@ -71,7 +78,9 @@ impl Topology {
         let Some(ranges) = parse_slots(reply) else {
             return false;
         };
+        let known = !ranges.is_empty();
         *self.ranges.write() = ranges;
+        self.known.store(known, Ordering::Release);
         true
     }
 
@@ -180,13 +189,13 @@ mod tests {
     #[test]
     fn an_unknown_map_is_asked_for_at_most_once_a_second() {
         let t = Topology::default();
-        assert!(t.wants_learning(0), "never asked");
+        assert!(t.wants_learning(|| 0), "never asked");
         t.tried(5);
-        assert!(!t.wants_learning(5));
-        assert!(!t.wants_learning(1_004));
-        assert!(t.wants_learning(1_005), "a second later");
+        assert!(!t.wants_learning(|| 5));
+        assert!(!t.wants_learning(|| 1_004));
+        assert!(t.wants_learning(|| 1_005), "a second later");
         assert!(t.learn(&Value::Array(vec![range(0, 16_383, master("h", 1, "a"))])));
-        assert!(!t.wants_learning(1_000_000), "known: not asked again");
+        assert!(!t.wants_learning(|| 1_000_000), "known: not asked again");
     }
 
     #[test]

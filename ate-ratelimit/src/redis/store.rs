@@ -345,7 +345,9 @@ impl RedisStore {
         // A cluster whose slot map is not known yet learns it now, off the
         // check's path.
         #[cfg(feature = "redis-cluster")]
-        if self.inner.down_until_ms.len() > 1 && self.inner.topology.wants_learning(self.now_ms()) {
+        if self.inner.down_until_ms.len() > 1
+            && self.inner.topology.wants_learning(|| self.now_ms())
+        {
             self.renew(false);
         }
     }
